@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# One entry point for a fresh machine (the README's two commands):
+#   bash deploy/run.sh demo    set everything up, start the stack, run `mathsearch demo`
+#   bash deploy/run.sh test    set everything up, start the stack, run lint + the whole test suite,
+#                              stop the stack; exits non-zero on any failure (no tests = failure)
+#   bash deploy/run.sh shell   set everything up and open a shell with the venv active
+# Caches live outside the clone (MATHSEARCH_CACHE_DIR, default /var/cache/mathsearch as root,
+# ~/.cache/mathsearch otherwise): the venv is keyed by pyproject.toml and the Python version,
+# the assembled OpenSearch by its artifact lock; pip and Maven keep their own caches.
+set -euo pipefail
+
+mode="${1:-}"
+case "$mode" in
+  demo|test|shell) shift ;;
+  *) echo "usage: bash deploy/run.sh demo|test|shell [args...]" >&2; exit 2 ;;
+esac
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+
+if [ "$(id -u)" = 0 ]; then default_cache=/var/cache/mathsearch; else default_cache="${XDG_CACHE_HOME:-$HOME/.cache}/mathsearch"; fi
+export MATHSEARCH_CACHE_DIR="${MATHSEARCH_CACHE_DIR:-$default_cache}"
+
+python=""
+for candidate in "${MATHSEARCH_PYTHON:-}" python3.13 python3.12 python3.11 python3; do
+  [ -n "$candidate" ] || continue
+  if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+    python="$(command -v "$candidate")"; break
+  fi
+done
+[ -n "$python" ] || { echo "deploy/run.sh: Python >= 3.11 is required" >&2; exit 1; }
+
+pyver="$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+key="$( (cat pyproject.toml; echo "$pyver") | sha256sum | cut -c1-16)"
+venv="$MATHSEARCH_CACHE_DIR/venv/py$pyver-$key"
+mkdir -p "$MATHSEARCH_CACHE_DIR/venv"
+
+if [ ! -x "$venv/bin/mathsearch" ] || [ ! -f "$venv/.complete" ]; then
+  echo "==> creating the virtualenv $venv (first run for this pyproject.toml)"
+  rm -rf "$venv"
+  "$python" -m venv "$venv"
+  "$venv/bin/pip" install -q --upgrade pip setuptools
+  "$venv/bin/pip" install -q -e ".[dev]"
+  touch "$venv/.complete"
+else
+  # The venv is shared by every clone with the same pyproject.toml: point it at this one.
+  "$venv/bin/pip" install -q --no-deps --no-build-isolation -e . >/dev/null
+fi
+export PATH="$venv/bin:$PATH"
+export VIRTUAL_ENV="$venv"
+
+case "$mode" in
+  demo)
+    exec mathsearch demo "$@"
+    ;;
+  shell)
+    exec "${SHELL:-bash}" "$@"
+    ;;
+  test)
+    echo "==> ruff"
+    ruff check .
+    ruff format --check .
+    echo "==> starting the stack"
+    mathsearch stack up
+    trap 'echo "==> stopping the stack"; mathsearch stack down || true' EXIT
+    echo "==> pytest"
+    set +e
+    python -m pytest "$@"
+    status=$?
+    set -e
+    if [ "$status" = 5 ]; then echo "deploy/run.sh: pytest collected no tests" >&2; fi
+    exit "$status"
+    ;;
+esac

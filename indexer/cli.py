@@ -1,0 +1,200 @@
+"""The ``mathsearch`` command line (see DESIGN.md, "Command line")."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import textwrap
+
+from opensearch.errors import MathsearchOpenSearchError
+
+logger = logging.getLogger("mathsearch")
+
+EPILOG = """\
+examples:
+  mathsearch stack up                 start a local OpenSearch (+k-NN, neural-search) and Redis
+  mathsearch stack status --json      health, nodes, plugins, versions
+  mathsearch demo                     index the bundled hep-th equations, run hybrid queries
+  mathsearch worker --queues parse,embed --concurrency 2
+
+environment: MATHSEARCH_OPENSEARCH_URL, MATHSEARCH_REDIS_URL and friends (see README.md).
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mathsearch",
+        description="Math search for OpenSearch.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    stack = commands.add_parser(
+        "stack",
+        help="the local OpenSearch node(s) and Redis",
+        description="Provision, start, stop and inspect the local stack: OpenSearch assembled "
+        "from pinned Maven Central artifacts (k-NN and neural-search plugins) and Redis.",
+        epilog=textwrap.dedent("""\
+            examples:
+              mathsearch stack up                   one node on 127.0.0.1:9200, Redis on 6379
+              mathsearch stack up --nodes 3         three nodes on 9200-9202 (replicas work)
+              mathsearch stack node stop 2          stop one node of the cluster ...
+              mathsearch stack node start 2         ... and bring it back
+              mathsearch stack status --json
+              mathsearch stack down
+            """),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    stack_cmds = stack.add_subparsers(dest="stack_command", required=True, metavar="ACTION")
+    up = stack_cmds.add_parser("up", help="provision (first time) and start the stack")
+    up.add_argument("--nodes", type=int, default=1, help="OpenSearch nodes (default 1)")
+    up.add_argument("--no-redis", action="store_true", help="start OpenSearch only")
+    stack_cmds.add_parser("down", help="stop the local nodes and our Redis")
+    status = stack_cmds.add_parser("status", help="health, nodes, plugins and versions")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    node = stack_cmds.add_parser("node", help="stop or start one node of the local cluster")
+    node.add_argument("action", choices=["stop", "start"])
+    node.add_argument("index", type=int, help="node number, 1-based")
+    stack_cmds.add_parser("assemble", help="only build the OpenSearch home; print its path")
+
+    demo = commands.add_parser(
+        "demo",
+        help="the main job on the bundled real corpus",
+        description="Start the stack, index the bundled hep-th equations and run hybrid "
+        "(fusion and RRF) queries, printing the results.",
+        epilog="examples:\n  mathsearch demo\n  mathsearch demo --k 5 --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    demo.add_argument("--k", type=int, default=3, help="results per query (default 3)")
+    demo.add_argument("--json", action="store_true", help="machine-readable output")
+    demo.add_argument("--no-stack-up", action="store_true", help="use the running cluster as is")
+
+    worker = commands.add_parser(
+        "worker",
+        help="start Celery workers",
+        description="Start a Celery worker on the Redis broker of MATHSEARCH_REDIS_URL.",
+        epilog="examples:\n  mathsearch worker\n  mathsearch worker --queues embed --concurrency 1",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    worker.add_argument("--queues", default="parse,embed,default", help="comma-separated queues")
+    worker.add_argument("--concurrency", type=int, default=None, help="worker processes")
+    worker.add_argument("--loglevel", default="INFO")
+    worker.add_argument("--hostname", default=None, help="Celery node name (default: celery@host)")
+    return parser
+
+
+def _print_status(status: dict) -> None:
+    print(f"OpenSearch {status['opensearch_version']} at {status['url']}")
+    print(
+        f"  cluster {status['cluster_name']}: {status['health']}, "
+        f"{status['number_of_nodes']} node(s)"
+    )
+    for node in status["nodes"]:
+        manager = " (cluster manager)" if node.get("cm") == "*" else ""
+        print(
+            f"    {node['name']}  {node['ip']}  v{node['version']}  "
+            f"heap {node['heap.percent']}%{manager}"
+        )
+    print("  plugins:")
+    for name, entry in sorted(status["plugins"].items()):
+        print(f"    {name} {entry['version']} on {len(entry['nodes'])} node(s)")
+    if status["missing_plugins"]:
+        print(f"  MISSING plugins: {', '.join(status['missing_plugins'])}")
+    redis = status["redis"]
+    print(f"Redis at {redis['url']}: {'up, ' + str(redis['version']) if redis['ok'] else 'DOWN'}")
+
+
+def _stack(args: argparse.Namespace) -> int:
+    from opensearch.stack import Stack, assemble
+
+    stack = Stack.from_env()
+    if args.stack_command == "up":
+        for line in stack.up(args.nodes, with_redis=not args.no_redis):
+            print(line)
+    elif args.stack_command == "down":
+        for line in stack.down():
+            print(line)
+    elif args.stack_command == "node":
+        print(
+            stack.node_stop(args.index) if args.action == "stop" else stack.node_start(args.index)
+        )
+    elif args.stack_command == "assemble":
+        print(assemble(stack.settings.cache_dir, java_home=stack.settings.java_home))
+    else:
+        status = stack.status()
+        if args.json:
+            print(json.dumps(status, indent=2))
+        else:
+            _print_status(status)
+        healthy = status["health"] == "green" and not status["missing_plugins"]
+        return 0 if healthy and status["redis"]["ok"] else 1
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from workers.demo import run_demo
+
+    report = run_demo(bring_up=not args.no_stack_up, k=args.k)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+        return 0
+    for line in report.stack:
+        print(line)
+    skipped = ", ".join(f"{n} {reason}" for reason, n in report.rejected.items()) or "none"
+    print(
+        f"\nindexed {report.indexed} real hep-th equations into {report.index} "
+        f"(rejected: {skipped})"
+    )
+    print("vectors: placeholder token hashing until the graph-CNN model lands\n")
+    for query in report.queries:
+        print(f"query [{query.mode}]  {query.latex}")
+        for hit in query.hits:
+            latex = " ".join(hit.latex.split())
+            latex = latex if len(latex) <= 90 else latex[:87] + "..."
+            print(f"  {hit.rank}. {hit.score:.4f}  {hit.eq_id:<14} {latex}")
+        print()
+    return 0
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from workers.app import app
+
+    argv = ["worker", f"--queues={args.queues}", f"--loglevel={args.loglevel}"]
+    if args.concurrency:
+        argv.append(f"--concurrency={args.concurrency}")
+    if args.hostname:
+        argv.append(f"--hostname={args.hostname}")
+    app.worker_main(argv)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
+    logging.basicConfig(
+        level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    # opensearch-py logs every failed request (with a traceback) on the logger "opensearch",
+    # the parent of our own opensearch.* loggers: drop its own records unless they are errors.
+    logging.getLogger("opensearch").addFilter(
+        lambda record: (
+            record.name != "opensearch" or record.levelno >= logging.ERROR or args.verbose
+        )
+    )
+    handlers = {"stack": _stack, "demo": _demo, "worker": _worker}
+    try:
+        return handlers[args.command](args)
+    except MathsearchOpenSearchError as exc:
+        print(f"mathsearch: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""One way to build an OpenSearch client from :class:`OpenSearchSettings`."""
+
+from __future__ import annotations
+
+import logging
+from urllib.parse import urlsplit
+
+from opensearchpy import OpenSearch
+
+from opensearch.settings import OpenSearchSettings
+
+logger = logging.getLogger(__name__)
+
+
+def connect(settings: OpenSearchSettings | None = None, **overrides: object) -> OpenSearch:
+    """Return a client for ``settings.url`` with basic auth and TLS as configured.
+
+    Example::
+
+        client = connect()                      # MATHSEARCH_OPENSEARCH_URL etc.
+        client.cluster.health()["status"]
+    """
+    settings = settings or OpenSearchSettings.from_env()
+    parts = urlsplit(settings.url)
+    kwargs: dict[str, object] = {
+        "hosts": [settings.url],
+        "timeout": settings.timeout,
+        "http_compress": False,
+    }
+    if settings.user:
+        kwargs["http_auth"] = (settings.user, settings.password or "")
+    if parts.scheme == "https":
+        kwargs["use_ssl"] = True
+        kwargs["verify_certs"] = settings.verify_certs
+        kwargs["ssl_show_warn"] = settings.verify_certs
+        if settings.ca_file:
+            kwargs["ca_certs"] = str(settings.ca_file)
+    kwargs.update(overrides)
+    logger.debug("connecting to %s (user=%s)", settings.url, settings.user or "-")
+    return OpenSearch(**kwargs)

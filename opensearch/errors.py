@@ -1,0 +1,23 @@
+"""Typed exceptions of the opensearch package."""
+
+from __future__ import annotations
+
+
+class MathsearchOpenSearchError(Exception):
+    """Base class of every error raised by the opensearch package."""
+
+
+class ConfigurationError(MathsearchOpenSearchError):
+    """A ``MATHSEARCH_*`` setting is missing or malformed."""
+
+
+class ArtifactError(MathsearchOpenSearchError):
+    """A Maven Central artifact could not be fetched or failed its checksum."""
+
+
+class StackError(MathsearchOpenSearchError):
+    """The local OpenSearch / Redis stack could not be provisioned, started or stopped."""
+
+
+class ClusterUnavailableError(MathsearchOpenSearchError):
+    """The cluster at ``MATHSEARCH_OPENSEARCH_URL`` does not answer."""

@@ -1,0 +1,162 @@
+"""Settings of the opensearch package, read from ``MATHSEARCH_*`` environment variables.
+
+=================================  ==========================================  =====================
+variable                           meaning                                     default
+=================================  ==========================================  =====================
+MATHSEARCH_OPENSEARCH_URL          cluster URL (http or https)                 http://127.0.0.1:9200
+MATHSEARCH_OPENSEARCH_USER         basic-auth user                             (none)
+MATHSEARCH_OPENSEARCH_PASSWORD     basic-auth password                         (none)
+MATHSEARCH_OPENSEARCH_PASSWORD_FILE  file holding the password (preferred)     (none)
+MATHSEARCH_OPENSEARCH_CA_FILE      PEM file of the CA that signed the cluster  (system CAs)
+MATHSEARCH_OPENSEARCH_VERIFY_CERTS verify TLS certificates (1/0)               1
+MATHSEARCH_OPENSEARCH_TIMEOUT      request timeout, seconds                    30
+MATHSEARCH_INDEX_PREFIX            prefix of every index mathsearch creates    mathsearch
+MATHSEARCH_CACHE_DIR               downloads, assembled OpenSearch, venv       see below
+MATHSEARCH_STATE_DIR               local stack: node data, logs, pid files     see below
+MATHSEARCH_JAVA_HOME               JDK for the local node                      first JDK 11-21 found
+MATHSEARCH_OPENSEARCH_HEAP         heap of each local node                     512m
+MATHSEARCH_STACK_USER              system user the local node runs as (root)   mathsearch
+MATHSEARCH_STACK_TIMEOUT           seconds to wait for a local node to start   240
+=================================  ==========================================  =====================
+
+The cache and state folders default to ``/var/cache/mathsearch`` and ``/var/lib/mathsearch``
+when run as root (the node's non-root user must be able to read them) and to
+``$XDG_CACHE_HOME/mathsearch`` and ``$XDG_STATE_HOME/mathsearch`` otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from opensearch.errors import ConfigurationError
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    if raw.lower() in {"1", "true", "yes", "on"}:
+        return True
+    if raw.lower() in {"0", "false", "no", "off"}:
+        return False
+    raise ConfigurationError(f"{name}={raw!r} is not a boolean (use 1 or 0)")
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise ConfigurationError(f"{name}={raw!r} is not a number") from exc
+
+
+def _is_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def default_cache_dir() -> Path:
+    """Folder for downloads, the assembled OpenSearch and the cached virtualenv."""
+    if _is_root():
+        return Path("/var/cache/mathsearch")
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "mathsearch"
+
+
+def default_state_dir() -> Path:
+    """Folder for the local stack's node data, logs and pid files."""
+    if _is_root():
+        return Path("/var/lib/mathsearch")
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "mathsearch"
+
+
+@dataclass(frozen=True)
+class OpenSearchSettings:
+    """Connection to the cluster and the local stack's layout (see the module docstring)."""
+
+    url: str = "http://127.0.0.1:9200"
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+    ca_file: Path | None = None
+    verify_certs: bool = True
+    timeout: float = 30.0
+    index_prefix: str = "mathsearch"
+    cache_dir: Path = field(default_factory=default_cache_dir)
+    state_dir: Path = field(default_factory=default_state_dir)
+    java_home: Path | None = None
+    heap: str = "512m"
+    stack_user: str = "mathsearch"
+    stack_timeout: float = 240.0
+
+    @classmethod
+    def from_env(cls) -> OpenSearchSettings:
+        """Read every ``MATHSEARCH_*`` variable of the module docstring."""
+        env = os.environ
+        password = env.get("MATHSEARCH_OPENSEARCH_PASSWORD") or None
+        password_file = env.get("MATHSEARCH_OPENSEARCH_PASSWORD_FILE")
+        if password_file:
+            try:
+                password = Path(password_file).read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise ConfigurationError(
+                    f"MATHSEARCH_OPENSEARCH_PASSWORD_FILE: cannot read {password_file}: "
+                    f"{exc.strerror}"
+                ) from exc
+        ca_file = env.get("MATHSEARCH_OPENSEARCH_CA_FILE")
+        if ca_file and not Path(ca_file).is_file():
+            raise ConfigurationError(f"MATHSEARCH_OPENSEARCH_CA_FILE: no such file {ca_file}")
+        java_home = env.get("MATHSEARCH_JAVA_HOME")
+        settings = cls(
+            url=env.get("MATHSEARCH_OPENSEARCH_URL") or cls.url,
+            user=env.get("MATHSEARCH_OPENSEARCH_USER") or None,
+            password=password,
+            ca_file=Path(ca_file) if ca_file else None,
+            verify_certs=_env_bool("MATHSEARCH_OPENSEARCH_VERIFY_CERTS", True),
+            timeout=_env_float("MATHSEARCH_OPENSEARCH_TIMEOUT", cls.timeout),
+            index_prefix=env.get("MATHSEARCH_INDEX_PREFIX") or cls.index_prefix,
+            cache_dir=Path(env["MATHSEARCH_CACHE_DIR"])
+            if env.get("MATHSEARCH_CACHE_DIR")
+            else default_cache_dir(),
+            state_dir=Path(env["MATHSEARCH_STATE_DIR"])
+            if env.get("MATHSEARCH_STATE_DIR")
+            else default_state_dir(),
+            java_home=Path(java_home) if java_home else None,
+            heap=env.get("MATHSEARCH_OPENSEARCH_HEAP") or cls.heap,
+            stack_user=env.get("MATHSEARCH_STACK_USER") or cls.stack_user,
+            stack_timeout=_env_float("MATHSEARCH_STACK_TIMEOUT", cls.stack_timeout),
+        )
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        """Raise :class:`ConfigurationError` for a URL or heap that cannot work."""
+        parts = urlsplit(self.url)
+        if parts.scheme not in {"http", "https"} or not parts.hostname:
+            raise ConfigurationError(
+                f"MATHSEARCH_OPENSEARCH_URL={self.url!r} must look like http(s)://host:port"
+            )
+        if not self.heap[:-1].isdigit() or self.heap[-1].lower() not in {"m", "g"}:
+            raise ConfigurationError(
+                f"MATHSEARCH_OPENSEARCH_HEAP={self.heap!r} must look like 512m or 1g"
+            )
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self.url).hostname or "127.0.0.1"
+
+    @property
+    def port(self) -> int:
+        parts = urlsplit(self.url)
+        return parts.port or (443 if parts.scheme == "https" else 9200)
+
+    @property
+    def is_local(self) -> bool:
+        """True when the URL names a loopback address, so that `stack up` may manage it."""
+        return (
+            self.host in {"127.0.0.1", "localhost", "::1"} and urlsplit(self.url).scheme == "http"
+        )

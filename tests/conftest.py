@@ -1,0 +1,44 @@
+"""Shared fixtures. Service tests talk to the real stack started by `mathsearch stack up`."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from opensearchpy import OpenSearch
+
+from opensearch import OpenSearchSettings, connect
+from workers import WorkerSettings
+
+
+@pytest.fixture(scope="session")
+def settings() -> OpenSearchSettings:
+    return OpenSearchSettings.from_env()
+
+
+@pytest.fixture(scope="session")
+def worker_settings() -> WorkerSettings:
+    return WorkerSettings.from_env()
+
+
+@pytest.fixture(scope="session")
+def client(settings: OpenSearchSettings) -> OpenSearch:
+    """A client of the real node; the test fails (never skips) when the node is not up."""
+    client = connect(settings)
+    try:
+        client.cluster.health()
+    except Exception as exc:
+        pytest.fail(
+            f"OpenSearch at {settings.url} does not answer ({exc!r}); run the suite through "
+            "`bash deploy/run.sh test` or start the stack with `mathsearch stack up`"
+        )
+    return client
+
+
+@pytest.fixture
+def index_name(client: OpenSearch, settings: OpenSearchSettings) -> Iterator[str]:
+    """A fresh index name, deleted after the test."""
+    name = f"{settings.index_prefix}-test-{uuid.uuid4().hex[:10]}"
+    yield name
+    client.indices.delete(index=name, ignore_unavailable=True)

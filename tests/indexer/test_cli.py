@@ -1,0 +1,76 @@
+"""The `mathsearch` command against the real stack."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def _mathsearch(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "indexer.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def test_help_lists_commands_with_examples() -> None:
+    result = _mathsearch("--help")
+    assert result.returncode == 0
+    for word in ("stack", "demo", "worker", "examples:"):
+        assert word in result.stdout
+
+
+def test_unknown_command_fails_with_usage() -> None:
+    result = _mathsearch("frobnicate")
+    assert result.returncode == 2
+    assert "invalid choice" in result.stderr
+
+
+@pytest.mark.services
+def test_stack_status_json_shows_green_and_plugins() -> None:
+    result = _mathsearch("stack", "status", "--json")
+    assert result.returncode == 0, result.stderr
+    status = json.loads(result.stdout)
+    assert status["health"] == "green"
+    assert {"opensearch-knn", "opensearch-neural-search"} <= set(status["plugins"])
+    assert status["redis"]["ok"] is True
+
+
+@pytest.mark.services
+def test_status_of_an_unreachable_cluster_is_one_line_and_nonzero() -> None:
+    import os
+
+    env = {**os.environ, "MATHSEARCH_OPENSEARCH_URL": "http://127.0.0.1:9"}
+    result = subprocess.run(
+        [sys.executable, "-m", "indexer.cli", "stack", "status"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().startswith("mathsearch: error: OpenSearch at http://127.0.0.1:9")
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.services
+def test_demo_indexes_real_equations_and_answers_hybrid_queries() -> None:
+    result = _mathsearch("demo", "--no-stack-up", "--json", "--k", "3")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["indexed"] > 150
+    assert sum(report["rejected"].values()) > 0
+    modes = {q["mode"] for q in report["queries"]}
+    assert modes == {"fusion", "rrf"}
+    for query in report["queries"]:
+        assert len(query["hits"]) == 3
+    # the first query is a retyped equation of paper 0301004: both modes find that paper first
+    first = [q for q in report["queries"] if q["latex"] == report["queries"][0]["latex"]]
+    assert all(q["hits"][0]["doc_id"] == "0301004" for q in first)

@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from opensearch import ConfigurationError, OpenSearchSettings
+from opensearch.stack.node import NodeSpec
+
+
+def test_defaults_point_at_the_local_node(monkeypatch) -> None:
+    for name in ("MATHSEARCH_OPENSEARCH_URL", "MATHSEARCH_OPENSEARCH_USER"):
+        monkeypatch.delenv(name, raising=False)
+    settings = OpenSearchSettings.from_env()
+    assert settings.url == "http://127.0.0.1:9200"
+    assert settings.port == 9200
+    assert settings.is_local
+
+
+def test_external_cluster_with_auth_and_ca(monkeypatch, tmp_path: Path) -> None:
+    secret = tmp_path / "password"
+    secret.write_text("s3cret\n")
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    monkeypatch.setenv("MATHSEARCH_OPENSEARCH_URL", "https://search.example.org:9243")
+    monkeypatch.setenv("MATHSEARCH_OPENSEARCH_USER", "librarian")
+    monkeypatch.setenv("MATHSEARCH_OPENSEARCH_PASSWORD_FILE", str(secret))
+    monkeypatch.setenv("MATHSEARCH_OPENSEARCH_CA_FILE", str(ca))
+    settings = OpenSearchSettings.from_env()
+    assert settings.password == "s3cret"
+    assert settings.ca_file == ca
+    assert settings.port == 9243
+    assert not settings.is_local
+    assert "s3cret" not in repr(settings)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("MATHSEARCH_OPENSEARCH_URL", "localhost:9200", "http"),
+        ("MATHSEARCH_OPENSEARCH_HEAP", "lots", "512m"),
+        ("MATHSEARCH_OPENSEARCH_VERIFY_CERTS", "maybe", "boolean"),
+        ("MATHSEARCH_OPENSEARCH_CA_FILE", "/nonexistent/ca.pem", "no such file"),
+    ],
+)
+def test_bad_settings_raise_typed_errors(monkeypatch, name, value, message) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigurationError, match=message):
+        OpenSearchSettings.from_env()
+
+
+def test_node_config_single_and_three_nodes(tmp_path: Path) -> None:
+    single = NodeSpec(1, 1, 9200, 9300, tmp_path).opensearch_yml()
+    assert "discovery.type: single-node" in single
+    assert "network.host: 127.0.0.1" in single
+    third = NodeSpec(3, 3, 9200, 9300, tmp_path)
+    yml = third.opensearch_yml()
+    assert third.http_port == 9202 and third.transport_port == 9302
+    assert "discovery.type" not in yml
+    assert '"127.0.0.1:9300", "127.0.0.1:9301", "127.0.0.1:9302"' in yml
+    assert 'cluster.initial_cluster_manager_nodes: ["node-1", "node-2", "node-3"]' in yml

@@ -1,0 +1,12 @@
+"""Celery tasks: thin wrappers over plain functions, JSON arguments, ids not objects."""
+
+from __future__ import annotations
+
+from workers.app import app
+from workers.health import describe_worker
+
+
+@app.task(name="mathsearch.ping", acks_late=True)
+def ping(payload: dict) -> dict:
+    """Round-trip check: returns the payload and the worker's pid and host."""
+    return describe_worker(payload)
