@@ -4,6 +4,7 @@
 #   bash deploy/run.sh test    set everything up, start the stack, run lint + the whole test suite,
 #                              stop the stack; exits non-zero on any failure (no tests = failure)
 #   bash deploy/run.sh shell   set everything up and open a shell with the venv active
+#   bash deploy/run.sh mathsearch ARGS...   any mathsearch command, e.g. `... mathsearch stack down`
 # Caches live outside the clone (MATHSEARCH_CACHE_DIR, default /var/cache/mathsearch as root,
 # ~/.cache/mathsearch otherwise): the venv is keyed by pyproject.toml and the Python version,
 # the assembled OpenSearch by its artifact lock; pip and Maven keep their own caches.
@@ -11,8 +12,8 @@ set -euo pipefail
 
 mode="${1:-}"
 case "$mode" in
-  demo|test|shell) shift ;;
-  *) echo "usage: bash deploy/run.sh demo|test|shell [args...]" >&2; exit 2 ;;
+  demo|test|shell|mathsearch) shift ;;
+  *) echo "usage: bash deploy/run.sh demo|test|shell|mathsearch [args...]" >&2; exit 2 ;;
 esac
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,7 +25,7 @@ export MATHSEARCH_CACHE_DIR="${MATHSEARCH_CACHE_DIR:-$default_cache}"
 python=""
 for candidate in "${MATHSEARCH_PYTHON:-}" python3.13 python3.12 python3.11 python3; do
   [ -n "$candidate" ] || continue
-  if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
     python="$(command -v "$candidate")"; break
   fi
 done
@@ -44,7 +45,9 @@ if [ ! -x "$venv/bin/mathsearch" ] || [ ! -f "$venv/.complete" ]; then
   touch "$venv/.complete"
 else
   # The venv is shared by every clone with the same pyproject.toml: point it at this one.
-  "$venv/bin/pip" install -q --no-deps --no-build-isolation -e . >/dev/null
+  if ! out="$("$venv/bin/pip" install -q --no-deps --no-build-isolation -e . 2>&1)"; then
+    echo "$out" >&2; exit 1
+  fi
 fi
 export PATH="$venv/bin:$PATH"
 export VIRTUAL_ENV="$venv"
@@ -55,6 +58,9 @@ case "$mode" in
     ;;
   shell)
     exec "${SHELL:-bash}" "$@"
+    ;;
+  mathsearch)
+    exec mathsearch "$@"
     ;;
   test)
     echo "==> ruff"

@@ -82,7 +82,12 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     worker.add_argument("--queues", default="parse,embed,default", help="comma-separated queues")
-    worker.add_argument("--concurrency", type=int, default=None, help="worker processes")
+    worker.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="worker processes (default MATHSEARCH_WORKER_CONCURRENCY, else the CPU count)",
+    )
     worker.add_argument("--loglevel", default="INFO")
     worker.add_argument("--hostname", default=None, help="Celery node name (default: celery@host)")
     return parser
@@ -151,6 +156,7 @@ def _demo(args: argparse.Namespace) -> int:
         f"(rejected: {skipped})"
     )
     print("vectors: placeholder token hashing until the graph-CNN model lands\n")
+    print("the stack keeps running: `bash deploy/run.sh mathsearch stack down` stops it\n")
     for query in report.queries:
         print(f"query [{query.mode}]  {query.latex}")
         for hit in query.hits:
@@ -163,10 +169,15 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _worker(args: argparse.Namespace) -> int:
     from workers.app import app
+    from workers.settings import WorkerSettings
 
-    argv = ["worker", f"--queues={args.queues}", f"--loglevel={args.loglevel}"]
-    if args.concurrency:
-        argv.append(f"--concurrency={args.concurrency}")
+    concurrency = args.concurrency or WorkerSettings.from_env().concurrency
+    argv = [
+        "worker",
+        f"--queues={args.queues}",
+        f"--loglevel={args.loglevel}",
+        f"--concurrency={concurrency}",
+    ]
     if args.hostname:
         argv.append(f"--hostname={args.hostname}")
     app.worker_main(argv)
