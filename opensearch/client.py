@@ -21,11 +21,13 @@ def connect(settings: OpenSearchSettings | None = None, **overrides: object) -> 
         client.cluster.health()["status"]
     """
     settings = settings or OpenSearchSettings.from_env()
-    parts = urlsplit(settings.url)
+    parts = urlsplit(settings.urls[0])
     kwargs: dict[str, object] = {
-        "hosts": [settings.url],
+        "hosts": settings.urls,
         "timeout": settings.timeout,
         "http_compress": False,
+        "max_retries": max(3, len(settings.urls)),
+        "retry_on_status": (502, 503, 504),
     }
     if settings.user:
         kwargs["http_auth"] = (settings.user, settings.password or "")

@@ -3,7 +3,7 @@
 =================================  ==========================================  =====================
 variable                           meaning                                     default
 =================================  ==========================================  =====================
-MATHSEARCH_OPENSEARCH_URL          cluster URL (http or https)                 http://127.0.0.1:9200
+MATHSEARCH_OPENSEARCH_URL          cluster URL(s), comma-separated            http://127.0.0.1:9200
 MATHSEARCH_OPENSEARCH_USER         basic-auth user                             (none)
 MATHSEARCH_OPENSEARCH_PASSWORD     basic-auth password                         (none)
 MATHSEARCH_OPENSEARCH_PASSWORD_FILE  file holding the password (preferred)     (none)
@@ -135,28 +135,35 @@ class OpenSearchSettings:
 
     def validate(self) -> None:
         """Raise :class:`ConfigurationError` for a URL or heap that cannot work."""
-        parts = urlsplit(self.url)
-        if parts.scheme not in {"http", "https"} or not parts.hostname:
-            raise ConfigurationError(
-                f"MATHSEARCH_OPENSEARCH_URL={self.url!r} must look like http(s)://host:port"
-            )
+        for url in self.urls:
+            parts = urlsplit(url)
+            if parts.scheme not in {"http", "https"} or not parts.hostname:
+                raise ConfigurationError(
+                    f"MATHSEARCH_OPENSEARCH_URL={self.url!r} must look like http(s)://host:port "
+                    "(several nodes: comma-separated)"
+                )
         if not self.heap[:-1].isdigit() or self.heap[-1].lower() not in {"m", "g"}:
             raise ConfigurationError(
                 f"MATHSEARCH_OPENSEARCH_HEAP={self.heap!r} must look like 512m or 1g"
             )
 
     @property
+    def urls(self) -> list[str]:
+        """Every node URL; the client spreads requests over them and skips dead ones."""
+        return [url.strip() for url in self.url.split(",") if url.strip()]
+
+    @property
     def host(self) -> str:
-        return urlsplit(self.url).hostname or "127.0.0.1"
+        return urlsplit(self.urls[0]).hostname or "127.0.0.1"
 
     @property
     def port(self) -> int:
-        parts = urlsplit(self.url)
+        """Port of the first URL: the local stack's base port."""
+        parts = urlsplit(self.urls[0])
         return parts.port or (443 if parts.scheme == "https" else 9200)
 
     @property
     def is_local(self) -> bool:
-        """True when the URL names a loopback address, so that `stack up` may manage it."""
-        return (
-            self.host in {"127.0.0.1", "localhost", "::1"} and urlsplit(self.url).scheme == "http"
-        )
+        """True when the first URL is plain http on loopback, so that `stack up` may manage it."""
+        first = urlsplit(self.urls[0])
+        return first.scheme == "http" and self.host in {"127.0.0.1", "localhost", "::1"}

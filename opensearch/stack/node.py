@@ -6,7 +6,6 @@ import logging
 import os
 import pwd
 import shutil
-import signal
 import subprocess
 import time
 import urllib.error
@@ -15,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from opensearch.errors import StackError
+from opensearch.stack.process import terminate
 
 logger = logging.getLogger(__name__)
 
@@ -257,12 +257,5 @@ def stop(spec: NodeSpec, timeout: float = 60.0) -> bool:
     if pid is None:
         return False
     logger.info("stopping %s (pid %d)", spec.name, pid)
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if find_pid(spec) is None:
-            return True
-        time.sleep(0.5)
-    logger.warning("%s ignored SIGTERM for %.0fs; killing it", spec.name, timeout)
-    os.kill(pid, signal.SIGKILL)
+    terminate(pid, lambda: find_pid(spec) is not None, timeout, spec.name)
     return True

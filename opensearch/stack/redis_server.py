@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from opensearch.errors import StackError
+from opensearch.stack.process import terminate
 
 logger = logging.getLogger(__name__)
 
@@ -145,10 +145,5 @@ def stop(spec: RedisSpec, timeout: float = 30.0) -> bool:
     pid = read_pid(spec)
     if pid is None:
         return False
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and read_pid(spec):
-        time.sleep(0.2)
-    if read_pid(spec):
-        os.kill(pid, signal.SIGKILL)
+    terminate(pid, lambda: read_pid(spec) is not None, timeout, "Redis")
     return True

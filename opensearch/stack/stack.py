@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -104,10 +105,15 @@ class Stack:
             messages.append(redis_server.start(self.redis))
         return messages
 
+    def node_settings(self, size: int | None = None) -> OpenSearchSettings:
+        """Settings whose URL lists every node of the local cluster (so one may be down)."""
+        size = size or self.running_size() or 1
+        return dataclasses.replace(self.settings, url=",".join(s.url for s in self.nodes(size)))
+
     def wait_health(self, size: int, deadline: float) -> dict:
         from opensearch.client import connect
 
-        client = connect(self.settings)
+        client = connect(self.node_settings(size))
         last: dict | str = "no answer"
         while time.monotonic() < deadline:
             try:
@@ -158,7 +164,8 @@ class Stack:
 
     def status(self) -> dict:
         """Health, nodes, plugins and versions of the cluster at the URL, plus Redis."""
-        return cluster_status(self.settings) | {"redis": self.redis_status()}
+        settings = self.node_settings() if self.settings.is_local else self.settings
+        return cluster_status(settings) | {"redis": self.redis_status()}
 
     def redis_status(self) -> dict:
         spec = self.redis

@@ -59,3 +59,17 @@ def test_node_config_single_and_three_nodes(tmp_path: Path) -> None:
     assert "discovery.type" not in yml
     assert '"127.0.0.1:9300", "127.0.0.1:9301", "127.0.0.1:9302"' in yml
     assert 'cluster.initial_cluster_manager_nodes: ["node-1", "node-2", "node-3"]' in yml
+
+
+def test_several_node_urls(monkeypatch) -> None:
+    monkeypatch.setenv(
+        "MATHSEARCH_OPENSEARCH_URL",
+        "http://127.0.0.1:9200, http://127.0.0.1:9201,http://127.0.0.1:9202",
+    )
+    settings = OpenSearchSettings.from_env()
+    assert settings.urls == [f"http://127.0.0.1:{p}" for p in (9200, 9201, 9202)]
+    assert settings.port == 9200
+    assert settings.is_local
+    monkeypatch.setenv("MATHSEARCH_OPENSEARCH_URL", "http://127.0.0.1:9200,127.0.0.1:9201")
+    with pytest.raises(ConfigurationError, match="comma-separated"):
+        OpenSearchSettings.from_env()
