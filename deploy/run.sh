@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # One entry point for a fresh machine (the README's two commands):
-#   bash deploy/run.sh demo    set everything up, start the stack, run `mathsearch demo`
-#   bash deploy/run.sh test    set everything up, start the stack, run lint + the whole test suite,
+#   ./deploy/run.sh demo    set everything up, start the stack, run `mathsearch demo`
+#   ./deploy/run.sh test    set everything up, start the stack, run lint + the whole test suite,
 #                              stop the stack; exits non-zero on any failure (no tests = failure)
-#   bash deploy/run.sh shell   set everything up and open a shell with the venv active
-#   bash deploy/run.sh mathsearch ARGS...   any mathsearch command, e.g. `... mathsearch stack down`
+#   ./deploy/run.sh shell   set everything up and open a shell with the venv active
+#   ./deploy/run.sh mathsearch ARGS...   any mathsearch command, e.g. `... mathsearch stack down`
 # Caches live outside the clone (MATHSEARCH_CACHE_DIR, default /var/cache/mathsearch as root,
 # ~/.cache/mathsearch otherwise): the venv is keyed by pyproject.toml and the Python version,
 # the assembled OpenSearch by its artifact lock; pip and Maven keep their own caches.
@@ -13,7 +13,7 @@ set -euo pipefail
 mode="${1:-}"
 case "$mode" in
   demo|test|shell|mathsearch) shift ;;
-  *) echo "usage: bash deploy/run.sh demo|test|shell|mathsearch [args...]" >&2; exit 2 ;;
+  *) echo "usage: ./deploy/run.sh demo|test|shell|mathsearch [args...]" >&2; exit 2 ;;
 esac
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

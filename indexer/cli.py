@@ -156,7 +156,7 @@ def _demo(args: argparse.Namespace) -> int:
         f"(rejected: {skipped})"
     )
     print("vectors: placeholder token hashing until the graph-CNN model lands\n")
-    print("the stack keeps running: `bash deploy/run.sh mathsearch stack down` stops it\n")
+    print("the stack keeps running: `./deploy/run.sh mathsearch stack down` stops it\n")
     for query in report.queries:
         print(f"query [{query.mode}]  {query.latex}")
         for hit in query.hits:

@@ -31,7 +31,7 @@ def client(settings: OpenSearchSettings) -> OpenSearch:
     except Exception as exc:
         pytest.fail(
             f"OpenSearch at {settings.url} does not answer ({exc!r}); run the suite through "
-            "`bash deploy/run.sh test` or start the stack with `mathsearch stack up`"
+            "`./deploy/run.sh test` or start the stack with `mathsearch stack up`"
         )
     return client
 
