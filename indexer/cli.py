@@ -55,7 +55,13 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--nodes", type=int, default=1, help="OpenSearch nodes (default 1)")
     up.add_argument("--no-redis", action="store_true", help="start OpenSearch only")
     stack_cmds.add_parser("down", help="stop the local nodes and our Redis")
-    status = stack_cmds.add_parser("status", help="health, nodes, plugins and versions")
+    status = stack_cmds.add_parser(
+        "status",
+        help="health, nodes, plugins and versions",
+        description="Health, nodes, plugins and versions of the cluster at "
+        "MATHSEARCH_OPENSEARCH_URL (local or not) and Redis. Exits 0 only when the cluster is "
+        "green, opensearch-knn and opensearch-neural-search are installed and Redis answers.",
+    )
     status.add_argument("--json", action="store_true", help="machine-readable output")
     node = stack_cmds.add_parser("node", help="stop or start one node of the local cluster")
     node.add_argument("action", choices=["stop", "start"])

@@ -98,7 +98,8 @@ class Stack:
             node_mod.wait_http(spec, deadline)
         self.wait_health(size, deadline)
         messages.append(
-            f"OpenSearch {lock.opensearch_version}: {size} node(s) at {self.settings.url} "
+            f"OpenSearch {lock.opensearch_version}: {size} node(s) at "
+            f"{self.node_settings(size).url} "
             f"(home {home})"
         )
         if with_redis:
