@@ -193,7 +193,8 @@ def hybrid_search(
 def run_demo(stack: Stack | None = None, bring_up: bool = True, k: int = 3) -> DemoReport:
     """Bring the stack up, index the bundled corpus (idempotently), run the hybrid queries."""
     stack = stack or Stack.from_env()
-    messages = stack.up() if bring_up else []
+    # keep a cluster the user already runs (e.g. `stack up --nodes 3`) instead of replacing it
+    messages = stack.up(stack.running_size() or 1) if bring_up else []
     client = connect(stack.settings)
     prefix = stack.settings.index_prefix
     index = f"{prefix}-demo-equations"
