@@ -9,6 +9,7 @@ import sys
 import textwrap
 
 from opensearch.errors import MathsearchOpenSearchError
+from workers.queues import QUEUES
 
 logger = logging.getLogger("mathsearch")
 
@@ -87,7 +88,9 @@ def _parser() -> argparse.ArgumentParser:
         epilog="examples:\n  mathsearch worker\n  mathsearch worker --queues embed --concurrency 1",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    worker.add_argument("--queues", default="parse,embed,default", help="comma-separated queues")
+    worker.add_argument(
+        "--queues", default=",".join(QUEUES), help="comma-separated queues (default: %(default)s)"
+    )
     worker.add_argument(
         "--concurrency",
         type=int,

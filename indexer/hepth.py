@@ -9,6 +9,7 @@ import logging
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from importlib import resources
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +39,12 @@ class Rejected:
 
     record: HepthRecord
     reason: str
+
+
+def bundled_sample_lines() -> list[str]:
+    """Lines of ``indexer/resources/hepth2003-sample.txt``, the corpus the demo indexes."""
+    sample = resources.files("indexer").joinpath("resources/hepth2003-sample.txt")
+    return sample.read_text("utf-8").splitlines(keepends=True)
 
 
 def read_records(lines: Iterable[str]) -> Iterator[HepthRecord]:

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import logging
-
 from celery import Celery
 
+from workers.queues import DEFAULT, EMBED, PARSE
 from workers.settings import WorkerSettings
-
-logger = logging.getLogger(__name__)
-
-QUEUES = ("parse", "embed", "default")
 
 
 def create_app(settings: WorkerSettings | None = None) -> Celery:
@@ -29,10 +24,10 @@ def create_app(settings: WorkerSettings | None = None) -> Celery:
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
-        task_default_queue="default",
+        task_default_queue=DEFAULT,
         task_routes={
-            "mathsearch.parse.*": {"queue": "parse"},
-            "mathsearch.embed.*": {"queue": "embed"},
+            "mathsearch.parse.*": {"queue": PARSE},
+            "mathsearch.embed.*": {"queue": EMBED},
         },
         task_time_limit=settings.task_time_limit,
         result_expires=3600,

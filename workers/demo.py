@@ -12,12 +12,17 @@ import hashlib
 import itertools
 import logging
 from dataclasses import asdict, dataclass, field
-from importlib import resources
 
 import numpy as np
 from opensearchpy import OpenSearch, helpers
 
-from indexer.hepth import HepthRecord, Rejected, equation_body, read_records
+from indexer.hepth import (
+    HepthRecord,
+    Rejected,
+    bundled_sample_lines,
+    equation_body,
+    read_records,
+)
 from indexer.math_tokens import math_tokens
 from opensearch.client import connect
 from opensearch.stack import Stack
@@ -78,10 +83,10 @@ class DemoReport:
 
 
 def demo_records() -> tuple[list[tuple[HepthRecord, str]], list[Rejected]]:
-    text = resources.files("indexer").joinpath("resources/hepth2003-sample.txt").read_text("utf-8")
+    """The bundled sample's records split into (record, equation LaTeX) and rejected ones."""
     kept: list[tuple[HepthRecord, str]] = []
     rejected: list[Rejected] = []
-    for record in read_records(text.splitlines(keepends=True)):
+    for record in read_records(bundled_sample_lines()):
         body = equation_body(record)
         if isinstance(body, Rejected):
             rejected.append(body)

@@ -44,6 +44,10 @@ class Stack:
     def run_as(self) -> str | None:
         return self.settings.stack_user if os.geteuid() == 0 else None
 
+    def java(self, lock: ArtifactLock) -> Path:
+        """The JDK the nodes run on (MATHSEARCH_JAVA_HOME, else the first that fits the lock)."""
+        return find_java_home(lock.java_min, lock.java_max, self.settings.java_home)
+
     def running_size(self) -> int | None:
         """Number of nodes of the topology last brought up, None when no stack was started."""
         try:
@@ -84,8 +88,8 @@ class Stack:
             logger.info("switching the local cluster from %d to %d node(s)", current, size)
             self.stop_nodes(current)
         lock = ArtifactLock.load()
-        home = assemble(self.settings.cache_dir, lock, self.settings.java_home)
-        java = find_java_home(lock.java_min, lock.java_max, self.settings.java_home)
+        java = self.java(lock)
+        home = assemble(self.settings.cache_dir, lock, java)
         if self.run_as:
             node_mod.ensure_system_user(self.run_as)
         self.settings.state_dir.mkdir(parents=True, exist_ok=True)
@@ -149,8 +153,7 @@ class Stack:
     def node_start(self, index: int) -> str:
         spec = self._node(index)
         state = json.loads(self.state_file.read_text())
-        lock = ArtifactLock.load()
-        java = find_java_home(lock.java_min, lock.java_max, self.settings.java_home)
+        java = self.java(ArtifactLock.load())
         node_mod.start(spec, Path(state["home"]), java, self.settings.heap, self.run_as)
         node_mod.wait_http(spec, time.monotonic() + self.settings.stack_timeout)
         return f"{spec.name} started on {spec.url}"

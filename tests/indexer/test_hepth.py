@@ -1,17 +1,10 @@
 from __future__ import annotations
 
-from importlib import resources
-
-from indexer import Rejected, equation_body, math_tokens, read_records
-
-
-def _sample_lines() -> list[str]:
-    text = resources.files("indexer").joinpath("resources/hepth2003-sample.txt").read_text("utf-8")
-    return text.splitlines(keepends=True)
+from indexer import Rejected, bundled_sample_lines, equation_body, math_tokens, read_records
 
 
 def test_records_span_lines_and_count_positions_per_paper() -> None:
-    records = list(read_records(_sample_lines()))
+    records = list(read_records(bundled_sample_lines()))
     assert len(records) == 224
     assert records[0].doc_id == "0301001" and records[0].position == 0
     multi = [r for r in records if r.doc_id == "0301004"]
@@ -21,7 +14,7 @@ def test_records_span_lines_and_count_positions_per_paper() -> None:
 
 
 def test_macro_fragments_are_rejected_with_a_reason() -> None:
-    records = list(read_records(_sample_lines()))
+    records = list(read_records(bundled_sample_lines()))
     first = equation_body(records[0])  # "\begin{equation}}\n\newcommand{\eeq}{\end{equation}"
     assert isinstance(first, Rejected)
     assert first.reason

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 from opensearchpy import OpenSearch, helpers
 
-from indexer import Rejected, equation_body, math_tokens, read_records
+from indexer import math_tokens
 from opensearch.stack import REQUIRED_PLUGINS, cluster_status
+from workers.demo import demo_records
 
 pytestmark = pytest.mark.services
 
@@ -22,15 +23,8 @@ DIM = 16
 
 
 def _sample_equations(limit: int = 60) -> list[tuple[str, str]]:
-    from importlib import resources
-
-    text = resources.files("indexer").joinpath("resources/hepth2003-sample.txt").read_text("utf-8")
-    found = []
-    for record in read_records(text.splitlines(keepends=True)):
-        body = equation_body(record)
-        if not isinstance(body, Rejected):
-            found.append((record.eq_id, body))
-    return found[:limit]
+    kept, _ = demo_records()
+    return [(record.eq_id, latex) for record, latex in kept[:limit]]
 
 
 @pytest.fixture
