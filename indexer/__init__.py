@@ -1,21 +1,90 @@
-"""From source documents to featurised equations (no torch here), and the command line."""
+"""From source documents to featurised equations (no torch here), and the command line.
+
+Extraction (:func:`extract` and the per-format readers) yields :class:`EquationRecord` or
+:class:`Failure`; :class:`Featuriser` turns records into :class:`ParsedEquation` (MathML tree,
+KDD 2020 graph, BoW vector, math tokens, symbols) with the same code for training, indexing and
+querying.
+"""
 
 from __future__ import annotations
 
-from indexer.hepth import (
-    HepthRecord,
-    Rejected,
-    bundled_sample_lines,
-    equation_body,
-    read_records,
+from indexer.converters import (
+    Converted,
+    KatexBatchConverter,
+    PythonConverter,
+    make_converter,
 )
-from indexer.math_tokens import math_tokens
+from indexer.display_math import DisplayMath, find_display_math
+from indexer.errors import (
+    ConversionError,
+    ExtractionError,
+    IndexerError,
+    LimitExceeded,
+    MathMLError,
+    VocabularyError,
+)
+from indexer.extract import FORMATS, extract, guess_format
+from indexer.hepth import bundled_sample_lines, iter_hepth, read_records
+from indexer.jats_source import iter_jats
+from indexer.jsonl_source import iter_jsonl, write_jsonl
+from indexer.latex_macros import collect_macros, expand_macros
+from indexer.latex_to_mathml import Conversion, latex_to_mathml
+from indexer.lexical import bow_vector, math_tokens, symbol_keywords, symbols
+from indexer.mathml_graph import EquationGraph, build_graph
+from indexer.mathml_reader import parse_mathml
+from indexer.mathml_tree import MathNode, to_mathml
+from indexer.opensearch_source import iter_opensearch_index
+from indexer.parse import Featuriser, ParsedEquation
+from indexer.records import EquationRecord, Failure, make_eq_id
+from indexer.report import CoverageReport
+from indexer.settings import IndexerSettings
+from indexer.tex_source import iter_tex
+from indexer.vocabulary import Vocabulary, default_vocabulary
 
 __all__ = [
-    "HepthRecord",
-    "Rejected",
+    "FORMATS",
+    "Conversion",
+    "ConversionError",
+    "Converted",
+    "CoverageReport",
+    "DisplayMath",
+    "EquationGraph",
+    "EquationRecord",
+    "ExtractionError",
+    "Failure",
+    "Featuriser",
+    "IndexerError",
+    "IndexerSettings",
+    "KatexBatchConverter",
+    "LimitExceeded",
+    "MathMLError",
+    "MathNode",
+    "ParsedEquation",
+    "PythonConverter",
+    "Vocabulary",
+    "VocabularyError",
+    "bow_vector",
+    "build_graph",
     "bundled_sample_lines",
-    "equation_body",
+    "collect_macros",
+    "default_vocabulary",
+    "expand_macros",
+    "extract",
+    "find_display_math",
+    "guess_format",
+    "iter_hepth",
+    "iter_jats",
+    "iter_jsonl",
+    "iter_opensearch_index",
+    "iter_tex",
+    "latex_to_mathml",
+    "make_converter",
+    "make_eq_id",
     "math_tokens",
+    "parse_mathml",
     "read_records",
+    "symbol_keywords",
+    "symbols",
+    "to_mathml",
+    "write_jsonl",
 ]

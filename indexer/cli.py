@@ -8,6 +8,15 @@ import logging
 import sys
 import textwrap
 
+from indexer.cli_parse import (
+    add_bench,
+    add_commands,
+    run_bench_parse,
+    run_extract,
+    run_parse,
+    run_vocab,
+)
+from indexer.errors import IndexerError
 from opensearch.errors import MathsearchOpenSearchError
 from workers.queues import QUEUES
 
@@ -18,6 +27,9 @@ examples:
   mathsearch stack up                 start a local OpenSearch (+k-NN, neural-search) and Redis
   mathsearch stack status --json      health, nodes, plugins, versions
   mathsearch demo                     index the bundled hep-th equations, run hybrid queries
+  mathsearch extract paper.tex -o equations.jsonl
+  mathsearch parse equations.jsonl -o parsed.jsonl --report coverage.json
+  mathsearch bench parse              equations/s per stage on the hep-th corpus
   mathsearch worker --queues parse,embed --concurrency 2
 
 environment: MATHSEARCH_OPENSEARCH_URL, MATHSEARCH_REDIS_URL and friends (see README.md).
@@ -80,6 +92,15 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--k", type=int, default=3, help="results per query (default 3)")
     demo.add_argument("--json", action="store_true", help="machine-readable output")
     demo.add_argument("--no-stack-up", action="store_true", help="use the running cluster as is")
+
+    add_commands(commands)
+    bench = commands.add_parser(
+        "bench",
+        help="benchmarks (speed, memory) of the pipeline stages",
+        epilog="examples:\n  mathsearch bench parse\n  mathsearch bench parse --limit 2000 --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_bench(bench.add_subparsers(dest="bench_command", required=True, metavar="BENCH"))
 
     worker = commands.add_parser(
         "worker",
@@ -162,9 +183,12 @@ def _demo(args: argparse.Namespace) -> int:
     skipped = ", ".join(f"{n} {reason}" for reason, n in report.rejected.items()) or "none"
     print(
         f"\nindexed {report.indexed} real hep-th equations into {report.index} "
-        f"(rejected: {skipped})"
+        f"(failure records: {skipped})"
     )
-    print("vectors: placeholder token hashing until the graph-CNN model lands\n")
+    print(
+        "vectors: the 256-d bag-of-words baseline of the KDD 2020 seed until the graph-CNN "
+        "model lands\n"
+    )
     print("the stack keeps running: `./deploy/run.sh mathsearch stack down` stops it\n")
     for query in report.queries:
         print(f"query [{query.mode}]  {query.latex}")
@@ -206,10 +230,18 @@ def main(argv: list[str] | None = None) -> int:
             record.name != "opensearch" or record.levelno >= logging.ERROR or args.verbose
         )
     )
-    handlers = {"stack": _stack, "demo": _demo, "worker": _worker}
+    handlers = {
+        "stack": _stack,
+        "demo": _demo,
+        "worker": _worker,
+        "extract": run_extract,
+        "parse": run_parse,
+        "vocab": run_vocab,
+        "bench": run_bench_parse,
+    }
     try:
         return handlers[args.command](args)
-    except MathsearchOpenSearchError as exc:
+    except (MathsearchOpenSearchError, IndexerError, OSError) as exc:
         print(f"mathsearch: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

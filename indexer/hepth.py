@@ -1,41 +1,83 @@
-"""Reader of the hep-th record format (``LATEX->YEAR/PAPERID.tex``, records spanning lines).
+"""Reader of the hep-th record format: ``LATEX->YEAR/PAPERID.tex``, records spanning lines.
 
-A first version for the demo; the full extractor (issue 3) grows from here.
+The files (``hepth2003/equation.txt``, ``eqnarray.txt``, ``hep_array.txt.xz``; ``.xz`` is read
+with :mod:`lzma` transparently) hold one display environment per record, the record ending
+with ``->2003/0301004.tex`` or ``->HEP/2002/0210103.tex`` at the end of its last line.
+
+:func:`iter_hepth` turns the records into :class:`EquationRecord` s: ``eqnarray`` (and other row
+environments) are split into one equation per row with :mod:`indexer.display_math`, ``array``
+records (``hep_array``) are one equation each with the ``array`` kept so it converts as a
+matrix. Records that are pieces of macro definitions caught by the original regex (e.g.
+``\\begin{equation}}`` + ``\\newcommand{\\eeq}{\\end{equation}``, or bodies with ``#1``) become
+``Failure(stage="extract", reason="macro-fragment")``; others that hold no display
+(``reason="no-display-math"``) or exceed ``settings.max_equation_chars`` (``too-large``) too.
+``doc_id`` is the paper id (``0301004``); ``position`` counts the items (equations and
+failures) of each paper across the input; pass one ``positions`` dict to several calls to keep
+counting across files, so that ``equation.txt`` and ``eqnarray.txt`` never share an id.
+``\\nn`` (hep-th shorthand for ``\\nonumber`` and often for ``\\nonumber\\\\``) ends a row.
+
+Example::
+
+    positions: dict[str, int] = {}
+    for name in ("equation.txt", "eqnarray.txt"):
+        for item in iter_hepth(f"data/hepth2003/{name}", positions=positions):
+            ...
 """
 
 from __future__ import annotations
 
 import logging
+import lzma
+import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
+
+from indexer.display_math import (
+    ROW_ENVIRONMENTS,
+    clean_latex,
+    is_blank,
+    iter_displays,
+    mask_comments,
+    split_display,
+)
+from indexer.errors import LimitExceeded
+from indexer.latex_macros import DEFINER, Macro, MacroTable, expand_macros
+from indexer.records import EquationRecord, Failure, excerpt, make_eq_id
+from indexer.settings import IndexerSettings
 
 logger = logging.getLogger(__name__)
 
-_RECORD_END = re.compile(r"^(?P<latex>.*)->(?P<source>(?:[A-Z]+/)?\d{4}/\S+?\.tex)\s*$")
-_ENVIRONMENT = re.compile(
-    r"^\s*\\begin\{(?P<env>[a-zA-Z]+\*?)\}(?P<body>.*)\\end\{(?P=env)\}\s*$", re.DOTALL
+_RECORD_END = re.compile(r"^(?P<latex>.*)->(?P<source>(?:[A-Za-z]+/)?\d{4}/[^/\s]+?\.tex)\s*$")
+_DEFINITION_END = re.compile(r"\s*\\begin\s*\{[^{}]*\}\}")
+_PARAMETER = re.compile(r"(?<!\\)#+[1-9]")
+_WHOLE_ENVIRONMENT = re.compile(
+    r"\A\s*\\begin\s*\{(?P<env>[A-Za-z]+\*?)\}.*\\end\s*\{(?P=env)\}\s*\Z", re.DOTALL
 )
-_DEFINITION = re.compile(r"\\(?:newcommand|renewcommand|def|providecommand)\b|#\d")
+#: hep-th shorthands used without their definitions in the records.
+ROW_SHORTHANDS = MacroTable({"nn": Macro("nn", 0, "\\nonumber\\\\")})
+_NONUMBER = MacroTable({"nn": Macro("nn", 0, "\\nonumber")})
 
 
 @dataclass(frozen=True)
 class HepthRecord:
-    """One record: the paper it came from, its position in that paper, the raw LaTeX."""
+    """One raw record: paper id, its index among that paper's records, the LaTeX, the path."""
 
     doc_id: str
     position: int
     raw: str
+    paper: str = ""
 
     @property
     def eq_id(self) -> str:
-        return f"{self.doc_id}#{self.position}"
+        return make_eq_id(self.doc_id, self.position)
 
 
 @dataclass(frozen=True)
 class Rejected:
-    """A record that is not an equation, with the reason."""
+    """A record that is not an equation, with a short reason code (compatibility type)."""
 
     record: HepthRecord
     reason: str
@@ -47,36 +89,155 @@ def bundled_sample_lines() -> list[str]:
     return sample.read_text("utf-8").splitlines(keepends=True)
 
 
+def _decode(line: bytes) -> str:
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError:
+        return line.decode("latin-1")
+
+
+def open_lines(path: str | os.PathLike[str]) -> Iterator[str]:
+    """Lines of a record file (``.xz`` decompressed on the fly; UTF-8, else Latin-1 per line)."""
+    path = Path(path)
+    opener = lzma.open if path.name.endswith(".xz") else open
+    with opener(path, "rb") as handle:
+        for line in handle:
+            yield _decode(line)
+
+
 def read_records(lines: Iterable[str]) -> Iterator[HepthRecord]:
     """Group lines into records; ``position`` counts records within each paper from 0."""
     buffer: list[str] = []
     positions: dict[str, int] = {}
     for line in lines:
-        match = _RECORD_END.match(line.rstrip("\n"))
+        match = _RECORD_END.match(line.rstrip("\r\n"))
         if match is None:
             buffer.append(line)
             continue
         buffer.append(match.group("latex"))
-        source = match.group("source")
-        doc_id = source.rsplit("/", 1)[-1].removesuffix(".tex")
+        paper = match.group("source")
+        doc_id = paper.rsplit("/", 1)[-1].removesuffix(".tex")
         position = positions.get(doc_id, 0)
         positions[doc_id] = position + 1
-        yield HepthRecord(doc_id=doc_id, position=position, raw="".join(buffer))
+        yield HepthRecord(doc_id=doc_id, position=position, raw="".join(buffer), paper=paper)
         buffer = []
     if "".join(buffer).strip():
         logger.warning("ignoring %d trailing line(s) without a source marker", len(buffer))
 
 
+def _fragment(masked: str) -> str | None:
+    """Why a (comment-masked) record is a macro-definition fragment, or None."""
+    if _DEFINITION_END.match(masked):
+        return "\\begin{..} closes a definition's brace"
+    definer = next((m for m in DEFINER.finditer(masked) if m.group("cmd")), None)
+    if definer is not None:
+        return f"holds \\{definer.group('cmd')}"
+    if _PARAMETER.search(masked):
+        return "holds a macro parameter (#1..#9)"
+    return None
+
+
+def _why_not(raw: str) -> tuple[str, str]:
+    """(reason, detail) for a record without a complete environment after comment masking."""
+    if _WHOLE_ENVIRONMENT.match(raw) or any(True for _ in iter_displays(raw)):
+        return "commented-out", "the environment's end (or all of it) is inside % comments"
+    if re.match(r"\s*\\begin\s*\{", raw):
+        return "unterminated-environment", "\\begin{..} without its \\end{..}"
+    return "no-display-math", "no display environment"
+
+
+def record_equations(record: HepthRecord, settings: IndexerSettings) -> list[str] | Failure:
+    """The equations of one record, or a :class:`Failure` (position left for the caller)."""
+
+    def failure(reason: str, detail: str) -> Failure:
+        return Failure(
+            "", record.doc_id, "extract", reason, detail, record.paper, excerpt(record.raw)
+        )
+
+    masked = mask_comments(record.raw)
+    reason = _fragment(masked)
+    if reason is not None:
+        return failure("macro-fragment", reason)
+    if len(masked) > settings.max_equation_chars:
+        return failure("too-large", f"{len(masked)} characters")
+    displays = list(iter_displays(masked))
+    try:
+        if not displays:
+            if _WHOLE_ENVIRONMENT.match(masked) is None:
+                return failure(*_why_not(record.raw))
+            latex = clean_latex(expand_macros(masked, _NONUMBER, settings))
+            return [] if is_blank(latex) else [latex]
+        equations: list[str] = []
+        for raw in displays:
+            table = ROW_SHORTHANDS if raw.env in ROW_ENVIRONMENTS else _NONUMBER
+            equations.extend(split_display(raw.env, expand_macros(raw.body, table, settings)))
+    except LimitExceeded as exc:
+        return failure(exc.reason, str(exc))
+    return equations
+
+
+def iter_hepth(
+    source: str | os.PathLike[str] | Iterable[str],
+    settings: IndexerSettings | None = None,
+    *,
+    positions: dict[str, int] | None = None,
+) -> Iterator[EquationRecord | Failure]:
+    """Equations (and failures) of a record file or of its lines; never raises for bad data."""
+    settings = settings or IndexerSettings()
+    positions = {} if positions is None else positions
+    if not isinstance(source, str | os.PathLike):
+        yield from _items(read_records(source), "", settings, positions)
+        return
+    name = str(source)
+    try:
+        yield from _items(read_records(open_lines(source)), name, settings, positions)
+    except (OSError, EOFError, lzma.LZMAError) as exc:  # unreadable or truncated file
+        doc_id = Path(name).name.split(".")[0]
+        detail = f"{type(exc).__name__}: {exc}"
+        yield Failure(make_eq_id(doc_id, "*"), doc_id, "extract", "unreadable-source", detail, name)
+
+
+def _items(
+    records: Iterable[HepthRecord], name: str, settings: IndexerSettings, positions: dict[str, int]
+) -> Iterator[EquationRecord | Failure]:
+    for record in records:
+        result = record_equations(record, settings)
+        items = [result] if isinstance(result, Failure) else result
+        for row, found in enumerate(items):
+            position = positions.get(record.doc_id, 0)
+            positions[record.doc_id] = position + 1
+            eq_id, source = make_eq_id(record.doc_id, position), name or record.paper
+            item = found
+            if isinstance(found, str) and len(found) > settings.max_equation_chars:
+                detail = f"{len(found)} characters"
+                item = Failure(
+                    "", record.doc_id, "extract", "too-large", detail, "", excerpt(found)
+                )
+            if isinstance(item, Failure):
+                item.eq_id, item.source = eq_id, source
+                yield item
+            else:
+                yield EquationRecord(
+                    eq_id=eq_id,
+                    doc_id=record.doc_id,
+                    position=position,
+                    latex=item,
+                    source=source,
+                    extra={"paper": record.paper, "record": record.position, "row": row},
+                )
+
+
 def equation_body(record: HepthRecord) -> str | Rejected:
-    """The LaTeX inside the environment, or :class:`Rejected` for macro fragments and junk."""
-    match = _ENVIRONMENT.match(record.raw)
-    if match is None:
-        return Rejected(record, "not a complete \\begin{..}..\\end{..} environment")
-    body = match.group("body")
-    if _DEFINITION.search(body):
-        return Rejected(record, "macro-definition fragment, not an equation")
-    body = re.sub(r"\\label\{[^}]*\}", "", body)
-    body = re.sub(r"(?<!\\)%.*", "", body).strip()
-    if not body:
-        return Rejected(record, "empty environment")
-    return body
+    """The record's LaTeX as one equation (rows not split), or :class:`Rejected` with a reason.
+
+    Kept for the demo; :func:`iter_hepth` is the extractor.
+    """
+    masked = mask_comments(record.raw)
+    reason = "macro-fragment" if _fragment(masked) else None
+    displays = [] if reason else list(iter_displays(masked))
+    if reason is None and not displays:
+        reason = _why_not(record.raw)[0]
+    if reason is not None:
+        return Rejected(record, reason)
+    latex = clean_latex(displays[0].body)
+    return Rejected(record, "empty") if is_blank(latex) else latex

@@ -1,37 +1,30 @@
 """`mathsearch demo`: the stack, the bundled real corpus indexed, a few hybrid queries.
 
-Until the graph-CNN encoder and the indexing pipeline land, the vectors are placeholders:
-signed feature hashing of the math tokens and their bigrams (64 dimensions, L2-normalised). They
-are real vectors of the real equations, so the kNN half of every hybrid query does real work, but
-they are not the learned embeddings the product will ship.
+The equations go through the real featurisation (indexer.parse: LaTeX -> MathML graph, math
+tokens, symbols). Until the graph-CNN encoder lands (issue 4), the kNN half of the hybrid
+queries uses the seed's bag-of-words baseline (KDD 2020, section 5): the 256-d sum of the
+graph's one-hot node features, L2-normalised, in ``vec_bow_v1``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import itertools
 import logging
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from opensearchpy import OpenSearch, helpers
 
-from indexer.hepth import (
-    HepthRecord,
-    Rejected,
-    bundled_sample_lines,
-    equation_body,
-    read_records,
-)
-from indexer.math_tokens import math_tokens
+from indexer.hepth import bundled_sample_lines, iter_hepth
+from indexer.parse import Featuriser, ParsedEquation
+from indexer.records import EquationRecord, Failure
 from opensearch.client import connect
 from opensearch.stack import Stack
 
 logger = logging.getLogger(__name__)
 
-DIMENSION = 64
-VECTOR_FIELD = "vec_placeholder_v0"
-DEMO_VERSION = 1
+DIMENSION = 256
+VECTOR_FIELD = "vec_bow_v1"
+DEMO_VERSION = 2
 QUERIES = (
     r"\frac{1}{2}\int d^D x \left[(\partial_x\Phi)^2 - m^2\Phi^2\right]",
     r"\Gamma(\ell-1) \lambda(m_0^2,m_1^2,m_2^2)",
@@ -39,19 +32,10 @@ QUERIES = (
 )
 
 
-def placeholder_vector(tokens: list[str]) -> list[float]:
-    """Signed feature hashing of unigrams and bigrams into ``DIMENSION`` dims, L2-normalised."""
-    vector = np.zeros(DIMENSION, dtype=np.float32)
-    grams = tokens + [f"{a} {b}" for a, b in itertools.pairwise(tokens)]
-    for gram in grams:
-        digest = hashlib.blake2b(gram.encode("utf-8"), digest_size=8).digest()
-        slot = int.from_bytes(digest[:4], "little") % DIMENSION
-        vector[slot] += 1.0 if digest[4] & 1 else -1.0
-    norm = float(np.linalg.norm(vector))
-    if norm == 0.0:
-        vector[0] = 1.0
-        norm = 1.0
-    return (vector / norm).round(6).tolist()
+def bow_unit_vector(parsed: ParsedEquation) -> list[float]:
+    """The BoW vector of an equation, L2-normalised (cosine similarity in OpenSearch)."""
+    norm = float(np.linalg.norm(parsed.bow))
+    return (parsed.bow / (norm or 1.0)).round(6).tolist()
 
 
 @dataclass
@@ -82,17 +66,25 @@ class DemoReport:
         return asdict(self)
 
 
-def demo_records() -> tuple[list[tuple[HepthRecord, str]], list[Rejected]]:
-    """The bundled sample's records split into (record, equation LaTeX) and rejected ones."""
-    kept: list[tuple[HepthRecord, str]] = []
-    rejected: list[Rejected] = []
-    for record in read_records(bundled_sample_lines()):
-        body = equation_body(record)
-        if isinstance(body, Rejected):
-            rejected.append(body)
+def demo_records(
+    featuriser: Featuriser | None = None,
+) -> tuple[list[ParsedEquation], list[Failure]]:
+    """The bundled sample featurised: parsed equations, and failure records with reasons."""
+    featuriser = featuriser or Featuriser()
+    parsed: list[ParsedEquation] = []
+    failures: list[Failure] = []
+    records: list[EquationRecord] = []
+    for item in iter_hepth(bundled_sample_lines()):
+        if isinstance(item, Failure):
+            failures.append(item)
         else:
-            kept.append((record, body))
-    return kept, rejected
+            records.append(item)
+    for result in featuriser.parse_batch(records):
+        if isinstance(result, Failure):
+            failures.append(result)
+        else:
+            parsed.append(result)
+    return parsed, failures
 
 
 def ensure_index(client: OpenSearch, name: str) -> None:
@@ -112,8 +104,11 @@ def ensure_index(client: OpenSearch, name: str) -> None:
                     "eq_id": {"type": "keyword"},
                     "doc_id": {"type": "keyword"},
                     "position": {"type": "integer"},
+                    "section": {"type": "keyword"},
                     "latex": {"type": "text", "index": False},
+                    "mathml": {"type": "text", "index": False},
                     "math_tokens": {"type": "text", "analyzer": "whitespace"},
+                    "symbols": {"type": "keyword"},
                     VECTOR_FIELD: {
                         "type": "knn_vector",
                         "dimension": DIMENSION,
@@ -163,21 +158,16 @@ def ensure_pipelines(client: OpenSearch, prefix: str) -> dict[str, str]:
 
 
 def hybrid_search(
-    client: OpenSearch, index: str, pipeline: str, latex: str, k: int
+    client: OpenSearch, index: str, pipeline: str, query: ParsedEquation, k: int
 ) -> list[DemoHit]:
-    tokens = math_tokens(latex)
     body = {
         "size": k,
         "_source": ["eq_id", "doc_id", "latex"],
         "query": {
             "hybrid": {
                 "queries": [
-                    {"match": {"math_tokens": {"query": " ".join(tokens)}}},
-                    {
-                        "knn": {
-                            VECTOR_FIELD: {"vector": placeholder_vector(tokens), "k": max(k, 10)}
-                        }
-                    },
+                    {"match": {"math_tokens": {"query": " ".join(query.math_tokens)}}},
+                    {"knn": {VECTOR_FIELD: {"vector": bow_unit_vector(query), "k": max(k, 10)}}},
                 ]
             }
         },
@@ -203,11 +193,12 @@ def run_demo(stack: Stack | None = None, bring_up: bool = True, k: int = 3) -> D
     client = connect(stack.settings)
     prefix = stack.settings.index_prefix
     index = f"{prefix}-demo-equations"
-    kept, rejected = demo_records()
+    featuriser = Featuriser()
+    kept, rejected = demo_records(featuriser)
     ensure_index(client, index)
     actions = []
-    for record, body in kept:
-        tokens = math_tokens(body)
+    for parsed in kept:
+        record = parsed.record
         actions.append(
             {
                 "_index": index,
@@ -216,9 +207,12 @@ def run_demo(stack: Stack | None = None, bring_up: bool = True, k: int = 3) -> D
                     "eq_id": record.eq_id,
                     "doc_id": record.doc_id,
                     "position": record.position,
-                    "latex": body,
-                    "math_tokens": " ".join(tokens),
-                    VECTOR_FIELD: placeholder_vector(tokens),
+                    "section": record.section,
+                    "latex": record.latex,
+                    "mathml": parsed.mathml,
+                    "math_tokens": " ".join(parsed.math_tokens),
+                    "symbols": [s for values in parsed.symbols.values() for s in values],
+                    VECTOR_FIELD: bow_unit_vector(parsed),
                 },
             }
         )
@@ -231,7 +225,11 @@ def run_demo(stack: Stack | None = None, bring_up: bool = True, k: int = 3) -> D
         reasons[item.reason] = reasons.get(item.reason, 0) + 1
     report = DemoReport(stack=messages, index=index, indexed=indexed, rejected=reasons)
     for latex in QUERIES:
+        query = featuriser.parse_latex(latex)
+        if isinstance(query, Failure):
+            logger.warning("demo query %s failed: %s", latex, query.detail)
+            continue
         for mode, pipeline in pipelines.items():
-            hits = hybrid_search(client, index, pipeline, latex, k)
+            hits = hybrid_search(client, index, pipeline, query, k)
             report.queries.append(DemoQuery(latex=latex, mode=mode, hits=hits))
     return report

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from opensearchpy import OpenSearch, helpers
 
-from indexer import math_tokens
 from opensearch.stack import REQUIRED_PLUGINS, cluster_status
 from workers.demo import demo_records
 
@@ -22,9 +21,9 @@ pytestmark = pytest.mark.services
 DIM = 16
 
 
-def _sample_equations(limit: int = 60) -> list[tuple[str, str]]:
+def _sample_equations(limit: int = 60) -> list[tuple[str, str, list[str]]]:
     kept, _ = demo_records()
-    return [(record.eq_id, latex) for record, latex in kept[:limit]]
+    return [(p.eq_id, p.record.latex or "", p.math_tokens) for p in kept[:limit]]
 
 
 @pytest.fixture
@@ -50,13 +49,13 @@ def equation_index(client: OpenSearch, index_name: str) -> tuple[str, list[dict]
     )
     rng = np.random.default_rng(7)
     docs = []
-    for eq_id, latex in _sample_equations():
+    for eq_id, latex, tokens in _sample_equations():
         vec = rng.normal(size=DIM)
         docs.append(
             {
                 "eq_id": eq_id,
                 "latex": latex,
-                "math_tokens": " ".join(math_tokens(latex)),
+                "math_tokens": " ".join(tokens),
                 "vec": (vec / np.linalg.norm(vec)).tolist(),
             }
         )

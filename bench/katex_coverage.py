@@ -1,0 +1,175 @@
+"""Coverage and speed of the KaTeX backend over the real hep-th 2003 equations.
+
+Usage::
+
+    python bench/katex_coverage.py [PATH] [--batch-size 500] [--limit N] [--json]
+
+PATH defaults to ``../shared/data/hepth2003/equation.txt`` (relative to the repository). A record
+is LaTeX spanning lines up to one ending with ``->2003/ID.tex``. The extraction is fixed here, on
+purpose independent of :mod:`indexer.hepth`, so that figures stay comparable: the body between
+``\\begin{equation}`` and ``\\end{equation}``, with ``\\label{..}`` and ``%`` comments removed;
+records holding ``\\newcommand`` / ``\\def`` / ``#1`` (macro-definition fragments) are skipped.
+Every body is converted by one :class:`~indexer.katex_backend.KatexConverter` in batches; the
+timing covers conversion only (node is started and katex installed before the clock starts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from indexer.katex_backend import KatexConverter, KatexError
+from indexer.settings import IndexerSettings
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_PATH = Path(__file__).resolve().parents[1] / "../shared/data/hepth2003/equation.txt"
+
+
+_RECORD_END = re.compile(r"^(?P<latex>.*)->(?:[A-Za-z]+/)?\d{4}/\S+\.tex\s*$")
+_BODY = re.compile(r"\\begin\{equation\}(?P<body>.*)\\end\{equation\}", re.DOTALL)
+_DEFINITION = re.compile(r"\\(?:newcommand|renewcommand|providecommand|def)(?![A-Za-z])|#[1-9]")
+_LABEL = re.compile(r"\\label\{[^{}]*\}")
+_COMMENT = re.compile(r"(?<!\\)((?:\\\\)*)%[^\n]*")
+
+
+def records(path: Path) -> list[str]:
+    """The raw LaTeX of every record of ``path`` (without the ``->2003/ID.tex`` marker)."""
+    found: list[str] = []
+    buffer: list[str] = []
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            match = _RECORD_END.match(line.rstrip("\n"))
+            if match is None:
+                buffer.append(line)
+                continue
+            buffer.append(match.group("latex"))
+            found.append("".join(buffer))
+            buffer = []
+    return found
+
+
+def body_of(record: str) -> tuple[str | None, str]:
+    """``(body, "")`` for an equation, ``(None, why)`` for a record that is skipped."""
+    match = _BODY.search(record)
+    if match is None:
+        return None, "no-equation-environment"
+    if _DEFINITION.search(record):
+        return None, "macro-definition"
+    body = _LABEL.sub("", _COMMENT.sub(r"\1", match.group("body")))
+    if not body.strip():
+        return None, "empty"
+    return body, ""
+
+
+def load_bodies(path: Path, limit: int | None = None) -> tuple[list[str], Counter[str], int]:
+    """Equation bodies of ``path``, the reasons records were skipped, and the record count."""
+    bodies: list[str] = []
+    skipped: Counter[str] = Counter()
+    raw = records(path)
+    for record in raw:
+        body, why = body_of(record)
+        if body is None:
+            skipped[why] += 1
+        else:
+            bodies.append(body)
+        if limit is not None and len(bodies) >= limit:
+            break
+    return bodies, skipped, len(raw)
+
+
+def measure(bodies: list[str], batch_size: int) -> dict[str, Any]:
+    """Convert ``bodies`` in batches of ``batch_size``; counts, speed and failure breakdown."""
+    reasons: Counter[str] = Counter()
+    macros: Counter[str] = Counter()
+    environments: Counter[str] = Counter()
+    examples: dict[str, str] = {}
+    converted = 0
+    with KatexConverter(IndexerSettings.from_env()) as converter:
+        version = converter.version
+        started = time.perf_counter()
+        for first in range(0, len(bodies), batch_size):
+            batch = bodies[first : first + batch_size]
+            for latex, result in zip(batch, converter.convert_batch(batch), strict=True):
+                if isinstance(result, str):
+                    converted += 1
+                    continue
+                reasons[result.reason] += 1
+                examples.setdefault(result.reason, " ".join(str(result).split())[:160])
+                name = result.name if isinstance(result, KatexError) else None
+                if name and result.reason == "unknown-macro":
+                    macros[name] += 1
+                elif name and result.reason == "unknown-environment":
+                    environments[name] += 1
+                logger.debug("%s: %s", result.reason, latex[:80])
+        seconds = time.perf_counter() - started
+        restarts = converter.restarts
+    total = len(bodies)
+    return {
+        "katex": version,
+        "equations": total,
+        "converted": converted,
+        "coverage": converted / total if total else 0.0,
+        "seconds": round(seconds, 3),
+        "equations_per_second": round(total / seconds, 1) if seconds else 0.0,
+        "batch_size": batch_size,
+        "node_restarts": restarts,
+        "failures_by_reason": dict(reasons.most_common()),
+        "failure_examples": examples,
+        "top_unknown_macros": macros.most_common(20),
+        "unknown_macro_distinct": len(macros),
+        "top_unknown_environments": environments.most_common(10),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("path", nargs="?", type=Path, default=DEFAULT_PATH)
+    parser.add_argument("--batch-size", type=int, default=500)
+    parser.add_argument("--limit", type=int, default=None, help="stop after N equations")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    path = args.path.resolve()
+    if not path.is_file():
+        print(f"no such file: {path}", file=sys.stderr)
+        return 2
+    bodies, skipped, count = load_bodies(path, args.limit)
+    report = {"source": str(path), "records": count, "skipped": dict(skipped)}
+    report.update(measure(bodies, args.batch_size))
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"source      {report['source']}")
+    print(f"records     {count} ({sum(skipped.values())} skipped: {dict(skipped)})")
+    print(f"katex       {report['katex']}, batch size {args.batch_size}")
+    print(
+        f"converted   {report['converted']} / {report['equations']} "
+        f"= {100 * report['coverage']:.2f} %"
+    )
+    print(
+        f"speed       {report['equations_per_second']} equations/s "
+        f"({report['seconds']} s, {report['node_restarts']} node restarts)"
+    )
+    print("failures by reason:")
+    for reason, count in report["failures_by_reason"].items():
+        print(f"  {reason:24s} {count:6d}   e.g. {report['failure_examples'][reason]}")
+    print(f"top 20 unknown macros ({report['unknown_macro_distinct']} distinct):")
+    for name, count in report["top_unknown_macros"]:
+        print(f"  {name:24s} {count:6d}")
+    if report["top_unknown_environments"]:
+        print("unknown environments:")
+        for name, count in report["top_unknown_environments"]:
+            print(f"  {name:24s} {count:6d}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

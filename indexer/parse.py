@@ -1,0 +1,239 @@
+"""The parse stage: an equation record -> MathML tree, graph, BoW, math tokens, symbols.
+
+This is the one featurisation (DESIGN.md rule 2) that training (encoders/), indexing
+(workers/) and querying call::
+
+    featuriser = Featuriser()                       # default vocabulary, MATHSEARCH_CONVERTER
+    for item in featuriser.parse_batch(records):    # ParsedEquation or Failure, in order
+        ...
+
+A record with ``mathml`` is read as MathML; otherwise its ``latex`` is converted. Every failure
+becomes a :class:`~indexer.records.Failure` with its stage (``convert``, ``graph``,
+``tokens``, ``prefix``) and reason; nothing raises out of :meth:`Featuriser.parse_batch`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+
+from indexer.converters import Converted, KatexBatchConverter, PythonConverter, make_converter
+from indexer.errors import IndexerError
+from indexer.lexical import bow_vector, math_tokens, symbols
+from indexer.mathml_graph import EquationGraph, build_graph
+from indexer.mathml_reader import parse_mathml
+from indexer.mathml_tree import MathNode, to_mathml
+from indexer.records import EquationRecord, Failure, excerpt
+from indexer.settings import IndexerSettings
+from indexer.vocabulary import Vocabulary, default_vocabulary
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ParsedEquation:
+    """A featurised equation: the record plus everything the encoders and OpenSearch need."""
+
+    record: EquationRecord
+    tree: MathNode
+    graph: EquationGraph
+    bow: np.ndarray
+    math_tokens: list[str]
+    symbols: dict[str, list[str]]
+    unknown_macros: list[str] = field(default_factory=list)
+    prefix: list[str] | None = None
+
+    @property
+    def eq_id(self) -> str:
+        return self.record.eq_id
+
+    @property
+    def mathml(self) -> str:
+        return to_mathml(self.tree)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form written to ``parsed.jsonl`` (BoW as sparse ``[[slot, count], ...]``)."""
+        data = self.record.to_dict()
+        data["mathml"] = self.mathml
+        data["graph"] = self.graph.to_dict()
+        nonzero = np.flatnonzero(self.bow)
+        data["bow"] = [[int(i), int(self.bow[i])] for i in nonzero]
+        data["math_tokens"] = self.math_tokens
+        data["symbols"] = self.symbols
+        if self.unknown_macros:
+            data["unknown_macros"] = sorted(set(self.unknown_macros))
+        if self.prefix is not None:
+            data["prefix"] = self.prefix
+        return data
+
+
+@dataclass
+class StageTimes:
+    """Seconds spent per stage, summed over the equations parsed (for reports and bench)."""
+
+    convert: float = 0.0
+    graph: float = 0.0
+    tokens: float = 0.0
+    prefix: float = 0.0
+
+    def to_dict(self) -> dict[str, float]:
+        return {
+            "convert": self.convert,
+            "graph": self.graph,
+            "tokens": self.tokens,
+            "prefix": self.prefix,
+        }
+
+
+def _failure(record: EquationRecord, stage: str, exc: BaseException) -> Failure:
+    reason = exc.reason if isinstance(exc, IndexerError) else type(exc).__name__
+    return Failure(
+        eq_id=record.eq_id,
+        doc_id=record.doc_id,
+        stage=stage,
+        reason=reason,
+        detail=str(exc)[:500],
+        source=record.source,
+        excerpt=excerpt(record.latex or record.mathml),
+    )
+
+
+class Featuriser:
+    """Converter + vocabulary + limits; parses records one batch at a time.
+
+    Args:
+        vocabulary: the node vocabulary (default: the shipped ``vocabulary-v1.json``).
+        converter: ``"python"`` or ``"katex"`` (default ``settings.converter``) or an object
+            with ``convert_batch``.
+        settings: limits; :meth:`IndexerSettings.from_env` when None.
+        with_prefix: also compute SymPy prefix tokens (``prefix`` stage, slow, optional).
+        strict: unknown macros are conversion failures (python converter).
+    """
+
+    def __init__(
+        self,
+        vocabulary: Vocabulary | None = None,
+        converter: str | PythonConverter | KatexBatchConverter | None = None,
+        settings: IndexerSettings | None = None,
+        *,
+        with_prefix: bool = False,
+        strict: bool = False,
+    ) -> None:
+        self.settings = settings or IndexerSettings.from_env()
+        self.vocabulary = vocabulary or default_vocabulary()
+        if converter is None or isinstance(converter, str):
+            converter = make_converter(converter, self.settings, strict=strict)
+        self.converter = converter
+        self.with_prefix = with_prefix
+        self.times = StageTimes()
+
+    def close(self) -> None:
+        self.converter.close()
+
+    def __enter__(self) -> Featuriser:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def parse_latex(self, latex: str, eq_id: str = "query") -> ParsedEquation | Failure:
+        """Featurise one LaTeX string (a query): the same path as indexing."""
+        record = EquationRecord(eq_id=eq_id, doc_id="", position=0, latex=latex)
+        return self.parse_batch([record])[0]
+
+    def parse_batch(self, records: Sequence[EquationRecord]) -> list[ParsedEquation | Failure]:
+        """Featurise a batch; one ParsedEquation or Failure per record, in order."""
+        clock = time.perf_counter
+        start = clock()
+        trees: list[Converted | IndexerError | None] = [None] * len(records)
+        latex_at: list[int] = []
+        for index, record in enumerate(records):
+            if record.mathml:
+                try:
+                    trees[index] = Converted(parse_mathml(record.mathml, self.settings))
+                except IndexerError as exc:
+                    trees[index] = exc
+            elif record.latex:
+                latex_at.append(index)
+            else:
+                trees[index] = IndexerError("record has neither latex nor mathml", "empty")
+        if latex_at:
+            converted = self.converter.convert_batch([records[i].latex or "" for i in latex_at])
+            for index, result in zip(latex_at, converted, strict=True):
+                trees[index] = result
+        self.times.convert += clock() - start
+        return [self._featurise(record, tree) for record, tree in zip(records, trees, strict=True)]
+
+    def _featurise(
+        self, record: EquationRecord, converted: Converted | IndexerError | None
+    ) -> ParsedEquation | Failure:
+        if not isinstance(converted, Converted):
+            exc = converted or IndexerError("no conversion result", "internal")
+            return _failure(record, "convert", exc)
+        clock = time.perf_counter
+        start = clock()
+        try:
+            graph = build_graph(converted.tree, self.vocabulary, self.settings)
+            bow = bow_vector(graph)
+        except (IndexerError, RecursionError, ValueError) as exc:
+            self.times.graph += clock() - start
+            return _failure(record, "graph", exc)
+        middle = clock()
+        self.times.graph += middle - start
+        try:
+            tokens = math_tokens(converted.tree)
+            found = symbols(converted.tree)
+        except (IndexerError, RecursionError, ValueError) as exc:
+            self.times.tokens += clock() - middle
+            return _failure(record, "tokens", exc)
+        self.times.tokens += clock() - middle
+        parsed = ParsedEquation(
+            record=record,
+            tree=converted.tree,
+            graph=graph,
+            bow=bow,
+            math_tokens=tokens,
+            symbols=found,
+            unknown_macros=converted.unknown_macros,
+        )
+        if self.with_prefix and record.latex:
+            parsed.prefix = self._prefix(record.latex)
+        return parsed
+
+    def _prefix(self, latex: str) -> list[str] | None:
+        from indexer.prefix import PrefixError, latex_to_prefix
+
+        start = time.perf_counter()
+        try:
+            return latex_to_prefix(latex, timeout=self.settings.sympy_timeout)
+        except PrefixError:
+            return None
+        finally:
+            self.times.prefix += time.perf_counter() - start
+
+    def parse_stream(
+        self, items: Iterable[EquationRecord | Failure], batch_size: int = 256
+    ) -> Iterator[ParsedEquation | Failure]:
+        """Featurise a stream in batches; failures already in the stream pass through."""
+        batch: list[EquationRecord] = []
+        for item in items:
+            if isinstance(item, Failure):
+                yield item
+                continue
+            batch.append(item)
+            if len(batch) >= batch_size:
+                yield from self.parse_batch(batch)
+                batch = []
+        if batch:
+            yield from self.parse_batch(batch)

@@ -1,0 +1,112 @@
+"""Settings of the indexer package, read from ``MATHSEARCH_*`` environment variables.
+
+==================================  =============================================  =============
+variable                            meaning                                        default
+==================================  =============================================  =============
+MATHSEARCH_CONVERTER                LaTeX -> MathML backend: ``python`` or         python
+                                    ``katex`` (npm katex under node, batched)
+MATHSEARCH_MAX_EQUATION_CHARS       longer LaTeX / MathML becomes a failure        20000
+                                    record (reason ``too-large``)
+MATHSEARCH_MAX_DEPTH                deepest MathML tree / LaTeX group nesting      128
+MATHSEARCH_MAX_NODES                most graph nodes per equation                  4096
+MATHSEARCH_MAX_DOCUMENT_BYTES       largest source document read (tex, JATS)       50000000
+MATHSEARCH_MAX_MACRO_EXPANSIONS     macro expansions per equation (loops stop)     2000
+MATHSEARCH_CONTEXT_CHARS            characters of text kept each side of an eq.    400
+MATHSEARCH_SYMPY_TIMEOUT            seconds for one SymPy parse                    2.0
+MATHSEARCH_KATEX_DIR                where the npm katex package is installed       CACHE_DIR/katex
+MATHSEARCH_NODE                     the node executable for the KaTeX backend      node
+==================================  =============================================  =============
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from indexer.errors import IndexerError
+
+
+class SettingsError(IndexerError):
+    """A ``MATHSEARCH_*`` variable has a value the indexer cannot use."""
+
+    reason = "configuration"
+
+
+def _env_int(name: str, default: int, minimum: int = 1) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise SettingsError(f"{name}={raw!r} is not an integer") from exc
+    if value < minimum:
+        raise SettingsError(f"{name}={raw!r} must be at least {minimum}")
+    return value
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError as exc:
+        raise SettingsError(f"{name}={raw!r} is not a number") from exc
+    if value <= 0:
+        raise SettingsError(f"{name}={raw!r} must be positive")
+    return value
+
+
+def _default_cache_dir() -> Path:
+    configured = os.environ.get("MATHSEARCH_CACHE_DIR")
+    if configured:
+        return Path(configured)
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        return Path("/var/cache/mathsearch")
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "mathsearch"
+
+
+CONVERTERS = ("python", "katex")
+
+
+@dataclass(frozen=True)
+class IndexerSettings:
+    """Limits and backends of extraction and featurisation (see the module docstring)."""
+
+    converter: str = "python"
+    max_equation_chars: int = 20_000
+    max_depth: int = 128
+    max_nodes: int = 4096
+    max_document_bytes: int = 50_000_000
+    max_macro_expansions: int = 2000
+    context_chars: int = 400
+    sympy_timeout: float = 2.0
+    katex_dir: Path | None = None
+    node: str = "node"
+
+    @classmethod
+    def from_env(cls) -> IndexerSettings:
+        env = os.environ
+        converter = (env.get("MATHSEARCH_CONVERTER") or cls.converter).lower()
+        if converter not in CONVERTERS:
+            raise SettingsError(
+                f"MATHSEARCH_CONVERTER={converter!r}: use one of {', '.join(CONVERTERS)}"
+            )
+        katex_dir = env.get("MATHSEARCH_KATEX_DIR")
+        return cls(
+            converter=converter,
+            max_equation_chars=_env_int("MATHSEARCH_MAX_EQUATION_CHARS", cls.max_equation_chars),
+            max_depth=_env_int("MATHSEARCH_MAX_DEPTH", cls.max_depth),
+            max_nodes=_env_int("MATHSEARCH_MAX_NODES", cls.max_nodes),
+            max_document_bytes=_env_int("MATHSEARCH_MAX_DOCUMENT_BYTES", cls.max_document_bytes),
+            max_macro_expansions=_env_int(
+                "MATHSEARCH_MAX_MACRO_EXPANSIONS", cls.max_macro_expansions
+            ),
+            context_chars=_env_int("MATHSEARCH_CONTEXT_CHARS", cls.context_chars, minimum=0),
+            sympy_timeout=_env_float("MATHSEARCH_SYMPY_TIMEOUT", cls.sympy_timeout),
+            katex_dir=Path(katex_dir) if katex_dir else _default_cache_dir() / "katex",
+            node=env.get("MATHSEARCH_NODE") or cls.node,
+        )
