@@ -24,7 +24,9 @@ def test_extract_then_parse_a_tex_paper_and_a_jats_article(tmp_path: Path) -> No
     jats = RESOURCES / "jats-article.xml"
     equations = tmp_path / "equations.jsonl"
     report = tmp_path / "extract.json"
-    assert main(["extract", str(tex), str(jats), "-o", str(equations), "--report", str(report)]) == 0
+    assert (
+        main(["extract", str(tex), str(jats), "-o", str(equations), "--report", str(report)]) == 0
+    )
     records = lines(equations)
     assert len(records) >= 4
     assert {r["doc_id"] for r in records} >= {tex.stem}
