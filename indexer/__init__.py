@@ -41,6 +41,25 @@ from indexer.settings import IndexerSettings
 from indexer.tex_source import iter_tex
 from indexer.vocabulary import Vocabulary, default_vocabulary
 
+#: Re-exported lazily: they pull in matplotlib and SymPy, which most callers never need.
+_LAZY = {
+    "render_bitmap": "indexer.bitmap",
+    "render_batch": "indexer.bitmap",
+    "centre_crop": "indexer.bitmap",
+    "RenderError": "indexer.bitmap",
+    "latex_to_prefix": "indexer.prefix",
+    "PrefixError": "indexer.prefix",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'indexer' has no attribute {name!r}")
+
+
 __all__ = [
     "FORMATS",
     "Conversion",
@@ -60,12 +79,15 @@ __all__ = [
     "MathMLError",
     "MathNode",
     "ParsedEquation",
+    "PrefixError",
     "PythonConverter",
+    "RenderError",
     "Vocabulary",
     "VocabularyError",
     "bow_vector",
     "build_graph",
     "bundled_sample_lines",
+    "centre_crop",
     "collect_macros",
     "default_vocabulary",
     "expand_macros",
@@ -78,11 +100,14 @@ __all__ = [
     "iter_opensearch_index",
     "iter_tex",
     "latex_to_mathml",
+    "latex_to_prefix",
     "make_converter",
     "make_eq_id",
     "math_tokens",
     "parse_mathml",
     "read_records",
+    "render_batch",
+    "render_bitmap",
     "symbol_keywords",
     "symbols",
     "to_mathml",

@@ -250,6 +250,8 @@ def run_parse(args: argparse.Namespace) -> int:
                     fout.write(json.dumps(item.to_dict(), ensure_ascii=False) + "\n")
                 continue
             report.add_success(report.stages, item.unknown_macros)
+            if args.prefix:
+                report.add_optional("prefix", item.prefix_error or "ok")
             out.write(json.dumps(item.to_dict(), ensure_ascii=False) + "\n")
         report.stage_seconds = featuriser.times.to_dict()
     report.seconds = time.perf_counter() - start

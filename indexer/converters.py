@@ -13,7 +13,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Protocol
+from typing import Protocol, Self
 
 from indexer.errors import IndexerError
 from indexer.latex_to_mathml import latex_to_mathml
@@ -44,7 +44,25 @@ class Converter(Protocol):
     def close(self) -> None: ...
 
 
-class PythonConverter:
+class Closing:
+    """``with obj:`` calls ``obj.close()`` on the way out (converters, the featuriser)."""
+
+    def close(self) -> None:
+        """Release what the object holds (nothing by default)."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class PythonConverter(Closing):
     """The pure-Python converter (``strict``: unknown macros are errors, as in KaTeX)."""
 
     name = "python"
@@ -65,22 +83,8 @@ class PythonConverter:
     def convert_batch(self, latexes: Sequence[str]) -> list[ConvertResult]:
         return [self.convert(latex) for latex in latexes]
 
-    def close(self) -> None:
-        """Nothing to release."""
 
-    def __enter__(self) -> PythonConverter:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-class KatexBatchConverter:
+class KatexBatchConverter(Closing):
     """KaTeX under node (installed on first use), MathML parsed back into trees."""
 
     name = "katex"
@@ -107,17 +111,6 @@ class KatexBatchConverter:
 
     def close(self) -> None:
         self._katex.close()
-
-    def __enter__(self) -> KatexBatchConverter:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def make_converter(

@@ -35,6 +35,7 @@ from pathlib import Path
 from lxml import etree
 
 from indexer.errors import ExtractionError, IndexerError, LimitExceeded
+from indexer.mathml_reader import safe_xml_parser
 from indexer.records import EquationRecord, Failure, excerpt, make_eq_id
 from indexer.settings import IndexerSettings
 
@@ -54,16 +55,8 @@ _SECTION_TAGS = frozenset({"sec", "app"})
 
 
 def safe_parser() -> etree.XMLParser:
-    """The only parser JATS goes through: no entities, no DTD, no network, bounded size."""
-    return etree.XMLParser(
-        resolve_entities=False,
-        no_network=True,
-        load_dtd=False,
-        dtd_validation=False,
-        huge_tree=False,
-        remove_comments=True,
-        remove_pis=True,
-    )
+    """The only parser JATS goes through: the MathML reader's (no entities, DTD or network)."""
+    return safe_xml_parser()
 
 
 def iter_jats(

@@ -16,40 +16,42 @@ error object with a stable ``reason`` (DESIGN.md rule 3, errors are data): a :cl
 ``katex-internal-error``, ``katex-timeout``, ``katex-crashed`` or ``bad-input``, or a
 :class:`~indexer.errors.LimitExceeded` with ``too-large``, ``too-deep`` or
 ``too-many-expansions``. A node that hangs or dies is restarted and the batch goes on; only a
-node that cannot start at all raises :class:`KatexUnavailable`.
+node that cannot start at all raises :class:`KatexUnavailable`. The install lives in
+:mod:`indexer.katex_install`, the node process wrapper in :mod:`indexer.katex_process`;
+:func:`ensure_katex`, :class:`KatexUnavailable` and :data:`RESOURCE_FILES` are re-exported here.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import hashlib
 import json
 import logging
-import os
 import queue
-import shutil
-import subprocess
 import threading
 import time
-from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
-from importlib import resources
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import Any
 
-from indexer.errors import ConversionError, IndexerError, LimitExceeded
-from indexer.settings import IndexerSettings, _default_cache_dir
+from indexer.errors import ConversionError, LimitExceeded
+from indexer.katex_install import RESOURCE_FILES, KatexUnavailable, ensure_katex
+from indexer.katex_process import NodeProcess as _Node
+from indexer.settings import IndexerSettings
 
 logger = logging.getLogger(__name__)
 
-#: Files of ``indexer/resources/katex`` copied into the install directory.
-RESOURCE_FILES = ("package.json", "package-lock.json", "convert.js")
+__all__ = [
+    "LIMIT_REASONS",
+    "RESOURCE_FILES",
+    "KatexConverter",
+    "KatexError",
+    "KatexResult",
+    "KatexUnavailable",
+    "ensure_katex",
+]
+
 #: Reason codes that come back as :class:`LimitExceeded` rather than :class:`KatexError`.
 LIMIT_REASONS = frozenset({"too-large", "too-deep", "too-many-expansions"})
-_STDERR_LINES = 40
-_INSTALL_TIMEOUT = 900.0
 _FAILURES = {
     "katex-timeout": "KaTeX did not answer within the item timeout; node was restarted",
     "katex-crashed": "node exited while converting this equation; it was restarted",
@@ -59,133 +61,12 @@ _FAILURES = {
 KatexResult = str | ConversionError | LimitExceeded
 
 
-class KatexUnavailable(IndexerError):  # noqa: N818 - named like LimitExceeded
-    """node or npm is missing, ``npm ci`` failed, or the converter process does not start."""
-
-    reason = "katex-unavailable"
-
-
 class KatexError(ConversionError):
     """KaTeX rejected one equation; ``name`` is the unknown macro or environment, if any."""
 
     def __init__(self, message: str, reason: str | None = None, name: str | None = None) -> None:
         super().__init__(message, reason)
         self.name = name
-
-
-def _tail(text: str, lines: int = 20) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])
-
-
-def _resource_bytes() -> dict[str, bytes]:
-    folder = resources.files("indexer").joinpath("resources/katex")
-    return {name: folder.joinpath(name).read_bytes() for name in RESOURCE_FILES}
-
-
-def _npm_for(node: str) -> str | None:
-    """``npm`` next to the resolved node executable, else the first one on ``PATH``."""
-    resolved = shutil.which(node)
-    if resolved is not None:
-        beside = Path(resolved).resolve().parent / "npm"
-        if beside.is_file() and os.access(beside, os.X_OK):
-            return str(beside)
-    return shutil.which("npm")
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    """An exclusive advisory lock on ``path`` (POSIX ``flock``, released on process exit)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a+b") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
-def _write_if_changed(path: Path, data: bytes) -> None:
-    if path.is_file() and path.read_bytes() == data:
-        return
-    scratch = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    scratch.write_bytes(data)
-    os.replace(scratch, path)
-
-
-def ensure_katex(settings: IndexerSettings | None = None) -> Path:
-    """Install the pinned katex (``npm ci``) once and return the directory with ``convert.js``.
-
-    The install directory is ``<katex_dir>/katex-<version>-<hash of package-lock.json>``, so a
-    version bump installs anew next to the old one. Concurrent callers (workers, test
-    processes) serialise on a file lock; a finished install is marked by ``.installed`` and
-    later calls only refresh ``convert.js``. Raises :class:`KatexUnavailable` when node or npm
-    is missing or ``npm ci`` fails (the message has the command and the tail of its stderr).
-    """
-    settings = settings or IndexerSettings.from_env()
-    base = Path(settings.katex_dir or _default_cache_dir() / "katex").expanduser()
-    files = _resource_bytes()
-    lock = files["package-lock.json"]
-    key = hashlib.sha256(lock).hexdigest()[:16]
-    version = json.loads(lock)["packages"]["node_modules/katex"]["version"]
-    target = base / f"katex-{version}-{key}"
-    if shutil.which(settings.node) is None:
-        raise KatexUnavailable(
-            f"node executable {settings.node!r} not found (set MATHSEARCH_NODE or install "
-            "Node.js >= 18 to use MATHSEARCH_CONVERTER=katex)"
-        )
-    try:
-        with _file_lock(base / f".install-{key}.lock"):
-            return _install(settings, files, base, target, key)
-    except OSError as exc:  # an unwritable cache directory, a full disk, ...
-        raise KatexUnavailable(f"cannot install katex into {target}: {exc}") from exc
-
-
-def _install(
-    settings: IndexerSettings, files: dict[str, bytes], base: Path, target: Path, key: str
-) -> Path:
-    """The body of :func:`ensure_katex`, run under the install lock."""
-    if (target / ".installed").is_file() and (
-        target / "node_modules" / "katex" / "package.json"
-    ).is_file():
-        _write_if_changed(target / "convert.js", files["convert.js"])
-        return target
-    npm = _npm_for(settings.node)
-    if npm is None:
-        raise KatexUnavailable(
-            "npm not found next to node or on PATH; it is needed once to install katex "
-            f"into {target}"
-        )
-    for stale in base.glob(f".staging-{key}-*"):  # left by an install that was killed
-        shutil.rmtree(stale, ignore_errors=True)
-    staging = base / f".staging-{key}-{os.getpid()}"
-    staging.mkdir(parents=True)
-    for name, data in files.items():
-        (staging / name).write_bytes(data)
-    command = [npm, "ci", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund"]
-    logger.info("installing katex into %s: %s", target, " ".join(command))
-    try:
-        done = subprocess.run(
-            command,
-            cwd=staging,
-            capture_output=True,
-            text=True,
-            timeout=_INSTALL_TIMEOUT,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise KatexUnavailable(f"`{' '.join(command)}` in {staging} failed: {exc}") from exc
-    if done.returncode != 0:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise KatexUnavailable(
-            f"`{' '.join(command)}` in {staging} exited with {done.returncode}:\n"
-            f"{_tail(done.stderr or done.stdout)}"
-        )
-    (staging / ".installed").write_text(key + "\n", "utf-8")
-    shutil.rmtree(target, ignore_errors=True)
-    os.replace(staging, target)
-    logger.info("katex installed in %s", target)
-    return target
 
 
 def _normalise_macros(macros: Mapping[str, str] | None) -> dict[str, str] | None:
@@ -204,90 +85,6 @@ def _error(reason: str, message: str, name: str | None = None) -> ConversionErro
     if reason in LIMIT_REASONS:
         return LimitExceeded(message, reason)
     return KatexError(message, reason, name)
-
-
-class _Node:
-    """One node process running ``convert.js``, with threads draining stdout and stderr."""
-
-    def __init__(self, node: str, directory: Path, start_timeout: float) -> None:
-        self.stderr: deque[str] = deque(maxlen=_STDERR_LINES)
-        self.answers: queue.Queue[bytes | None] = queue.Queue()
-        try:
-            self.process = subprocess.Popen(
-                [node, str(directory / "convert.js")],
-                cwd=directory,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-            )
-        except OSError as exc:
-            raise KatexUnavailable(f"cannot start {node} in {directory}: {exc}") from exc
-        assert self.process.stdout is not None and self.process.stderr is not None
-        threading.Thread(target=self._drain, args=(self.process.stdout,), daemon=True).start()
-        self._stderr_thread = threading.Thread(
-            target=self._log, args=(self.process.stderr,), daemon=True
-        )
-        self._stderr_thread.start()
-        try:
-            header = self.answers.get(timeout=start_timeout)
-        except queue.Empty:
-            header = None
-        try:
-            self.version = str(json.loads(header or b"{}")["katex"])
-        except (ValueError, KeyError, TypeError):
-            self.kill()
-            self._stderr_thread.join(timeout=2)
-            raise KatexUnavailable(
-                f"{node} {directory / 'convert.js'} did not start: "
-                f"{_tail(''.join(self.stderr)) or header!r}"
-            ) from None
-
-    def _drain(self, stream: IO[bytes]) -> None:
-        for line in stream:
-            self.answers.put(line)
-        self.answers.put(None)
-
-    def _log(self, stream: IO[bytes]) -> None:
-        for raw in stream:
-            line = raw.decode("utf-8", "replace")
-            self.stderr.append(line)
-            logger.debug("katex node: %s", line.rstrip())
-
-    @property
-    def exit_code(self) -> int | None:
-        return self.process.returncode
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def send(self, payload: bytes) -> None:
-        """Write one batch from a thread, so a node that stops reading cannot block us."""
-
-        def write() -> None:
-            stdin = self.process.stdin
-            try:
-                assert stdin is not None
-                stdin.write(payload)
-                stdin.flush()
-            except (OSError, ValueError):
-                pass  # the process died; the reader sees EOF
-
-        threading.Thread(target=write, daemon=True).start()
-
-    def kill(self) -> None:
-        with contextlib.suppress(OSError):
-            self.process.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(timeout=5)
-
-    def close(self, timeout: float = 5.0) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            assert self.process.stdin is not None
-            self.process.stdin.close()
-        try:
-            self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
 
 
 class KatexConverter:

@@ -29,33 +29,8 @@ _KINDS.update(dict.fromkeys(["\\" + name for name in sym.STYLE_SWITCHES], _SWITC
 _KINDS.update(dict.fromkeys(["\\" + name for name in sym.SIZE_SWITCHES], _SWITCH))
 _LETTER_VARIANTS_MERGED = frozenset({"normal", "bold", "sans-serif", "monospace"})
 Handler = Callable[["Parser", str], "MathNode | None"]
-_LIMITS_FLAG, _APPLY_FLAG = 1, 2
-_NORMAL = {"mathvariant": "normal"}
-_NONSTRETCHY = {"stretchy": "false"}
-
-
-def _symbol_table() -> dict[str, tuple[str, dict[str, str] | None, str, int]]:
-    """Commands that are one symbol: name -> (tag, attributes, text, flags); first table wins."""
-    table: dict[str, tuple[str, dict[str, str] | None, str, int]] = {}
-    layers = [
-        ({name: name for name in sym.LIMIT_FUNCTIONS}, "mi", None, _LIMITS_FLAG | _APPLY_FLAG),
-        ({name: name for name in sym.FUNCTIONS}, "mi", None, _APPLY_FLAG),
-        (sym.INTEGRALS, "mo", None, 0),
-        (sym.LARGE_OPS, "mo", None, _LIMITS_FLAG),
-        (sym.FENCES, "mo", _NONSTRETCHY, 0),
-        (sym.BINARY, "mo", None, 0),
-        (sym.RELATIONS, "mo", None, 0),
-        (sym.LETTERLIKE, "mi", None, 0),
-        (sym.GREEK_UPPER, "mi", _NORMAL, 0),
-        (sym.GREEK_LOWER, "mi", None, 0),
-    ]
-    for names, tag, attrs, flags in layers:
-        for name, text in names.items():
-            table[name] = (tag, attrs, text, flags)
-    return table
-
-
-_SYMBOLS = _symbol_table()
+_SYMBOLS = sym.SYMBOL_COMMANDS
+_LIMITS_FLAG, _APPLY_FLAG = sym.LIMITS_FLAG, sym.APPLY_FLAG
 
 
 def _mo(text: str, attrs: dict[str, str] | None = None) -> MathNode:

@@ -362,3 +362,34 @@ PLAIN_MATRICES: dict[str, tuple[str, str]] = {
     "eqalignno": ("", ""),
     "displaylines": ("", ""),
 }
+
+
+#: Flags of :data:`SYMBOL_COMMANDS`: takes limits, is a function name (apply U+2061).
+LIMITS_FLAG, APPLY_FLAG = 1, 2
+_NORMAL = {"mathvariant": "normal"}
+_NONSTRETCHY = {"stretchy": "false"}
+
+
+def _symbol_table() -> dict[str, tuple[str, dict[str, str] | None, str, int]]:
+    """Commands that are one symbol: name -> (tag, attributes, text, flags); first table wins."""
+    table: dict[str, tuple[str, dict[str, str] | None, str, int]] = {}
+    layers = [
+        ({name: name for name in LIMIT_FUNCTIONS}, "mi", None, LIMITS_FLAG | APPLY_FLAG),
+        ({name: name for name in FUNCTIONS}, "mi", None, APPLY_FLAG),
+        (INTEGRALS, "mo", None, 0),
+        (LARGE_OPS, "mo", None, LIMITS_FLAG),
+        (FENCES, "mo", _NONSTRETCHY, 0),
+        (BINARY, "mo", None, 0),
+        (RELATIONS, "mo", None, 0),
+        (LETTERLIKE, "mi", None, 0),
+        (GREEK_UPPER, "mi", _NORMAL, 0),
+        (GREEK_LOWER, "mi", None, 0),
+    ]
+    for names, tag, attrs, flags in layers:
+        for name, text in names.items():
+            table[name] = (tag, attrs, text, flags)
+    return table
+
+
+#: Commands that are one symbol: name -> (tag, attributes, text, flags).
+SYMBOL_COMMANDS = _symbol_table()

@@ -55,7 +55,7 @@ from indexer.settings import IndexerSettings
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["MATHML_NS", "parse_mathml"]
+__all__ = ["MATHML_NS", "parse_mathml", "safe_xml_parser"]
 
 MATHML_NS = "http://www.w3.org/1998/Math/MathML"
 
@@ -76,7 +76,8 @@ _local = threading.local()
 _DEFAULT_SETTINGS = IndexerSettings()
 
 
-def _parser() -> etree.XMLParser:
+def safe_xml_parser() -> etree.XMLParser:
+    """The XML parser all untrusted input goes through (per thread): no entities, DTD, network."""
     parser = getattr(_local, "parser", None)
     if parser is None:
         parser = etree.XMLParser(
@@ -243,7 +244,7 @@ def parse_mathml(text: str | bytes, settings: IndexerSettings | None = None) -> 
     if "&" in snippet:
         snippet = _NAMED_ENTITY.sub(_numeric_entity, snippet)
     try:
-        wrapper = etree.fromstring(_wrap(snippet), _parser())
+        wrapper = etree.fromstring(_wrap(snippet), safe_xml_parser())
     except etree.XMLSyntaxError as exc:
         message = str(exc)
         if "depth" in message.lower():

@@ -18,12 +18,17 @@ import logging
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
 import numpy as np
 
-from indexer.converters import Converted, KatexBatchConverter, PythonConverter, make_converter
+from indexer.converters import (
+    Closing,
+    Converted,
+    KatexBatchConverter,
+    PythonConverter,
+    make_converter,
+)
 from indexer.errors import IndexerError
 from indexer.lexical import bow_vector, math_tokens, symbols
 from indexer.mathml_graph import EquationGraph, build_graph
@@ -48,6 +53,7 @@ class ParsedEquation:
     symbols: dict[str, list[str]]
     unknown_macros: list[str] = field(default_factory=list)
     prefix: list[str] | None = None
+    prefix_error: str | None = None
 
     @property
     def eq_id(self) -> str:
@@ -70,6 +76,8 @@ class ParsedEquation:
             data["unknown_macros"] = sorted(set(self.unknown_macros))
         if self.prefix is not None:
             data["prefix"] = self.prefix
+        if self.prefix_error is not None:
+            data["prefix_error"] = self.prefix_error
         return data
 
 
@@ -104,7 +112,7 @@ def _failure(record: EquationRecord, stage: str, exc: BaseException) -> Failure:
     )
 
 
-class Featuriser:
+class Featuriser(Closing):
     """Converter + vocabulary + limits; parses records one batch at a time.
 
     Args:
@@ -135,17 +143,6 @@ class Featuriser:
 
     def close(self) -> None:
         self.converter.close()
-
-    def __enter__(self) -> Featuriser:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def parse_latex(self, latex: str, eq_id: str = "query") -> ParsedEquation | Failure:
         """Featurise one LaTeX string (a query): the same path as indexing."""
@@ -208,27 +205,31 @@ class Featuriser:
             unknown_macros=converted.unknown_macros,
         )
         if self.with_prefix and record.latex:
-            parsed.prefix = self._prefix(record.latex)
+            self._prefix(parsed, record.latex)
         return parsed
 
-    def _prefix(self, latex: str) -> list[str] | None:
+    def _prefix(self, parsed: ParsedEquation, latex: str) -> None:
+        """SymPy prefix tokens, optional: an expression SymPy cannot read keeps its reason."""
         from indexer.prefix import PrefixError, latex_to_prefix
 
         start = time.perf_counter()
         try:
-            return latex_to_prefix(latex, timeout=self.settings.sympy_timeout)
-        except PrefixError:
-            return None
+            parsed.prefix = latex_to_prefix(latex, timeout=self.settings.sympy_timeout)
+        except PrefixError as exc:
+            parsed.prefix_error = exc.reason
         finally:
             self.times.prefix += time.perf_counter() - start
 
     def parse_stream(
         self, items: Iterable[EquationRecord | Failure], batch_size: int = 256
     ) -> Iterator[ParsedEquation | Failure]:
-        """Featurise a stream in batches; failures already in the stream pass through."""
+        """Featurise a stream in batches, in order; failures already in it pass through."""
         batch: list[EquationRecord] = []
         for item in items:
             if isinstance(item, Failure):
+                if batch:
+                    yield from self.parse_batch(batch)
+                    batch = []
                 yield item
                 continue
             batch.append(item)

@@ -37,6 +37,11 @@ class CoverageReport:
     with_unknown_macros: int = 0
     seconds: float = 0.0
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    #: Optional stages that do not fail an equation (``prefix``): stage -> outcome -> count.
+    optional: dict[str, Counter[str]] = field(default_factory=dict)
+
+    def add_optional(self, stage: str, outcome: str) -> None:
+        self.optional.setdefault(stage, Counter())[outcome] += 1
 
     def add_failure(self, failure: Failure) -> None:
         """Count a failure; the stages before the one it failed at count as passed."""
@@ -85,6 +90,7 @@ class CoverageReport:
             "seconds": round(self.seconds, 3),
             "equations_per_second": round(self.inputs / self.seconds, 1) if self.seconds else None,
             "stage_seconds": {k: round(v, 3) for k, v in self.stage_seconds.items()},
+            "optional_stages": {k: dict(v.most_common()) for k, v in self.optional.items()},
         }
 
     def write(self, path: str | Path) -> None:

@@ -114,7 +114,7 @@ def test_bundled_real_equations_parse_with_at_least_97_percent_coverage(
 def test_parse_stream_passes_extraction_failures_through(featuriser: Featuriser) -> None:
     earlier = Failure(eq_id="x#0", doc_id="x", stage="extract", reason="macro-fragment")
     items = [record("a", latex="a"), earlier, record("b", latex="b")]
-    out = list(featuriser.parse_stream(items, batch_size=1))
+    out = list(featuriser.parse_stream(items, batch_size=10))
     assert [o.eq_id for o in out] == ["a", "x#0", "b"]
     assert out[1] is earlier
 
@@ -129,3 +129,17 @@ def test_any_text_gives_a_parsed_equation_or_a_failure(text: str, as_mathml: boo
 
 
 _SHARED = Featuriser()
+
+
+def test_prefix_stage_is_optional_and_keeps_its_reason() -> None:
+    featuriser = Featuriser(with_prefix=True)
+    readable = featuriser.parse_latex(r"x^{2} + 1")
+    assert isinstance(readable, ParsedEquation)
+    assert readable.prefix is not None
+    assert readable.prefix[0] == "+"
+    assert "pow" in readable.prefix
+    physics = featuriser.parse_latex(r"\langle \bar\psi \gamma^\mu \psi \rangle")
+    assert isinstance(physics, ParsedEquation)  # the equation itself is fine
+    assert physics.prefix is None
+    assert physics.prefix_error == "sympy-unparsable"
+    assert physics.to_dict()["prefix_error"] == "sympy-unparsable"

@@ -64,6 +64,34 @@ def test_task_round_trip_through_redis_to_a_worker_process(worker, worker_settin
     assert result.status == "SUCCESS"
 
 
+def test_parse_task_featurises_in_the_worker_and_bad_records_come_back_as_failures(
+    worker, worker_settings
+) -> None:
+    queue, process = worker
+    app = create_app(worker_settings)
+    records = [
+        {"eq_id": "p#0", "doc_id": "p", "position": 0, "latex": r"\frac{a}{b} + x^2"},
+        {"eq_id": "p#1", "doc_id": "p", "position": 1, "latex": r"\frac{a}{b"},
+        {"eq_id": "p#2", "doc_id": "p", "unexpected": 1},
+    ]
+    result = app.send_task("mathsearch.parse.records", args=[records], queue=queue)
+    try:
+        answer = result.get(timeout=120)
+    except Exception:
+        process.kill()
+        output = process.communicate()[0]
+        pytest.fail(f"no answer from the worker; its output:\n{output[-3000:]}")
+    assert [item["eq_id"] for item in answer[:2]] == ["p#0", "p#1"]
+    good, bad, odd = answer
+    assert "a|frac|b" in good["math_tokens"]
+    assert good["graph"] and good["mathml"].startswith("<math")
+    assert bad["failure"] and (bad["stage"], bad["reason"]) == ("convert", "unbalanced-braces")
+    assert odd["failure"]
+    # the worker carries on after bad input
+    again = app.send_task("mathsearch.parse.records", args=[records[:1]], queue=queue)
+    assert again.get(timeout=60)[0]["eq_id"] == "p#0"
+
+
 def _is_descendant(pid: int, ancestor: int) -> bool:
     while pid > 1:
         try:
