@@ -165,6 +165,13 @@ def record_equations(record: HepthRecord, settings: IndexerSettings) -> list[str
         if not displays:
             if _WHOLE_ENVIRONMENT.match(masked) is None:
                 return failure(*_why_not(record.raw))
+            opened, closed = masked.count("\\begin{"), masked.count("\\end{")
+            if opened > closed:
+                # The corpus regex stopped at the \end of a nested environment (arrays in arrays).
+                return failure(
+                    "truncated-environment",
+                    f"{opened} \\begin but {closed} \\end: cut at a nested environment's end",
+                )
             latex = clean_latex(expand_macros(masked, _NONUMBER, settings))
             return [] if is_blank(latex) else [latex]
         equations: list[str] = []

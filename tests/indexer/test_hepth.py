@@ -230,3 +230,17 @@ def test_unreadable_files_become_a_failure(tmp_path: Path) -> None:
     for path in (broken, tmp_path / "missing.txt"):
         [failure] = iter_hepth(path)
         assert isinstance(failure, Failure) and failure.reason == "unreadable-source"
+
+
+def test_array_records_cut_at_a_nested_end_are_truncated_not_equations() -> None:
+    # verbatim record of hep_array.txt.xz: the corpus regex stopped at the inner \end{array}
+    raw = (
+        r"\begin{array}{l} \tau_{j4}^{\lambda_j}=\left\{ \begin{array}{rl} \tau_{j4},"
+        r"{\rm ~for~}\lambda_j=+\\ \tau_{4j},{\rm ~for~}\lambda_j=- \end{array}"
+    )
+    [item] = iter_hepth(lines(f"{raw}->HEP/2003/0301001.tex\n"))
+    assert isinstance(item, Failure)
+    assert (item.stage, item.reason) == ("extract", "truncated-environment")
+    whole = raw + r" \end{array}"
+    [kept] = iter_hepth(lines(f"{whole}->HEP/2003/0301001.tex\n"))
+    assert isinstance(kept, EquationRecord)
