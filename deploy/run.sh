@@ -41,7 +41,7 @@ if [ ! -x "$venv/bin/mathsearch" ] || [ ! -f "$venv/.complete" ]; then
   rm -rf "$venv"
   "$python" -m venv "$venv"
   "$venv/bin/pip" install -q --upgrade pip setuptools
-  "$venv/bin/pip" install -q -e ".[dev]"
+  "$venv/bin/pip" install -q -e ".[dev,train]"
   touch "$venv/.complete"
 else
   # The venv is shared by every clone with the same pyproject.toml: point it at this one.

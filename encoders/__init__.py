@@ -1,9 +1,46 @@
 """PyTorch encoders of mathsearch (graph CNN, bitmap CNN, seq2seq, figure encoder).
 
 Needs the ``train`` extra (torch, torch-geometric). Nothing outside ``encoders/`` and ``export/``
-imports torch.
+imports torch. The names below are re-exported lazily, so importing :mod:`encoders` (as the
+``mathsearch`` command line does for ``train`` and ``eval``) does not load torch.
 """
 
 from __future__ import annotations
 
-__all__: list[str] = []
+import importlib
+
+_LAZY = {
+    "GCNConfig": "encoders.gcn",
+    "GraphCNN": "encoders.gcn",
+    "MaskingHeads": "encoders.masking",
+    "mask_nodes": "encoders.masking",
+    "permute_identifiers": "encoders.augment",
+    "collate": "encoders.graph_data",
+    "to_data": "encoders.graph_data",
+    "HistogramLoss": "encoders.losses",
+    "TripletLoss": "encoders.losses",
+    "histogram_loss_fn": "encoders.losses",
+    "triplet_loss_fn": "encoders.losses",
+    "masked_feature_loss_fn": "encoders.losses",
+    "EquationCorpus": "encoders.corpus",
+    "TripletSampler": "encoders.sampler",
+    "holdout_triplets": "encoders.sampler",
+    "TrainConfig": "encoders.train_config",
+    "train": "encoders.training",
+    "load_model": "encoders.checkpoints",
+    "ranking_score": "encoders.evaluation",
+    "ranking_confidence_bound": "encoders.evaluation",
+    "one_nn_accuracy": "encoders.evaluation",
+    "loo_ranking_score": "encoders.evaluation",
+    "precision_at_k": "encoders.evaluation",
+    "umap": "encoders.evaluation",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'encoders' has no attribute {name!r}")
+
+
+__all__ = sorted(_LAZY)  # noqa: PLE0605

@@ -8,6 +8,8 @@ import logging
 import sys
 import textwrap
 
+from encoders.cli_eval import add_eval, run_eval
+from encoders.cli_train import add_train, run_train
 from indexer.cli_parse import (
     add_bench,
     add_commands,
@@ -30,6 +32,8 @@ examples:
   mathsearch extract paper.tex -o equations.jsonl
   mathsearch parse equations.jsonl -o parsed.jsonl --report coverage.json
   mathsearch bench parse              equations/s per stage on the hep-th corpus
+  mathsearch train gcn ../shared/data/hepth2003/*.txt --format hepth --out runs/gcn
+  mathsearch eval ranking eq.txt --format hepth --checkpoint runs/gcn/checkpoint.pt
   mathsearch worker --queues parse,embed --concurrency 2
 
 environment: MATHSEARCH_OPENSEARCH_URL, MATHSEARCH_REDIS_URL and friends (see README.md).
@@ -94,6 +98,8 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-stack-up", action="store_true", help="use the running cluster as is")
 
     add_commands(commands)
+    add_train(commands)
+    add_eval(commands)
     bench = commands.add_parser(
         "bench",
         help="benchmarks (speed, memory) of the pipeline stages",
@@ -238,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
         "parse": run_parse,
         "vocab": run_vocab,
         "bench": run_bench_parse,
+        "train": run_train,
+        "eval": run_eval,
     }
     try:
         return handlers[args.command](args)

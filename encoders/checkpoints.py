@@ -1,0 +1,125 @@
+"""Training checkpoints of the graph CNN: what :mod:`encoders.training` saves and resumes from.
+
+A checkpoint is one ``torch.save`` file of plain containers and tensors (loadable with
+``weights_only=True``)::
+
+    {
+      "format": "mathsearch-gcn-checkpoint/1",
+      "step": 1200,                      # optimiser steps done
+      "total_steps": 4000,               # length of the linear learning-rate schedule
+      "vocab_hash": "2f5a1e89...",       # the vocabulary the graphs were built with
+      "model_config": {...},             # GCNConfig.to_dict()
+      "train_config": {...},             # TrainConfig.to_dict()
+      "model": state_dict, "heads": state_dict | None,
+      "optimizer": state_dict, "scheduler": state_dict,
+      "rng": {"torch": ByteTensor, "cuda": [ByteTensor, ...]},
+      "history": {"evaluations": [...], "epochs": [...]},
+    }
+
+The sampler, the augmentation and the masks draw from generators seeded with
+``(seed, step)``, so restoring the step restores them; the torch states are kept for anything
+else. :func:`load_model` gives the trained :class:`~encoders.gcn.GraphCNN` (eval mode) for export
+and evaluation.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from encoders.gcn import GCNConfig, GraphCNN
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "CHECKPOINT_FORMAT",
+    "CheckpointError",
+    "load_checkpoint",
+    "load_model",
+    "rng_states",
+    "save_checkpoint",
+    "set_rng_states",
+]
+
+CHECKPOINT_FORMAT = "mathsearch-gcn-checkpoint/1"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint is unreadable, of another format, or does not fit the run."""
+
+
+def rng_states() -> dict[str, Any]:
+    """The torch CPU (and CUDA, when available) generator states."""
+    states: dict[str, Any] = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def set_rng_states(states: dict[str, Any]) -> None:
+    if "torch" in states:
+        torch.set_rng_state(states["torch"].cpu())
+    if states.get("cuda") and torch.cuda.is_available():
+        cuda = [s.cpu() for s in states["cuda"]]
+        if len(cuda) == torch.cuda.device_count():
+            torch.cuda.set_rng_state_all(cuda)
+
+
+def save_checkpoint(path: str | os.PathLike[str], payload: dict[str, Any]) -> Path:
+    """Write ``payload`` (see the module docstring) atomically to ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save({"format": CHECKPOINT_FORMAT, **payload}, tmp)
+    tmp.replace(path)
+    return path
+
+
+def load_checkpoint(
+    path: str | os.PathLike[str], map_location: str | torch.device = "cpu"
+) -> dict[str, Any]:
+    """Read a checkpoint written by :func:`save_checkpoint`.
+
+    Raises:
+        CheckpointError: missing or unreadable file, or another format.
+    """
+    try:
+        data = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:  # torch.load fails in many ways (pickle, zip, struct, OS)
+        raise CheckpointError(f"cannot read the checkpoint {path}: {exc}") from exc
+    if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
+        found = data.get("format") if isinstance(data, dict) else type(data).__name__
+        raise CheckpointError(f"{path} is not a {CHECKPOINT_FORMAT} file (found {found!r})")
+    return data
+
+
+def load_model(
+    path: str | os.PathLike[str], map_location: str | torch.device = "cpu"
+) -> tuple[GraphCNN, dict[str, Any]]:
+    """The trained model of a checkpoint (eval mode) and the checkpoint's metadata.
+
+    The metadata is the checkpoint without the state dicts: ``step``, ``vocab_hash``,
+    ``model_config``, ``train_config``, ``history``.
+    """
+    data = load_checkpoint(path, map_location)
+    model = GraphCNN(GCNConfig.from_dict(dict(data["model_config"])))
+    model.load_state_dict(data["model"])
+    model.eval()
+    heavy = {"model", "heads", "optimizer", "scheduler", "rng"}
+    return model, {k: v for k, v in data.items() if k not in heavy}
+
+
+def prune(directory: Path, keep: int) -> None:
+    """Delete all but the ``keep`` newest ``step-*.pt`` files of ``directory``."""
+    if keep < 1:
+        return
+    found = sorted(directory.glob("step-*.pt"))
+    for old in found[:-keep]:
+        try:
+            old.unlink()
+        except OSError as exc:  # pragma: no cover - best effort
+            logger.warning("could not delete the old checkpoint %s: %s", old, exc)

@@ -1,0 +1,328 @@
+"""The graph-convolutional equation encoder of the KDD 2020 seed, section 4.1.
+
+Input: the 256-d one-hot node features ``x_j`` (section 3.2, :func:`encoders.graph_data.one_hot`)
+and each node's position ``p_j`` among its parent's children. With ``N(i)`` the neighbours of
+node ``i`` (parent and children; edges in both directions):
+
+* first layer, fixed sinusoid position embeddings ``E`` (Vaswani et al.) scaled by a learnable
+  ``alpha`` initialised to 1, summed over the neighbourhood *including the node itself*::
+
+      x_i^(1) = max(0, sum_{j in N(i) ∪ {i}} (W^(1) x_j + alpha E(p_j)) + b^(1))
+      E(p)[2k] = sin(p / 10000^(2k/d)),  E(p)[2k+1] = cos(p / 10000^(2k/d)),  d = 512
+
+* then 3 graph-convolution layers of width 512::
+
+      x_i^(l) = max(0, sum_{j in N(i) ∪ {i}} W^(l) x_j^(l-1) + b^(l))
+
+  with batch normalisation (over the nodes of the batch) before the first and the third of them;
+  ``phi(x)`` (N, 512) is the output of the last one (:meth:`GraphCNN.node_states`, the input of
+  the masking heads of section 4.2);
+* mean over the nodes of each graph, then a linear layer to 64 dims;
+* soft normalisation (section 4.1, "a softer normalization inspired by batch normalization"): for
+  a batch of embeddings ``e_1..e_B`` with norms ``n_b = ||e_b||_2``::
+
+      mu = (1/B) sum_b n_b,   sigma = sqrt((1/B) sum_b (n_b - mu)^2)
+      phi_bar(x_b) = e_b / (mu + sigma)
+
+  in training with the batch's ``mu``/``sigma`` (gradients flow through them, as in batch norm)
+  while updating running averages ``r <- (1 - m) r + m * batch_value`` (m = 0.1); in eval with
+  the running averages (initialised to mu = 1, sigma = 0, so an untrained model is unscaled).
+
+The bias is added once per node after the neighbourhood sum (the bias does not depend on ``j``;
+adding it per neighbour would scale it with the degree). Aggregation is ``h_i + sum_{(j -> i)}
+h_j`` with one ``scatter_add`` over the edges, the graphs carrying no self loops.
+
+ONNX: :meth:`GraphCNN.embed_tensors` is the export surface: dense ``x`` (N, 256) float,
+``pos`` (N,), ``edge_index`` (2, E), ``batch_index`` (N,) and ``ptr`` (B + 1,) long; the number
+of graphs is read from ``ptr``'s shape, never from a tensor value, and the only Python branches
+are on ``self.training``. scatter_add needs ONNX opset >= 16 (ScatterElements with reduction).
+The dict-style :meth:`forward` (a torch-geometric batch) validates ids with ``int(...)`` and is
+not meant to be traced.
+
+Example::
+
+    model = GraphCNN(GCNConfig())
+    batch = collate([featuriser.parse_latex(tex).graph for tex in latex_list])
+    emb = model(batch)                  # (B, 64)
+    phi = model.node_states(batch)      # (N, 512)
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch_geometric.data import Data
+
+from encoders.graph_data import one_hot
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "GCNConfig",
+    "GCNConfigError",
+    "GraphCNN",
+    "SoftNormalisation",
+    "SumGraphConv",
+    "mean_pool",
+    "norm_stats",
+    "sinusoid_table",
+    "soft_normalise",
+    "sum_aggregate",
+]
+
+
+class GCNConfigError(ValueError):
+    """A :class:`GCNConfig` with impossible values."""
+
+
+@dataclass(frozen=True)
+class GCNConfig:
+    """Hyper-parameters of :class:`GraphCNN` (defaults: the seed's, section 4.1).
+
+    Args:
+        sizes: tag, attribute and character slots of the one-hot input (32, 32, 192).
+        hidden: width of every graph layer (512).
+        out_dim: embedding size after the last linear layer (64).
+        layers: graph-convolution layers after the positional first layer (3).
+        max_position: rows of the sinusoid table (positions are capped at 255).
+        soft_norm_momentum: momentum of the soft normalisation's running averages.
+        soft_norm_eps: lower bound of the divisor ``mu + sigma``.
+        batch_norm_before: indices (0-based, into the ``layers`` graph-convolution layers) that
+            get a BatchNorm1d in front: the first and the third.
+        sinusoid_base: the 10000 of the sinusoid embeddings.
+    """
+
+    sizes: tuple[int, int, int] = (32, 32, 192)
+    hidden: int = 512
+    out_dim: int = 64
+    layers: int = 3
+    max_position: int = 256
+    soft_norm_momentum: float = 0.1
+    soft_norm_eps: float = 1e-6
+    batch_norm_before: tuple[int, ...] = field(default=(0, 2))
+    sinusoid_base: float = 10000.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sizes", tuple(int(s) for s in self.sizes))
+        object.__setattr__(self, "batch_norm_before", tuple(int(i) for i in self.batch_norm_before))
+        if len(self.sizes) != 3 or min(self.sizes) < 1:
+            raise GCNConfigError(f"sizes must be three positive slot counts, not {self.sizes}")
+        if min(self.hidden, self.out_dim, self.layers, self.max_position) < 1:
+            raise GCNConfigError("hidden, out_dim, layers and max_position must be positive")
+        if not 0.0 <= self.soft_norm_momentum <= 1.0:
+            raise GCNConfigError(f"soft_norm_momentum {self.soft_norm_momentum} not in [0, 1]")
+        if any(not 0 <= i < self.layers for i in self.batch_norm_before):
+            raise GCNConfigError(f"batch_norm_before {self.batch_norm_before} not in [0, layers)")
+
+    @property
+    def in_dim(self) -> int:
+        return sum(self.sizes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (for checkpoints and model cards)."""
+        data = asdict(self)
+        data["sizes"] = list(self.sizes)
+        data["batch_norm_before"] = list(self.batch_norm_before)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GCNConfig:
+        try:
+            return cls(**data)
+        except TypeError as exc:
+            raise GCNConfigError(f"bad GCN config: {exc}") from exc
+
+
+# -- the pure math ----------------------------------------------------------------------------
+
+
+def sinusoid_table(max_position: int, dim: int, base: float = 10000.0) -> Tensor:
+    """Fixed position embeddings (Vaswani et al.), float32 ``(max_position, dim)``.
+
+    ``E(p)[2k] = sin(p / base^(2k/dim))`` and ``E(p)[2k+1] = cos(p / base^(2k/dim))``; so
+    ``E(0) = [0, 1, 0, 1, ...]``. Computed in float64, then cast.
+    """
+    if max_position < 1 or dim < 1:
+        raise GCNConfigError("max_position and dim must be positive")
+    positions = torch.arange(max_position, dtype=torch.float64).unsqueeze(1)
+    even = torch.arange(0, dim, 2, dtype=torch.float64)
+    angles = positions / base ** (even / dim)  # (P, ceil(dim / 2))
+    table = torch.zeros(max_position, dim, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(angles)
+    table[:, 1::2] = torch.cos(angles[:, : dim // 2])
+    return table.to(torch.float32)
+
+
+def sum_aggregate(h: Tensor, edge_index: Tensor) -> Tensor:
+    """``out_i = h_i + sum_{(j -> i) in edges} h_j``: the sum over ``N(i) ∪ {i}``.
+
+    Args:
+        h: (N, F) node messages (already transformed).
+        edge_index: (2, E) long, row 0 the source ``j``, row 1 the target ``i``.
+    """
+    source, target = edge_index[0], edge_index[1]
+    messages = h.index_select(0, source)
+    return h.scatter_add(0, target.unsqueeze(1).expand_as(messages), messages)
+
+
+def mean_pool(h: Tensor, batch_index: Tensor, ptr: Tensor) -> Tensor:
+    """Mean of the node rows of each graph, ``(B, F)`` with ``B = len(ptr) - 1``.
+
+    Args:
+        h: (N, F) node states.
+        batch_index: (N,) long graph of each node (sorted, as torch-geometric builds it).
+        ptr: (B + 1,) long node offsets; ``ptr[g + 1] - ptr[g]`` nodes belong to graph g.
+    """
+    sums = h.new_zeros((ptr.size(0) - 1, h.size(1)))
+    sums = sums.scatter_add(0, batch_index.unsqueeze(1).expand_as(h), h)
+    counts = (ptr[1:] - ptr[:-1]).clamp_min(1).to(h.dtype)
+    return sums / counts.unsqueeze(1)
+
+
+def norm_stats(embeddings: Tensor) -> tuple[Tensor, Tensor]:
+    """Mean and (population) standard deviation of the L2 norms of ``(B, D)`` embeddings."""
+    norms = torch.linalg.vector_norm(embeddings, dim=1)
+    mean = norms.mean()
+    std = ((norms - mean) ** 2).mean().sqrt()
+    return mean, std
+
+
+def soft_normalise(embeddings: Tensor, mean: Tensor, std: Tensor, eps: float = 1e-6) -> Tensor:
+    """``e_b / (mu + sigma)`` (section 4.1); the divisor is clamped to ``eps`` from below."""
+    return embeddings / (mean + std).clamp_min(eps)
+
+
+# -- modules ----------------------------------------------------------------------------------
+
+
+class SoftNormalisation(nn.Module):
+    """Divides embeddings by ``mu + sigma`` of their norms; batch stats in training, running ones
+    in eval (see the module docstring). Buffers: ``running_mean`` (1.0), ``running_std`` (0.0),
+    ``num_batches_tracked``.
+    """
+
+    running_mean: Tensor
+    running_std: Tensor
+    num_batches_tracked: Tensor
+
+    def __init__(self, momentum: float = 0.1, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.momentum = momentum
+        self.eps = eps
+        self.register_buffer("running_mean", torch.tensor(1.0))
+        self.register_buffer("running_std", torch.tensor(0.0))
+        self.register_buffer("num_batches_tracked", torch.tensor(0, dtype=torch.long))
+
+    def forward(self, embeddings: Tensor) -> Tensor:
+        if self.training:
+            mean, std = norm_stats(embeddings)
+            with torch.no_grad():
+                m = self.momentum
+                self.running_mean.mul_(1.0 - m).add_(m * mean.detach())
+                self.running_std.mul_(1.0 - m).add_(m * std.detach())
+                self.num_batches_tracked.add_(1)
+            return soft_normalise(embeddings, mean, std, self.eps)
+        return soft_normalise(embeddings, self.running_mean, self.running_std, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"momentum={self.momentum}, eps={self.eps}"
+
+
+class SumGraphConv(nn.Module):
+    """``x_i' = max(0, sum_{j in N(i) ∪ {i}} (W x_j + t_j) + b)``; ``t`` an optional per-node term
+    (the first layer's ``alpha E(p_j)``). ``W`` and ``b`` start like ``nn.Linear``'s.
+    """
+
+    def __init__(self, in_dim: int, out_dim: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(in_dim, out_dim, bias=False)
+        bound = 1.0 / math.sqrt(in_dim)
+        self.bias = nn.Parameter(torch.empty(out_dim).uniform_(-bound, bound))
+
+    def forward(self, x: Tensor, edge_index: Tensor, node_term: Tensor | None = None) -> Tensor:
+        h = self.linear(x)
+        if node_term is not None:
+            h = h + node_term
+        return torch.relu(sum_aggregate(h, edge_index) + self.bias)
+
+
+class GraphCNN(nn.Module):
+    """Graph CNN of section 4.1: positional sum-conv, 3 x 512 sum-convs, mean, 64-d, soft norm.
+
+    Args:
+        config: hyper-parameters; ``GCNConfig()`` (the seed's) when None.
+
+    Shapes: ``forward(batch)`` -> (B, out_dim); ``node_states(batch)`` -> (N, hidden).
+    """
+
+    position_table: Tensor
+
+    def __init__(self, config: GCNConfig | None = None) -> None:
+        super().__init__()
+        self.config = config = config or GCNConfig()
+        self.input_layer = SumGraphConv(config.in_dim, config.hidden)
+        self.alpha = nn.Parameter(torch.tensor(1.0))
+        table = sinusoid_table(config.max_position, config.hidden, config.sinusoid_base)
+        self.register_buffer("position_table", table, persistent=False)
+        self.norms = nn.ModuleList(
+            nn.BatchNorm1d(config.hidden) if i in config.batch_norm_before else nn.Identity()
+            for i in range(config.layers)
+        )
+        self.convs = nn.ModuleList(
+            SumGraphConv(config.hidden, config.hidden) for _ in range(config.layers)
+        )
+        self.project = nn.Linear(config.hidden, config.out_dim)
+        self.soft_norm = SoftNormalisation(config.soft_norm_momentum, config.soft_norm_eps)
+
+    # -- tensor interface (the ONNX export surface) --------------------------------------------
+
+    def node_states_tensors(self, x: Tensor, pos: Tensor, edge_index: Tensor) -> Tensor:
+        """``phi(x)``: (N, hidden) from dense features (N, in_dim), positions and edges."""
+        positions = pos.clamp(0, self.config.max_position - 1)
+        h = self.input_layer(x, edge_index, self.alpha * self.position_table[positions])
+        for norm, conv in zip(self.norms, self.convs, strict=True):
+            h = conv(norm(h), edge_index)
+        return h
+
+    def embed_tensors(
+        self, x: Tensor, pos: Tensor, edge_index: Tensor, batch_index: Tensor, ptr: Tensor
+    ) -> Tensor:
+        """Soft-normalised embeddings ``phi_bar`` (B, out_dim); see the module docstring."""
+        states = self.node_states_tensors(x, pos, edge_index)
+        return self.soft_norm(self.project(mean_pool(states, batch_index, ptr)))
+
+    # -- torch-geometric interface ----------------------------------------------------------
+
+    def _inputs(self, batch: Data) -> tuple[Tensor, Tensor, Tensor]:
+        x = one_hot(batch, self.config.sizes).to(self.alpha.device)
+        return x, batch.pos.to(x.device), batch.edge_index.to(x.device)
+
+    @staticmethod
+    def _graph_index(batch: Data, num_nodes: int, device: torch.device) -> tuple[Tensor, Tensor]:
+        batch_index = getattr(batch, "batch", None)
+        ptr = getattr(batch, "ptr", None)
+        if batch_index is None or ptr is None:  # a single Data object
+            batch_index = torch.zeros(num_nodes, dtype=torch.long)
+            ptr = torch.tensor([0, num_nodes], dtype=torch.long)
+        return batch_index.to(device), ptr.to(device)
+
+    def node_states(self, batch: Data) -> Tensor:
+        """``phi(x)``, the last graph layer's node outputs (N, hidden), for the masking heads."""
+        return self.node_states_tensors(*self._inputs(batch))
+
+    def forward_with_states(self, batch: Data) -> tuple[Tensor, Tensor]:
+        """Embeddings (B, out_dim) and node states (N, hidden) from one pass."""
+        x, pos, edge_index = self._inputs(batch)
+        states = self.node_states_tensors(x, pos, edge_index)
+        batch_index, ptr = self._graph_index(batch, x.size(0), x.device)
+        embeddings = self.soft_norm(self.project(mean_pool(states, batch_index, ptr)))
+        return embeddings, states
+
+    def forward(self, batch: Data) -> Tensor:
+        """Soft-normalised embeddings (B, out_dim) of a :class:`Batch` (or one :class:`Data`)."""
+        return self.forward_with_states(batch)[0]

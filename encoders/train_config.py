@@ -1,0 +1,101 @@
+"""Configuration of the graph-CNN training loop (:func:`encoders.training.train`).
+
+The defaults are the KDD 2020 seed's (section 4.4): 20 epochs, Adam, batches of 128 triplets,
+learning rate 0.0001 decreasing linearly, histogram loss with R = 64 bins (triplet margin 1),
+masking task on 15% of the nodes, identifier permutation with Poisson(32) swaps, and the graph
+CNN of section 4.1 (:class:`~encoders.gcn.GCNConfig`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from encoders.gcn import GCNConfig
+from encoders.sampler import DEFAULT_MIXTURE
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["LOSSES", "TrainConfig", "TrainingError"]
+
+#: ``histogram`` (KDD 2020 eq. 2, the full model), ``triplet`` (KDD 2020 eq. 1, the "No
+#: Histogram Loss" ablation), ``ecml`` (ECML 2019: triplet loss with anchor swap, squared hinge).
+LOSSES = ("histogram", "triplet", "ecml")
+
+
+class TrainingError(ValueError):
+    """Training cannot start or continue with this configuration, corpus or checkpoint."""
+
+
+@dataclass
+class TrainConfig:
+    """Hyper-parameters of :func:`encoders.training.train`; defaults: the seed's (section 4.4)."""
+
+    epochs: int = 20
+    steps_per_epoch: int | None = None  # None: triplet_pool / batch, else train equations / batch
+    batch_size: int = 128  # triplets per step (3 * 128 graphs)
+    lr: float = 1e-4  # decreases linearly to 0
+    loss: str = "histogram"  # histogram | triplet | ecml
+    histogram_bins: int = 64
+    margin: float = 1.0
+    use_masking: bool = True
+    mask_rate: float = 0.15
+    masking_weight: float = 1.0
+    shared_masking_pass: bool = False
+    use_augmentation: bool = True
+    mean_swaps: float = 32.0
+    mixture: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_MIXTURE))
+    triplet_pool: int | None = None
+    seed: int = 0
+    device: str = "auto"  # auto: cuda when available, else cpu
+    checkpoint_dir: str | None = None
+    checkpoint_every: int | None = 1000  # steps; a checkpoint is also written at the end
+    keep_checkpoints: int = 3
+    eval_every: int | None = None  # steps; None: after every epoch
+    eval_triplets: int = 10_000
+    progress: bool = True
+    #: How the corpus was split (``test_fraction``, ``seed``, ``limit``), so eval can redo it.
+    split: dict[str, Any] | None = None
+    model: GCNConfig = field(default_factory=GCNConfig)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.model, dict):
+            self.model = GCNConfig.from_dict(self.model)
+        if self.loss not in LOSSES:
+            raise TrainingError(f"loss must be one of {LOSSES}, not {self.loss!r}")
+        for name in ("epochs", "batch_size", "eval_triplets", "keep_checkpoints"):
+            if int(getattr(self, name)) < 1:
+                raise TrainingError(f"{name} must be >= 1, not {getattr(self, name)}")
+        if self.histogram_bins < 2:
+            raise TrainingError(f"histogram_bins must be >= 2, not {self.histogram_bins}")
+        for name in ("steps_per_epoch", "triplet_pool", "checkpoint_every", "eval_every"):
+            value = getattr(self, name)
+            if value is not None and int(value) < 1:
+                raise TrainingError(f"{name} must be >= 1 or None, not {value}")
+        if not self.lr > 0 or not 0.0 <= self.mask_rate <= 1.0 or self.masking_weight < 0:
+            raise TrainingError("lr must be > 0, mask_rate in [0, 1], masking_weight >= 0")
+
+    def resolve_device(self) -> torch.device:
+        """``auto``: cuda when available, else cpu; a cuda device must be available."""
+        if self.device == "auto":
+            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        try:
+            device = torch.device(self.device)
+        except RuntimeError as exc:
+            raise TrainingError(f"unknown device {self.device!r}: {exc}") from exc
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise TrainingError(f"device {self.device!r} asked for, but CUDA is not available")
+        return device
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["model"] = self.model.to_dict()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})

@@ -1,0 +1,292 @@
+"""One training step, the triplet batches and the hold-out ranking score of the graph CNN.
+
+Used by :func:`encoders.training.train` (see its module docstring for the losses). The triplets,
+identifier permutations and masks of step ``t`` come from generators seeded with ``(seed, t)``:
+a resumed run draws exactly what the uninterrupted run would have drawn.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from encoders.checkpoints import (
+    CheckpointError,
+    load_checkpoint,
+    prune,
+    rng_states,
+    save_checkpoint,
+    set_rng_states,
+)
+from encoders.corpus import EquationCorpus
+from encoders.gcn import GraphCNN
+from encoders.graph_data import collate
+from encoders.losses import HistogramLoss, TripletLoss, masked_feature_loss_fn
+from encoders.masking import MaskingHeads, mask_nodes
+from encoders.sampler import TripletArrays, TripletSampler
+from encoders.train_config import TrainConfig, TrainingError
+from indexer.vocabulary import Vocabulary
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["TrainState", "TripletBatches", "evaluate_ranking", "similarity_loss"]
+
+_EVAL_CHUNK = 512
+
+
+def _seed_int(*parts: int) -> int:
+    return int(np.random.SeedSequence(list(parts)).generate_state(1, np.uint64)[0] >> 1)
+
+
+class TripletBatches:
+    """The triplets of step ``t``: fresh draws seeded with (seed, t), or a shuffled pool."""
+
+    def __init__(self, corpus: EquationCorpus, config: TrainConfig, steps_per_epoch: int) -> None:
+        self.config = config
+        self.steps_per_epoch = steps_per_epoch
+        self.sampler = TripletSampler(corpus, config.mixture, [config.seed, 0])
+        self.pool: TripletArrays | None = None
+        self._order: tuple[int, np.ndarray] | None = None
+        if config.triplet_pool:
+            self.pool = self.sampler.sample_arrays(config.triplet_pool)
+            logger.info("triplet pool: %s", self.pool.kind_counts())
+
+    def __call__(self, step: int) -> TripletArrays:
+        size = self.config.batch_size
+        if self.pool is None:
+            self.sampler.reseed([self.config.seed, 1, step])
+            return self.sampler.sample_arrays(size)
+        epoch, index = divmod(step, self.steps_per_epoch)
+        if self._order is None or self._order[0] != epoch:
+            rng = np.random.default_rng([self.config.seed, 2, epoch])
+            self._order = (epoch, rng.permutation(len(self.pool)))
+        take = np.take(self._order[1], np.arange(index * size, (index + 1) * size), mode="wrap")
+        pool = self.pool
+        return TripletArrays(
+            pool.anchors[take], pool.positives[take], pool.negatives[take], pool.kinds[take]
+        )
+
+
+def similarity_loss(config: TrainConfig) -> nn.Module:
+    if config.loss == "histogram":
+        return HistogramLoss(config.histogram_bins)
+    return TripletLoss(config.margin, swap=config.loss == "ecml", squared=config.loss == "ecml")
+
+
+@torch.no_grad()
+def evaluate_ranking(
+    model: GraphCNN,
+    corpus: EquationCorpus,
+    triplets: list[tuple[int, int, int]],
+    device: torch.device | str = "cpu",
+) -> float:
+    """Hold-out ranking score: the fraction of triplets with ``<a, p> > <a, n>`` (eq. 3)."""
+    from encoders.evaluation import ranking_score
+
+    wanted = sorted({i for triplet in triplets for i in triplet})
+    was_training = model.training
+    model.eval()
+    try:
+        parts = []
+        for start in range(0, len(wanted), _EVAL_CHUNK):
+            chunk = [corpus.graphs[i] for i in wanted[start : start + _EVAL_CHUNK]]
+            parts.append(model(collate(chunk).to(device)).double().cpu())
+    finally:
+        model.train(was_training)
+    embeddings = torch.cat(parts).numpy()
+    row = {i: r for r, i in enumerate(wanted)}
+    a, p, n = (np.array([row[t[k]] for t in triplets]) for k in range(3))
+    pos = (embeddings[a] * embeddings[p]).sum(axis=1)
+    neg = (embeddings[a] * embeddings[n]).sum(axis=1)
+    return ranking_score(pos, neg)
+
+
+class TrainState:
+    """State of one training run (model, heads, optimiser, schedule, history)."""
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        corpus: EquationCorpus,
+        vocabulary: Vocabulary,
+        steps_per_epoch: int,
+    ) -> None:
+        self.config = config
+        self.corpus = corpus
+        self.vocabulary = vocabulary
+        self.device = config.resolve_device()
+        self.steps_per_epoch = steps_per_epoch
+        self.total_steps = config.epochs * steps_per_epoch
+        torch.manual_seed(config.seed)
+        self.model = GraphCNN(config.model).to(self.device)
+        self.heads: MaskingHeads | None = None
+        params = list(self.model.parameters())
+        if config.use_masking:
+            self.heads = MaskingHeads(config.model.hidden, config.model.sizes).to(self.device)
+            params += list(self.heads.parameters())
+        self.similarity = similarity_loss(config).to(self.device)
+        self.optimizer = torch.optim.Adam(params, lr=config.lr)
+        total = self.total_steps
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda step: max(0.0, 1.0 - step / total)
+        )
+        self.step = 0
+        self.evaluations: list[dict[str, float]] = []
+        self.epochs: list[dict[str, float]] = []
+        self.holdout: tuple[EquationCorpus, list[tuple[int, int, int]]] | None = None
+
+    def set_holdout(self, corpus: EquationCorpus, triplets: list[tuple[int, int, int]]) -> None:
+        """Evaluate the ranking score on these triplets of the test corpus."""
+        self.holdout = (corpus, triplets)
+
+    def evaluate(self) -> None:
+        """Log (and keep) the hold-out ranking score at this step, once per step."""
+        if self.holdout is None or (self.evaluations and self.evaluations[-1]["step"] == self.step):
+            return
+        from encoders.evaluation import ranking_confidence_bound
+
+        corpus, triplets = self.holdout
+        score = evaluate_ranking(self.model, corpus, triplets, self.device)
+        bound = ranking_confidence_bound(corpus.num_papers, 0.05)
+        self.evaluations.append(
+            {
+                "step": self.step,
+                "epoch": self.step / self.steps_per_epoch,
+                "ranking_score": score,
+                "bound_95": bound,
+            }
+        )
+        logger.info(
+            "step %d: hold-out ranking score %.4f (+-%.3f at 95%%, %d papers, %d triplets)",
+            self.step,
+            score,
+            bound,
+            corpus.num_papers,
+            len(triplets),
+        )
+
+    def end_epoch(self, recent: list[dict[str, float]]) -> None:
+        """Keep and log the mean losses of the epoch that just ended."""
+        summary = {"epoch": self.step // self.steps_per_epoch, "step": self.step}
+        for key in ("loss", "similarity", "masking"):
+            summary[key] = float(np.mean([x[key] for x in recent]))
+        self.epochs.append(summary)
+        logger.info(
+            "epoch %d (step %d): loss %.4f (similarity %.4f, masking %.4f)",
+            summary["epoch"],
+            self.step,
+            summary["loss"],
+            summary["similarity"],
+            summary["masking"],
+        )
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "total_steps": self.total_steps,
+            "vocab_hash": self.corpus.vocab_hash,
+            "model_config": self.config.model.to_dict(),
+            "train_config": self.config.to_dict(),
+            "model": self.model.state_dict(),
+            "heads": self.heads.state_dict() if self.heads is not None else None,
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "rng": rng_states(),
+            "history": {"evaluations": self.evaluations, "epochs": self.epochs},
+        }
+
+    def restore(self, path: str | Path) -> None:
+        data = load_checkpoint(path, self.device)
+        if data["vocab_hash"] != self.corpus.vocab_hash:
+            raise CheckpointError(
+                f"{path} was trained on vocabulary {data['vocab_hash'][:12]}, the corpus uses "
+                f"{self.corpus.vocab_hash[:12]}"
+            )
+        if data["model_config"] != self.config.model.to_dict():
+            raise CheckpointError(f"{path} holds another model configuration")
+        if (data["heads"] is None) != (self.heads is None):
+            raise CheckpointError(f"{path}: masking was {'off' if data['heads'] is None else 'on'}")
+        saved = data["train_config"]
+        for key in ("lr", "batch_size", "seed", "loss", "epochs", "steps_per_epoch"):
+            if saved.get(key) != getattr(self.config, key):
+                logger.warning(
+                    "resuming with %s=%r (checkpoint: %r)",
+                    key,
+                    getattr(self.config, key),
+                    saved.get(key),
+                )
+        self.model.load_state_dict(data["model"])
+        if self.heads is not None:
+            self.heads.load_state_dict(data["heads"])
+        self.optimizer.load_state_dict(data["optimizer"])
+        self.scheduler.load_state_dict(data["scheduler"])
+        set_rng_states(data["rng"])
+        self.step = int(data["step"])
+        self.evaluations = list(data["history"]["evaluations"])
+        self.epochs = list(data["history"]["epochs"])
+        logger.info("resumed from %s at step %d of %d", path, self.step, self.total_steps)
+
+    def train_step(self, triplets: TripletArrays) -> dict[str, float]:
+        config, step = self.config, self.step
+        order = np.concatenate((triplets.anchors, triplets.positives, triplets.negatives))
+        batch = collate([self.corpus.graphs[i] for i in order.tolist()])
+        if config.use_augmentation:
+            from encoders.augment import permute_identifiers
+
+            rng = np.random.default_rng([config.seed, 3, step])
+            batch = permute_identifiers(batch, self.vocabulary, rng, config.mean_swaps)
+        masked = mask = targets = None
+        if self.heads is not None:
+            generator = torch.Generator().manual_seed(_seed_int(config.seed, 4, step))
+            masked, mask, targets = mask_nodes(batch, config.mask_rate, generator)
+        self.model.train()
+        if self.heads is not None and config.shared_masking_pass:
+            embeddings, states = self.model.forward_with_states(masked.to(self.device))
+        else:
+            embeddings = self.model(batch.to(self.device))
+            if self.heads is not None:
+                states = self.model.node_states(masked.to(self.device))
+        anchor, positive, negative = embeddings.chunk(3)
+        similarity = self.similarity(anchor, positive, negative)
+        loss, masking = similarity, torch.zeros(())
+        if self.heads is not None:
+            logits = self.heads(states, mask.to(self.device))
+            t = targets
+            masking = masked_feature_loss_fn(
+                logits.tag,
+                logits.attr,
+                logits.char,
+                *(x.to(self.device) for x in (t.tag, t.attr, t.char)),
+            )
+            loss = similarity + config.masking_weight * masking
+        if not torch.isfinite(loss):
+            raise TrainingError(f"the loss is {float(loss)} at step {step}")
+        lr = self.scheduler.get_last_lr()[0]
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        self.scheduler.step()
+        self.step += 1
+        return {
+            "step": self.step,
+            "loss": loss.item(),
+            "similarity": similarity.item(),
+            "masking": masking.item(),
+            "lr": lr,
+        }
+
+    def checkpoint(self) -> Path | None:
+        if not self.config.checkpoint_dir:
+            return None
+        directory = Path(self.config.checkpoint_dir)
+        state = self.state()
+        save_checkpoint(directory / "checkpoints" / f"step-{self.step:08d}.pt", state)
+        prune(directory / "checkpoints", self.config.keep_checkpoints)
+        path = save_checkpoint(directory / "checkpoint.pt", state)
+        logger.info("checkpoint at step %d: %s", self.step, path)
+        return path

@@ -1,0 +1,189 @@
+"""Training of the graph CNN (KDD 2020 seed, sections 4.2 and 4.4).
+
+"We propose to train our embeddings using two self-supervised learning tasks simultaneously by
+adding their respective losses": per step
+
+* a batch of ``batch_size`` triplets (:class:`~encoders.sampler.TripletSampler`, section 4.2) is
+  collated into one graph batch of ``3 * batch_size`` equations (anchors, positives,
+  negatives), each with its identifiers permuted when ``use_augmentation`` (Poisson(32) swaps);
+* contextual similarity: the embeddings ``phi_bar`` of the batch go into the histogram loss
+  (``loss="histogram"``, R = 64, the seed's full model), the triplet loss (``"triplet"``, eq. 1,
+  margin 1: the "No Histogram Loss" ablation) or the ECML 2019 triplet loss (``"ecml"``: anchor
+  swap and squared hinge);
+* masking task (``use_masking``): 15% of the nodes of every graph are blanked and three linear
+  heads predict their tag, attribute and character from ``phi(x_masked)``; the loss is the mean
+  of the three cross-entropies over the masked nodes. By default the masked graphs go through the
+  model in a second pass (the seed scores ``phi_bar(x)`` and ``phi(x_masked)``);
+  ``shared_masking_pass`` computes both tasks from the masked graphs in one pass (cheaper);
+* ``loss = similarity + masking_weight * masking`` (weight 1: the seed's sum), Adam, learning
+  rate ``lr`` decreasing linearly to 0 over ``epochs * steps_per_epoch`` steps (section 4.4:
+  20 epochs, batches of 128 triplets, 0.0001).
+
+Triplets, permutations and masks of step ``t`` come from generators seeded with
+``(seed, t)``, so a run resumed from a checkpoint (:mod:`encoders.checkpoints`) continues exactly
+as the uninterrupted run would. With ``triplet_pool`` a fixed set of triplets is drawn once and
+visited in a new order every epoch (the seed's protocol: 1M to 20M triplets); otherwise every
+step draws fresh triplets. With a test corpus the hold-out ranking score (section 5, eq. 3) is
+logged before training, after every epoch (or every ``eval_every`` steps) and at the end.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from encoders.corpus import EquationCorpus
+from encoders.gcn import GraphCNN
+from encoders.masking import MaskingHeads
+from encoders.sampler import SamplerError, holdout_triplets
+from encoders.train_config import LOSSES, TrainConfig, TrainingError
+from encoders.train_state import TrainState, TripletBatches, evaluate_ranking
+from indexer.vocabulary import Vocabulary, default_vocabulary
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["LOSSES", "TrainConfig", "TrainResult", "TrainingError", "evaluate_ranking", "train"]
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train` did: the model, the step reached and the logged numbers."""
+
+    model: GraphCNN
+    heads: MaskingHeads | None
+    step: int
+    total_steps: int
+    losses: list[dict[str, float]]  # one per step run in this call
+    evaluations: list[dict[str, float]]  # all of the run, resumed ones included
+    epochs: list[dict[str, float]]  # mean losses per epoch, all of the run
+    checkpoint: Path | None
+    seconds: float
+    triplets_per_second: float
+    vocab_hash: str
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-able numbers (no model)."""
+        last = self.losses[-1] if self.losses else {}
+        return {
+            "step": self.step,
+            "total_steps": self.total_steps,
+            "final_loss": last.get("loss"),
+            "evaluations": self.evaluations,
+            "epochs": self.epochs,
+            "checkpoint": str(self.checkpoint) if self.checkpoint else None,
+            "seconds": round(self.seconds, 3),
+            "triplets_per_second": round(self.triplets_per_second, 1),
+            "vocab_hash": self.vocab_hash,
+        }
+
+
+def train(
+    config: TrainConfig,
+    corpus_train: EquationCorpus,
+    corpus_test: EquationCorpus | None = None,
+    resume: str | Path | None = None,
+    *,
+    vocabulary: Vocabulary | None = None,
+) -> TrainResult:
+    """Train (or resume training) the graph CNN; see the module docstring.
+
+    Args:
+        config: hyper-parameters.
+        corpus_train: the training papers' equations.
+        corpus_test: held-out papers for the ranking score (optional).
+        resume: a checkpoint to continue from (same model and vocabulary).
+        vocabulary: the corpus's vocabulary (default: the shipped one); the augmentation needs it.
+
+    Raises:
+        TrainingError, CheckpointError, SamplerError: bad config, corpus or checkpoint.
+    """
+    vocabulary = vocabulary or default_vocabulary()
+    if len(corpus_train) == 0:
+        raise TrainingError("the training corpus is empty")
+    if corpus_train.vocab_hash != vocabulary.content_hash:
+        raise TrainingError(
+            f"the corpus was featurised with vocabulary {corpus_train.vocab_hash[:12]}, "
+            f"not {vocabulary.content_hash[:12]}"
+        )
+    steps_per_epoch = config.steps_per_epoch or max(
+        1, math.ceil((config.triplet_pool or len(corpus_train)) / config.batch_size)
+    )
+    run = TrainState(config, corpus_train, vocabulary, steps_per_epoch)
+    batches = TripletBatches(corpus_train, config, steps_per_epoch)
+    if corpus_test is not None and len(corpus_test):
+        try:
+            triplets = holdout_triplets(corpus_test, config.eval_triplets, [config.seed, 5])
+        except SamplerError as exc:
+            logger.warning("no hold-out ranking score: %s", exc)
+        else:
+            run.set_holdout(corpus_test, triplets)
+    if resume is not None:
+        run.restore(resume)
+    else:
+        run.evaluate()  # the untrained model, for comparison
+    logger.info(
+        "training on %r: %d epochs x %d steps of %d triplets on %s (loss %s, masking %s, "
+        "augmentation %s)",
+        corpus_train,
+        config.epochs,
+        steps_per_epoch,
+        config.batch_size,
+        run.device,
+        config.loss,
+        config.use_masking,
+        config.use_augmentation,
+    )
+    losses: list[dict[str, float]] = []
+    checkpoint: Path | None = None
+    saved_at = -1
+    rate = 0.0
+    start = time.perf_counter()
+    bar = tqdm(
+        total=run.total_steps,
+        initial=run.step,
+        disable=None if config.progress else True,  # None: off when not a tty
+        desc="train gcn",
+        unit="step",
+        dynamic_ncols=True,
+    )
+    try:
+        while run.step < run.total_steps:
+            tick = time.perf_counter()
+            losses.append(run.train_step(batches(run.step)))
+            now = config.batch_size / max(time.perf_counter() - tick, 1e-9)
+            rate = now if rate == 0.0 else 0.9 * rate + 0.1 * now
+            bar.update(1)
+            bar.set_postfix(loss=f"{losses[-1]['loss']:.4f}", triplets_s=f"{rate:.0f}")
+            end_of_epoch = run.step % steps_per_epoch == 0
+            if end_of_epoch:
+                run.end_epoch(losses[-steps_per_epoch:])
+            every = config.eval_every
+            due = (every and run.step % every == 0) or (not every and end_of_epoch)
+            if due or run.step == run.total_steps:
+                run.evaluate()
+            if config.checkpoint_every and run.step % config.checkpoint_every == 0:
+                checkpoint, saved_at = run.checkpoint(), run.step
+    finally:
+        bar.close()
+    if losses and saved_at != run.step:
+        checkpoint = run.checkpoint()
+    seconds = time.perf_counter() - start
+    return TrainResult(
+        model=run.model.eval(),
+        heads=run.heads,
+        step=run.step,
+        total_steps=run.total_steps,
+        losses=losses,
+        evaluations=run.evaluations,
+        epochs=run.epochs,
+        checkpoint=checkpoint,
+        seconds=seconds,
+        triplets_per_second=len(losses) * config.batch_size / max(seconds, 1e-9),
+        vocab_hash=corpus_train.vocab_hash,
+    )

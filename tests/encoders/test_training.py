@@ -1,0 +1,272 @@
+"""encoders.training: the KDD 2020 training loop on real hep-th equations (CPU, small model)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from encoders.checkpoints import CheckpointError, load_checkpoint, load_model, save_checkpoint
+from encoders.cli_train import add_train, run_train
+from encoders.corpus import EquationCorpus
+from encoders.gcn import GCNConfig, GraphCNN
+from encoders.sampler import holdout_triplets
+from encoders.training import TrainConfig, TrainingError, evaluate_ranking, train
+from indexer.hepth import bundled_sample_lines, iter_hepth
+
+SAMPLE = Path(__file__).resolve().parents[2] / "indexer" / "resources" / "hepth2003-sample.txt"
+
+
+@lru_cache(maxsize=1)
+def _split() -> tuple[EquationCorpus, EquationCorpus]:
+    """The bundled hep-th sample (206 equations, 8 papers): 6 papers train, 2 test."""
+    corpus = EquationCorpus.from_records(iter_hepth(bundled_sample_lines()))
+    return corpus.split_by_paper(test_fraction=0.25, seed=0)
+
+
+def _small(**changes: object) -> TrainConfig:
+    """A CPU-sized config: narrow model, small batches, no checkpoints unless asked."""
+    base = TrainConfig(
+        epochs=1,
+        steps_per_epoch=4,
+        batch_size=4,
+        lr=3e-3,
+        model=GCNConfig(hidden=16),
+        checkpoint_every=None,
+        eval_triplets=500,
+        progress=False,
+        device="cpu",
+    )
+    return replace(base, **changes)
+
+
+def test_defaults_are_the_seeds() -> None:
+    config = TrainConfig()
+    assert (config.epochs, config.batch_size, config.lr) == (20, 128, 1e-4)
+    assert (config.loss, config.histogram_bins, config.margin) == ("histogram", 64, 1.0)
+    assert config.use_masking and config.use_augmentation
+    assert (config.mask_rate, config.masking_weight, config.mean_swaps) == (0.15, 1.0, 32.0)
+    assert config.model == GCNConfig()
+    assert (config.model.hidden, config.model.out_dim, config.model.layers) == (512, 64, 3)
+    assert TrainConfig.from_dict(config.to_dict()) == config
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert config.resolve_device().type == expected
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"loss": "cosine"}, {"batch_size": 0}, {"lr": 0.0}, {"mask_rate": 1.5}, {"eval_every": 0}],
+)
+def test_bad_configs_raise_training_error(changes: dict[str, object]) -> None:
+    with pytest.raises(TrainingError):
+        TrainConfig(**changes)  # type: ignore[arg-type]
+
+
+def test_learning_rate_decreases_linearly_to_zero() -> None:
+    train_corpus, _ = _split()
+    result = train(_small(lr=1e-3), train_corpus)
+    assert [round(x["lr"], 12) for x in result.losses] == [1e-3, 7.5e-4, 5e-4, 2.5e-4]
+    assert result.step == result.total_steps == 4
+    assert result.checkpoint is None
+
+
+def test_loss_falls_and_holdout_ranking_beats_the_untrained_model() -> None:
+    train_corpus, test_corpus = _split()
+    config = _small(steps_per_epoch=100, batch_size=16, model=GCNConfig(hidden=32), seed=0)
+    result = train(config, train_corpus, test_corpus)
+    losses = np.array([x["loss"] for x in result.losses])
+    similarity = np.array([x["similarity"] for x in result.losses])
+    masking = np.array([x["masking"] for x in result.losses])
+    k = 20
+    assert losses[-k:].mean() < 0.8 * losses[:k].mean()
+    assert similarity[-k:].mean() < similarity[:k].mean()
+    assert masking[-k:].mean() < masking[:k].mean()
+    assert np.allclose(losses, similarity + masking, atol=1e-5)
+    # the step-0 evaluation is the untrained model of the same seed
+    torch.manual_seed(config.seed)
+    untrained = GraphCNN(config.model)
+    triplets = holdout_triplets(test_corpus, config.eval_triplets, [config.seed, 5])
+    before = evaluate_ranking(untrained, test_corpus, triplets)
+    first, last = result.evaluations[0], result.evaluations[-1]
+    assert (first["step"], last["step"]) == (0, 100)
+    assert first["ranking_score"] == pytest.approx(before)
+    assert last["ranking_score"] == pytest.approx(
+        evaluate_ranking(result.model, test_corpus, triplets)
+    )
+    assert last["ranking_score"] > before + 0.1
+    assert last["bound_95"] > 0
+    assert result.triplets_per_second > 0
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"loss": "triplet"},
+        {"loss": "ecml", "use_masking": False},
+        {"use_augmentation": False, "shared_masking_pass": True},
+        {"triplet_pool": 10, "steps_per_epoch": None},
+    ],
+)
+def test_variants_train(changes: dict[str, object]) -> None:
+    train_corpus, test_corpus = _split()
+    result = train(_small(**changes), train_corpus, test_corpus)
+    assert result.step == result.total_steps
+    assert all(np.isfinite(x["loss"]) for x in result.losses)
+    if changes.get("use_masking") is False:
+        assert result.heads is None
+        assert all(x["masking"] == 0.0 for x in result.losses)
+    if "triplet_pool" in changes:
+        assert result.total_steps == 3  # ceil(10 / 4) steps per epoch
+    assert [e["step"] for e in result.evaluations] == [0, result.total_steps]
+
+
+def test_same_seed_same_run() -> None:
+    train_corpus, _ = _split()
+    first = train(_small(), train_corpus)
+    second = train(_small(), train_corpus)
+    assert [x["loss"] for x in first.losses] == [x["loss"] for x in second.losses]
+    other = train(_small(seed=1), train_corpus)
+    assert [x["loss"] for x in first.losses] != [x["loss"] for x in other.losses]
+
+
+def test_resume_continues_steps_schedule_and_losses(tmp_path: Path) -> None:
+    train_corpus, test_corpus = _split()
+    config = _small(epochs=2, steps_per_epoch=3, checkpoint_every=3)
+    whole = train(replace(config, checkpoint_dir=str(tmp_path / "a")), train_corpus, test_corpus)
+    saved = sorted(p.name for p in (tmp_path / "a" / "checkpoints").glob("*.pt"))
+    assert saved == ["step-00000003.pt", "step-00000006.pt"]
+    assert whole.checkpoint == tmp_path / "a" / "checkpoint.pt"
+    middle = tmp_path / "a" / "checkpoints" / "step-00000003.pt"
+    assert load_checkpoint(middle)["step"] == 3
+
+    resumed = train(
+        replace(config, checkpoint_dir=str(tmp_path / "b")), train_corpus, test_corpus, middle
+    )
+    assert [x["step"] for x in resumed.losses] == [4, 5, 6]
+    assert resumed.step == 6
+    for a, b in zip(whole.losses[3:], resumed.losses, strict=True):
+        assert b["lr"] == pytest.approx(a["lr"])
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-5, abs=1e-6)
+    # the history of the first part comes along
+    assert [e["step"] for e in resumed.evaluations] == [e["step"] for e in whole.evaluations]
+    assert [e["epoch"] for e in resumed.epochs] == [1, 2]
+    for name, tensor in whole.model.state_dict().items():
+        torch.testing.assert_close(resumed.model.state_dict()[name], tensor, rtol=1e-4, atol=1e-5)
+    # resuming a finished run does nothing
+    done = train(config, train_corpus, None, resumed.checkpoint)
+    assert done.step == 6
+    assert done.losses == []
+
+
+def test_resume_refuses_other_vocabulary_or_model(tmp_path: Path) -> None:
+    train_corpus, _ = _split()
+    config = _small(checkpoint_dir=str(tmp_path))
+    result = train(config, train_corpus)
+    assert result.checkpoint is not None
+    data = load_checkpoint(result.checkpoint)
+    data.pop("format")
+    save_checkpoint(tmp_path / "other.pt", {**data, "vocab_hash": "0" * 64})
+    with pytest.raises(CheckpointError, match="vocabulary"):
+        train(replace(config, epochs=2), train_corpus, resume=tmp_path / "other.pt")
+    with pytest.raises(CheckpointError, match="model"):
+        wider = replace(config, model=GCNConfig(hidden=32))
+        train(wider, train_corpus, resume=result.checkpoint)
+    (tmp_path / "junk.pt").write_bytes(b"junk")
+    with pytest.raises(CheckpointError):
+        train(config, train_corpus, resume=tmp_path / "junk.pt")
+
+
+def test_load_model_gives_the_trained_embeddings(tmp_path: Path) -> None:
+    train_corpus, test_corpus = _split()
+    result = train(_small(checkpoint_dir=str(tmp_path)), train_corpus)
+    assert result.checkpoint is not None
+    model, meta = load_model(result.checkpoint)
+    assert meta["vocab_hash"] == train_corpus.vocab_hash
+    assert meta["step"] == 4
+    assert not model.training
+    triplets = holdout_triplets(test_corpus, 200, 0)
+    assert evaluate_ranking(model, test_corpus, triplets) == pytest.approx(
+        evaluate_ranking(result.model, test_corpus, triplets)
+    )
+
+
+def test_corpus_of_another_vocabulary_is_refused() -> None:
+    train_corpus, _ = _split()
+    other = EquationCorpus(
+        [replace(g, vocab_hash="f" * 64) for g in train_corpus.graphs[:8]],
+        train_corpus.eq_ids[:8],
+        train_corpus.papers[:8],
+        train_corpus.sections[:8],
+    )
+    with pytest.raises(TrainingError, match="vocabulary"):
+        train(_small(), other)
+
+
+def test_a_test_corpus_without_triplets_only_skips_the_evaluation(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    train_corpus, test_corpus = _split()
+    one_paper = test_corpus.subset([0])
+    with caplog.at_level("WARNING", logger="encoders.training"):
+        result = train(_small(), train_corpus, one_paper)
+    assert result.evaluations == []
+    assert "no hold-out ranking score" in caplog.text
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+def test_asking_for_cuda_without_cuda_is_a_training_error() -> None:
+    train_corpus, _ = _split()
+    with pytest.raises(TrainingError, match="CUDA"):
+        train(_small(device="cuda"), train_corpus)
+
+
+def _cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="mathsearch")
+    add_train(parser.add_subparsers(dest="command", required=True))
+    return run_train(parser.parse_args(argv))
+
+
+def test_cli_trains_writes_report_and_reuses_the_cache(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    argv = ["train", "gcn", str(SAMPLE), "--format", "hepth", "--out", str(out), "--epochs", "1"]
+    argv += ["--steps-per-epoch", "2", "--batch-size", "4", "--eval-triplets", "100"]
+    argv += ["--test-fraction", "0.25", "--no-progress", "--device", "cpu", "--json"]
+    assert _cli(argv) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["step"] == summary["total_steps"] == 2
+    assert summary["corpus"]["train"]["papers"] == 6
+    assert summary["corpus"]["test"]["papers"] == 2
+    assert summary["config"]["model"]["hidden"] == 512  # the seed's model by default
+    assert (out / "checkpoint.pt").exists()
+    assert json.loads((out / "train.json").read_text())["step"] == 2
+    cached = list((out / "cache").glob("corpus-*.npz"))
+    assert len(cached) == 1
+    stamp = cached[0].stat().st_mtime_ns
+
+    more = [a if a != "1" else "2" for a in argv]  # two epochs, resumed after the first
+    assert _cli([*more, "--resume", str(out / "checkpoint.pt")]) == 0
+    assert json.loads(capsys.readouterr().out)["step"] == 4
+    assert cached[0].stat().st_mtime_ns == stamp
+
+
+def test_cli_fails_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["train", "gcn", str(SAMPLE), "--format", "hepth", "--out", str(tmp_path)]
+    assert _cli([*argv, "--resume", str(tmp_path / "missing.pt"), "--no-progress"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("mathsearch: error:")
+    assert "\n" not in err
+
+
+def test_cli_module_does_not_import_torch() -> None:
+    code = "import sys, encoders.cli_train; sys.exit('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
