@@ -22,19 +22,13 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from encoders.cli_train import _positive_int  # one argparse type for both commands
 from indexer.errors import IndexerError
 from indexer.extract import FORMATS
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["add_eval", "run_eval"]
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, not {value}")
-    return value
 
 
 def _fraction(text: str) -> float:
