@@ -23,8 +23,8 @@ white space; :func:`mask_comments` and :func:`mask_iffalse` hide comments and ``
 
 Example::
 
-    for item in find_display_math(text):
-        print(item.env, item.row, item.latex, text[item.start : item.end])
+    found = find_display_math(text)
+    spans = [(item.env, item.row, item.latex, text[item.start : item.end]) for item in found]
 """
 
 from __future__ import annotations

@@ -16,9 +16,8 @@ bad document.
 
 Example::
 
-    for item in iter_jats("articles/"):
-        if isinstance(item, EquationRecord):
-            print(item.eq_id, item.section, item.latex or item.mathml)
+    records = [r for r in iter_jats("articles/") if isinstance(r, EquationRecord)]
+    first = records[0]  # .eq_id, .section, .latex or .mathml, .context
 """
 
 from __future__ import annotations
