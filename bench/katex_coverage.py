@@ -4,12 +4,11 @@ Usage::
 
     python bench/katex_coverage.py [PATH] [--batch-size 500] [--limit N] [--json]
 
-PATH defaults to ``../shared/data/hepth2003/equation.txt`` (relative to the repository). A record
-is LaTeX spanning lines up to one ending with ``->2003/ID.tex``. The extraction is fixed here, on
-purpose independent of :mod:`indexer.hepth`, so that figures stay comparable: the body between
-``\\begin{equation}`` and ``\\end{equation}``, with ``\\label{..}`` and ``%`` comments removed;
-records holding ``\\newcommand`` / ``\\def`` / ``#1`` (macro-definition fragments) are skipped.
-Every body is converted by one :class:`~indexer.katex_backend.KatexConverter` in batches; the
+PATH defaults to ``../shared/data/hepth2003/equation.txt`` (relative to the repository). The
+equations are those of the project's extractor (:func:`indexer.hepth.iter_hepth`), so the figures
+compare with ``mathsearch parse --report`` of the python converter; its failure records (macro
+fragments, commented-out records) are counted separately. Every equation is converted by one
+:class:`~indexer.katex_backend.KatexConverter` in batches; the
 timing covers conversion only (node is started and katex installed before the clock starts).
 """
 
@@ -18,14 +17,15 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import re
 import sys
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from indexer.hepth import iter_hepth
 from indexer.katex_backend import KatexConverter, KatexError
+from indexer.records import Failure
 from indexer.settings import IndexerSettings
 
 logger = logging.getLogger(__name__)
@@ -33,56 +33,20 @@ logger = logging.getLogger(__name__)
 DEFAULT_PATH = Path(__file__).resolve().parents[1] / "../shared/data/hepth2003/equation.txt"
 
 
-_RECORD_END = re.compile(r"^(?P<latex>.*)->(?:[A-Za-z]+/)?\d{4}/\S+\.tex\s*$")
-_BODY = re.compile(r"\\begin\{equation\}(?P<body>.*)\\end\{equation\}", re.DOTALL)
-_DEFINITION = re.compile(r"\\(?:newcommand|renewcommand|providecommand|def)(?![A-Za-z])|#[1-9]")
-_LABEL = re.compile(r"\\label\{[^{}]*\}")
-_COMMENT = re.compile(r"(?<!\\)((?:\\\\)*)%[^\n]*")
-
-
-def records(path: Path) -> list[str]:
-    """The raw LaTeX of every record of ``path`` (without the ``->2003/ID.tex`` marker)."""
-    found: list[str] = []
-    buffer: list[str] = []
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for line in handle:
-            match = _RECORD_END.match(line.rstrip("\n"))
-            if match is None:
-                buffer.append(line)
-                continue
-            buffer.append(match.group("latex"))
-            found.append("".join(buffer))
-            buffer = []
-    return found
-
-
-def body_of(record: str) -> tuple[str | None, str]:
-    """``(body, "")`` for an equation, ``(None, why)`` for a record that is skipped."""
-    match = _BODY.search(record)
-    if match is None:
-        return None, "no-equation-environment"
-    if _DEFINITION.search(record):
-        return None, "macro-definition"
-    body = _LABEL.sub("", _COMMENT.sub(r"\1", match.group("body")))
-    if not body.strip():
-        return None, "empty"
-    return body, ""
-
-
 def load_bodies(path: Path, limit: int | None = None) -> tuple[list[str], Counter[str], int]:
-    """Equation bodies of ``path``, the reasons records were skipped, and the record count."""
+    """Equations of ``path`` (:func:`iter_hepth`), the failure reasons, and the item count."""
     bodies: list[str] = []
     skipped: Counter[str] = Counter()
-    raw = records(path)
-    for record in raw:
-        body, why = body_of(record)
-        if body is None:
-            skipped[why] += 1
-        else:
-            bodies.append(body)
+    count = 0
+    for item in iter_hepth(path):
+        count += 1
+        if isinstance(item, Failure):
+            skipped[item.reason] += 1
+        elif item.latex:
+            bodies.append(item.latex)
         if limit is not None and len(bodies) >= limit:
             break
-    return bodies, skipped, len(raw)
+    return bodies, skipped, count
 
 
 def measure(bodies: list[str], batch_size: int) -> dict[str, Any]:
@@ -142,13 +106,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no such file: {path}", file=sys.stderr)
         return 2
     bodies, skipped, count = load_bodies(path, args.limit)
-    report = {"source": str(path), "records": count, "skipped": dict(skipped)}
+    report = {"source": str(path), "items": count, "failure_records": dict(skipped)}
     report.update(measure(bodies, args.batch_size))
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
     print(f"source      {report['source']}")
-    print(f"records     {count} ({sum(skipped.values())} skipped: {dict(skipped)})")
+    print(f"items       {count} ({sum(skipped.values())} failure records: {dict(skipped)})")
     print(f"katex       {report['katex']}, batch size {args.batch_size}")
     print(
         f"converted   {report['converted']} / {report['equations']} "

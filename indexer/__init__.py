@@ -33,7 +33,6 @@ from indexer.lexical import bow_vector, math_tokens, symbol_keywords, symbols
 from indexer.mathml_graph import EquationGraph, build_graph
 from indexer.mathml_reader import parse_mathml
 from indexer.mathml_tree import MathNode, to_mathml
-from indexer.opensearch_source import iter_opensearch_index
 from indexer.parse import Featuriser, ParsedEquation
 from indexer.records import EquationRecord, Failure, make_eq_id
 from indexer.report import CoverageReport
@@ -41,8 +40,10 @@ from indexer.settings import IndexerSettings
 from indexer.tex_source import iter_tex
 from indexer.vocabulary import Vocabulary, default_vocabulary
 
-#: Re-exported lazily: they pull in matplotlib and SymPy, which most callers never need.
+#: Re-exported lazily: they pull in matplotlib, SymPy or opensearch-py, which most callers
+#: never need.
 _LAZY = {
+    "iter_opensearch_index": "indexer.opensearch_source",
     "render_bitmap": "indexer.bitmap",
     "render_batch": "indexer.bitmap",
     "centre_crop": "indexer.bitmap",

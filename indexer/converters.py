@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Protocol, Self
+from typing import Protocol
 
+from indexer.closing import Closing
 from indexer.errors import IndexerError
 from indexer.latex_to_mathml import latex_to_mathml
 from indexer.mathml_tree import MathNode
@@ -42,24 +42,6 @@ class Converter(Protocol):
     def convert_batch(self, latexes: Sequence[str]) -> list[ConvertResult]: ...
 
     def close(self) -> None: ...
-
-
-class Closing:
-    """``with obj:`` calls ``obj.close()`` on the way out (converters, the featuriser)."""
-
-    def close(self) -> None:
-        """Release what the object holds (nothing by default)."""
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 class PythonConverter(Closing):

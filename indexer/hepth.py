@@ -75,14 +75,6 @@ class HepthRecord:
         return make_eq_id(self.doc_id, self.position)
 
 
-@dataclass(frozen=True)
-class Rejected:
-    """A record that is not an equation, with a short reason code (compatibility type)."""
-
-    record: HepthRecord
-    reason: str
-
-
 def bundled_sample_lines() -> list[str]:
     """Lines of ``indexer/resources/hepth2003-sample.txt``, the corpus the demo indexes."""
     sample = resources.files("indexer").joinpath("resources/hepth2003-sample.txt")
@@ -232,19 +224,3 @@ def _items(
                     source=source,
                     extra={"paper": record.paper, "record": record.position, "row": row},
                 )
-
-
-def equation_body(record: HepthRecord) -> str | Rejected:
-    """The record's LaTeX as one equation (rows not split), or :class:`Rejected` with a reason.
-
-    Kept for the demo; :func:`iter_hepth` is the extractor.
-    """
-    masked = mask_comments(record.raw)
-    reason = "macro-fragment" if _fragment(masked) else None
-    displays = [] if reason else list(iter_displays(masked))
-    if reason is None and not displays:
-        reason = _why_not(record.raw)[0]
-    if reason is not None:
-        return Rejected(record, reason)
-    latex = clean_latex(displays[0].body)
-    return Rejected(record, "empty") if is_blank(latex) else latex

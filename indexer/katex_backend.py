@@ -30,9 +30,9 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
+from indexer.closing import Closing
 from indexer.errors import ConversionError, LimitExceeded
 from indexer.katex_install import RESOURCE_FILES, KatexUnavailable, ensure_katex
 from indexer.katex_process import NodeProcess as _Node
@@ -87,7 +87,7 @@ def _error(reason: str, message: str, name: str | None = None) -> ConversionErro
     return KatexError(message, reason, name)
 
 
-class KatexConverter:
+class KatexConverter(Closing):
     """LaTeX -> MathML through one node process running KaTeX, batch by batch.
 
     ``timeout`` bounds one batch (seconds; keep batches to hundreds or a few thousand
@@ -116,17 +116,9 @@ class KatexConverter:
         self._next_id = 0
         self._lock = threading.Lock()
 
-    def __enter__(self) -> KatexConverter:
+    def __enter__(self) -> Self:
         self.start()
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     @property
     def version(self) -> str:

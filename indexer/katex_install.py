@@ -22,7 +22,8 @@ from importlib import resources
 from pathlib import Path
 
 from indexer.errors import IndexerError
-from indexer.settings import IndexerSettings, _default_cache_dir
+from indexer.settings import IndexerSettings
+from opensearch.settings import cache_dir_from_env
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ def ensure_katex(settings: IndexerSettings | None = None) -> Path:
     is missing or ``npm ci`` fails (the message has the command and the tail of its stderr).
     """
     settings = settings or IndexerSettings.from_env()
-    base = Path(settings.katex_dir or _default_cache_dir() / "katex").expanduser()
+    base = Path(settings.katex_dir or cache_dir_from_env() / "katex").expanduser()
     files = _resource_bytes()
     lock = files["package-lock.json"]
     key = hashlib.sha256(lock).hexdigest()[:16]

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from indexer.closing import Closing
 from indexer.converters import (
-    Closing,
     Converted,
     KatexBatchConverter,
     PythonConverter,

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from indexer.errors import IndexerError
+from opensearch.settings import cache_dir_from_env
 
 
 class SettingsError(IndexerError):
@@ -57,16 +58,6 @@ def _env_float(name: str, default: float) -> float:
     if value <= 0:
         raise SettingsError(f"{name}={raw!r} must be positive")
     return value
-
-
-def _default_cache_dir() -> Path:
-    configured = os.environ.get("MATHSEARCH_CACHE_DIR")
-    if configured:
-        return Path(configured)
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        return Path("/var/cache/mathsearch")
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "mathsearch"
 
 
 CONVERTERS = ("python", "katex")
@@ -107,6 +98,6 @@ class IndexerSettings:
             ),
             context_chars=_env_int("MATHSEARCH_CONTEXT_CHARS", cls.context_chars, minimum=0),
             sympy_timeout=_env_float("MATHSEARCH_SYMPY_TIMEOUT", cls.sympy_timeout),
-            katex_dir=Path(katex_dir) if katex_dir else _default_cache_dir() / "katex",
+            katex_dir=Path(katex_dir) if katex_dir else cache_dir_from_env() / "katex",
             node=env.get("MATHSEARCH_NODE") or cls.node,
         )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from opensearch.client import connect
 from opensearch.errors import (
     ArtifactError,
     ClusterUnavailableError,
@@ -11,6 +10,17 @@ from opensearch.errors import (
     StackError,
 )
 from opensearch.settings import OpenSearchSettings
+
+
+def __getattr__(name: str) -> object:
+    # The client pulls in opensearch-py (about half a second): loaded on first use only, so
+    # importing settings or errors (as the indexer does) stays cheap.
+    if name == "connect":
+        from opensearch.client import connect
+
+        return connect
+    raise AttributeError(f"module 'opensearch' has no attribute {name!r}")
+
 
 __all__ = [
     "ArtifactError",

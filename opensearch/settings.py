@@ -67,6 +67,12 @@ def default_cache_dir() -> Path:
     return Path(base) / "mathsearch"
 
 
+def cache_dir_from_env() -> Path:
+    """``MATHSEARCH_CACHE_DIR`` when set, else :func:`default_cache_dir`."""
+    configured = os.environ.get("MATHSEARCH_CACHE_DIR")
+    return Path(configured) if configured else default_cache_dir()
+
+
 def default_state_dir() -> Path:
     """Folder for the local stack's node data, logs and pid files."""
     if _is_root():
@@ -119,9 +125,7 @@ class OpenSearchSettings:
             verify_certs=_env_bool("MATHSEARCH_OPENSEARCH_VERIFY_CERTS", True),
             timeout=_env_float("MATHSEARCH_OPENSEARCH_TIMEOUT", cls.timeout),
             index_prefix=env.get("MATHSEARCH_INDEX_PREFIX") or cls.index_prefix,
-            cache_dir=Path(env["MATHSEARCH_CACHE_DIR"])
-            if env.get("MATHSEARCH_CACHE_DIR")
-            else default_cache_dir(),
+            cache_dir=cache_dir_from_env(),
             state_dir=Path(env["MATHSEARCH_STATE_DIR"])
             if env.get("MATHSEARCH_STATE_DIR")
             else default_state_dir(),

@@ -11,9 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from indexer.hepth import (
-    Rejected,
     bundled_sample_lines,
-    equation_body,
     iter_hepth,
     open_lines,
     read_records,
@@ -151,18 +149,6 @@ def test_commented_out_and_too_large_records() -> None:
         ("commented-out", "0301001#0"),
         ("too-large", "0301001#1"),
     ]
-
-
-def test_compatibility_wrappers_for_the_demo() -> None:
-    records = list(read_records(bundled_sample_lines()))
-    first = equation_body(records[0])
-    assert isinstance(first, Rejected) and first.reason == "macro-fragment"
-    rejected = [r for r in map(equation_body, records) if isinstance(r, Rejected)]
-    assert len(rejected) == 18
-    record = next(read_records(lines(
-        "\\begin{equation}\\label{e1} a^2+b^2=c^2 % pythagoras\n\\end{equation}->2003/0301999.tex\n"
-    )))  # fmt: skip
-    assert equation_body(record) == "a^2+b^2=c^2"
 
 
 def test_real_records_from_the_shared_data() -> None:
