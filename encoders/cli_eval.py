@@ -89,6 +89,8 @@ def add_eval(commands: Any) -> None:
                   --checkpoint runs/gcn/checkpoint.pt
               mathsearch eval ranking eq.txt --format hepth --checkpoint runs/small/checkpoint.pt \\
                   --limit 2000 --test-fraction 0.25 --split-seed 0 --triplets 5000 --json
+              mathsearch eval ranking ../shared/data/hepth2003/*.txt --format hepth \\
+                  --checkpoint runs/gcn/checkpoint.pt --onnx gcn-v1.onnx --onnx gcn-v1.int8.onnx
             """),
         formatter_class=raw,
     )
@@ -102,6 +104,13 @@ def add_eval(commands: Any) -> None:
     )
     ranking.add_argument("--triplets", type=_positive_int, default=2000, help="default 2000")
     ranking.add_argument("--seed", type=int, help="triplet seed (default: the training seed)")
+    ranking.add_argument(
+        "--onnx",
+        action="append",
+        default=[],
+        metavar="MODEL.onnx",
+        help="also score an exported model (ONNX Runtime) on the same triplets; repeatable",
+    )
     _common(ranking, checkpoint_required=True)
 
     knn = kinds.add_parser(
@@ -169,7 +178,10 @@ def run_eval(args: argparse.Namespace) -> int:
                 f"{exc}; pip install 'mathsearch[train]'\n"
             )
             return 1
+        from export.errors import ModelCardError, ModelMismatchError
+
         errors = (*errors, CheckpointError, GCNConfigError, EncoderInputError, SamplerError)
+        errors = (*errors, ModelCardError, ModelMismatchError)
     runners = {"ranking": _ranking, "knn-accuracy": _knn, "retrieval": _retrieval}
     try:
         report = runners[args.eval_command](args)
@@ -269,6 +281,10 @@ def _ranking(args: argparse.Namespace) -> dict[str, Any]:
     seed = train_seed if args.seed is None else args.seed
     triplets = holdout_triplets(corpus_test, args.triplets, [seed, 5])
     models = {"model": model, "untrained": untrained_model(metadata, device)}
+    for path in args.onnx:
+        from export.runtime import Encoder
+
+        models[f"onnx:{Path(path).name}"] = Encoder(path, vocab_hash=vocabulary.content_hash)
     report = eval_ranking(
         corpus_test, triplets, models, device=device, progress=not args.no_progress
     )
@@ -345,10 +361,11 @@ def _print(report: dict[str, Any]) -> None:
             f"{split['test_fraction']} from {split['test_fraction_from']}, split seed "
             f"{split['seed']} from {split['seed_from']}); checkpoint step {report['step']}"
         )
-        _emit(f"  {'encoder':<10} {'ranking':>8} {'+-Thm5.1':>9} {'+-eq.9':>8}  similarity")
+        width = max(10, *(len(name) for name in scores))
+        _emit(f"  {'encoder':<{width}} {'ranking':>8} {'+-Thm5.1':>9} {'+-eq.9':>8}  similarity")
         for name, entry in scores.items():
             _emit(
-                f"  {name:<10} {entry['ranking_score']:>8.4f} {entry['bound_95']:>9.4f} "
+                f"  {name:<{width}} {entry['ranking_score']:>8.4f} {entry['bound_95']:>9.4f} "
                 f"{entry['bound_95_sampled']:>8.4f}  {entry['similarity']}"
             )
         _emit(f"  95% widths; eq. 9 with greedy chromatic number {report['chromatic_number']}")

@@ -46,6 +46,7 @@ from indexer.vocabulary import Vocabulary
 
 if TYPE_CHECKING:
     from encoders.gcn import GraphCNN
+    from export.runtime import Encoder
 
 logger = logging.getLogger(__name__)
 
@@ -104,10 +105,22 @@ def untrained_model(metadata: dict[str, Any], device: str) -> GraphCNN:
 
 
 def embed(
-    model: GraphCNN, graphs: Sequence[EquationGraph], device: str, progress: bool, desc: str
+    model: GraphCNN | Encoder,
+    graphs: Sequence[EquationGraph],
+    device: str,
+    progress: bool,
+    desc: str,
 ) -> np.ndarray:
-    """``(n, out_dim)`` float64 embeddings ``phi_bar`` of ``graphs``, in chunks, eval mode."""
+    """``(n, out_dim)`` float64 embeddings ``phi_bar`` of ``graphs``, in chunks, eval mode.
+
+    ``model`` may also be an exported model (:class:`export.runtime.Encoder`, ONNX Runtime).
+    """
     import torch
+
+    from export.runtime import Encoder
+
+    if isinstance(model, Encoder):
+        return model.encode(graphs).astype(np.float64)
     from tqdm.auto import tqdm
 
     from encoders.graph_data import collate
@@ -145,7 +158,7 @@ def _triplet_score(x: np.ndarray, triplets: np.ndarray, metric: str) -> float:
 def eval_ranking(
     corpus_test: EquationCorpus,
     triplets: list[tuple[int, int, int]],
-    models: dict[str, GraphCNN],
+    models: dict[str, GraphCNN | Encoder],
     *,
     device: str = "cpu",
     progress: bool = False,

@@ -1,7 +1,58 @@
-"""torch -> ONNX export with parity checks, model cards, and the torch-free runtime."""
+"""torch -> ONNX export with parity checks, model cards, and the torch-free runtime.
+
+The runtime names (:class:`Encoder`, :func:`pack_graphs`, :class:`ModelCard`, the providers and
+settings) import no torch. The export side (:func:`export_gcn`, :func:`check_parity`,
+:func:`export_checkpoint`) needs the ``train`` extra and is loaded on first use.
+"""
 
 from __future__ import annotations
 
-from export.providers import cuda_usable, select_providers
+import importlib
 
-__all__ = ["cuda_usable", "select_providers"]
+from export.errors import (
+    ExportError,
+    ModelCardError,
+    ModelMismatchError,
+    ParityError,
+    RuntimeInputError,
+)
+from export.graph_batch import INPUT_NAMES, PackedGraphs, pack_graphs
+from export.model_card import ModelCard, card_path, load_card
+from export.providers import cuda_usable, select_providers
+from export.runtime import Encoder
+from export.settings import DEFAULT_MODEL_PATH, ExportSettings
+
+_LAZY = {
+    "GCNOnnxModule": "export.gcn_onnx",
+    "export_gcn": "export.gcn_onnx",
+    "check_parity": "export.parity",
+    "ParityReport": "export.parity",
+    "export_checkpoint": "export.export_model",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'export' has no attribute {name!r}")
+
+
+__all__ = [  # noqa: PLE0604
+    "DEFAULT_MODEL_PATH",
+    "INPUT_NAMES",
+    "Encoder",
+    "ExportError",
+    "ExportSettings",
+    "ModelCard",
+    "ModelCardError",
+    "ModelMismatchError",
+    "PackedGraphs",
+    "ParityError",
+    "RuntimeInputError",
+    "card_path",
+    "cuda_usable",
+    "load_card",
+    "pack_graphs",
+    "select_providers",
+    *sorted(_LAZY),
+]

@@ -10,6 +10,7 @@ import textwrap
 
 from encoders.cli_eval import add_eval, run_eval
 from encoders.cli_train import add_train, run_train
+from export.cli_export import add_bench_embed, add_export, run_bench_embed, run_export
 from indexer.cli_parse import (
     add_bench,
     add_commands,
@@ -34,6 +35,8 @@ examples:
   mathsearch bench parse              equations/s per stage on the hep-th corpus
   mathsearch train gcn ../shared/data/hepth2003/*.txt --format hepth --out runs/gcn
   mathsearch eval ranking eq.txt --format hepth --checkpoint runs/gcn/checkpoint.pt
+  mathsearch export runs/gcn/checkpoint.pt -o gcn-v1.onnx    ONNX + model card + parity check
+  mathsearch bench embed              ONNX Runtime vs PyTorch eager, equations/s by batch size
   mathsearch worker --queues parse,embed --concurrency 2
 
 environment: MATHSEARCH_OPENSEARCH_URL, MATHSEARCH_REDIS_URL and friends (see README.md).
@@ -100,13 +103,17 @@ def _parser() -> argparse.ArgumentParser:
     add_commands(commands)
     add_train(commands)
     add_eval(commands)
+    add_export(commands)
     bench = commands.add_parser(
         "bench",
         help="benchmarks (speed, memory) of the pipeline stages",
-        epilog="examples:\n  mathsearch bench parse\n  mathsearch bench parse --limit 2000 --json",
+        epilog="examples:\n  mathsearch bench parse\n  mathsearch bench parse --limit 2000 --json\n"
+        "  mathsearch bench embed --batch-sizes 1,256",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_bench(bench.add_subparsers(dest="bench_command", required=True, metavar="BENCH"))
+    bench_cmds = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
+    add_bench(bench_cmds)
+    add_bench_embed(bench_cmds)
 
     worker = commands.add_parser(
         "worker",
@@ -191,9 +198,10 @@ def _demo(args: argparse.Namespace) -> int:
         f"\nindexed {report.indexed} real hep-th equations into {report.index} "
         f"(failure records: {skipped})"
     )
+    model = report.model
     print(
-        "vectors: the 256-d bag-of-words baseline of the KDD 2020 seed until the graph-CNN "
-        "model lands\n"
+        f"vectors: {model['name']} (KDD 2020 graph CNN, {model['dim']}-d, {model['similarity']}) "
+        f"in {model['field']}, ONNX Runtime on {', '.join(model['providers'])}\n"
     )
     print("the stack keeps running: `./deploy/run.sh mathsearch stack down` stops it\n")
     for query in report.queries:
@@ -223,6 +231,10 @@ def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench(args: argparse.Namespace) -> int:
+    return run_bench_embed(args) if args.bench_command == "embed" else run_bench_parse(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
@@ -243,9 +255,10 @@ def main(argv: list[str] | None = None) -> int:
         "extract": run_extract,
         "parse": run_parse,
         "vocab": run_vocab,
-        "bench": run_bench_parse,
+        "bench": _bench,
         "train": run_train,
         "eval": run_eval,
+        "export": run_export,
     }
     try:
         return handlers[args.command](args)

@@ -1,9 +1,10 @@
 """`mathsearch demo`: the stack, the bundled real corpus indexed, a few hybrid queries.
 
 The equations go through the real featurisation (indexer.parse: LaTeX -> MathML graph, math
-tokens, symbols). Until the graph-CNN encoder lands (issue 4), the kNN half of the hybrid
-queries uses the seed's bag-of-words baseline (KDD 2020, section 5): the 256-d sum of the
-graph's one-hot node features, L2-normalised, in ``vec_bow_v1``.
+tokens, symbols) and the shipped default model (``export/models/gcn-v1.onnx``, the KDD 2020 graph
+CNN trained by the project on hep-th, run by the torch-free :class:`export.runtime.Encoder`). Its
+vectors go into the model card's field (``vec_gcn_v1``, 64-d, inner product) and are the kNN half
+of the hybrid queries.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, dataclass, field
 
-import numpy as np
 from opensearchpy import OpenSearch, helpers
 
+from export.model_card import ModelCard
+from export.runtime import Encoder
 from indexer.hepth import bundled_sample_lines, iter_hepth
 from indexer.parse import Featuriser, ParsedEquation
 from indexer.records import EquationRecord, Failure
@@ -22,9 +24,7 @@ from opensearch.stack import Stack
 
 logger = logging.getLogger(__name__)
 
-DIMENSION = 256
-VECTOR_FIELD = "vec_bow_v1"
-DEMO_VERSION = 2
+DEMO_VERSION = 3
 QUERIES = (
     r"\frac{1}{2}\int d^D x \left[(\partial_x\Phi)^2 - m^2\Phi^2\right]",
     r"\Gamma(\ell-1) \lambda(m_0^2,m_1^2,m_2^2)",
@@ -32,10 +32,9 @@ QUERIES = (
 )
 
 
-def bow_unit_vector(parsed: ParsedEquation) -> list[float]:
-    """The BoW vector of an equation, L2-normalised (cosine similarity in OpenSearch)."""
-    norm = float(np.linalg.norm(parsed.bow))
-    return (parsed.bow / (norm or 1.0)).round(6).tolist()
+def embed(encoder: Encoder, parsed: list[ParsedEquation]) -> list[list[float]]:
+    """The model's vectors of ``parsed`` (float32, rounded to 6 digits for the JSON body)."""
+    return encoder.encode([p.graph for p in parsed]).round(6).tolist()
 
 
 @dataclass
@@ -60,6 +59,7 @@ class DemoReport:
     index: str
     indexed: int
     rejected: dict[str, int]
+    model: dict[str, object] = field(default_factory=dict)
     queries: list[DemoQuery] = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -87,11 +87,11 @@ def demo_records(
     return parsed, failures
 
 
-def ensure_index(client: OpenSearch, name: str) -> None:
-    """(Re)create the demo index when missing or made by an older demo."""
+def ensure_index(client: OpenSearch, name: str, card: ModelCard) -> None:
+    """(Re)create the demo index when missing or made by an older demo or another model."""
     if client.indices.exists(index=name):
         meta = client.indices.get_mapping(index=name)[name]["mappings"].get("_meta", {})
-        if meta.get("demo_version") == DEMO_VERSION:
+        if meta.get("demo_version") == DEMO_VERSION and meta.get("model") == card.sha256:
             return
         client.indices.delete(index=name)
     client.indices.create(
@@ -99,7 +99,7 @@ def ensure_index(client: OpenSearch, name: str) -> None:
         body={
             "settings": {"index.knn": True, "number_of_shards": 1, "number_of_replicas": 0},
             "mappings": {
-                "_meta": {"demo_version": DEMO_VERSION},
+                "_meta": {"demo_version": DEMO_VERSION, "model": card.sha256},
                 "properties": {
                     "eq_id": {"type": "keyword"},
                     "doc_id": {"type": "keyword"},
@@ -109,10 +109,14 @@ def ensure_index(client: OpenSearch, name: str) -> None:
                     "mathml": {"type": "text", "index": False},
                     "math_tokens": {"type": "text", "analyzer": "whitespace"},
                     "symbols": {"type": "keyword"},
-                    VECTOR_FIELD: {
+                    card.vector_field: {
                         "type": "knn_vector",
-                        "dimension": DIMENSION,
-                        "method": {"name": "hnsw", "engine": "lucene", "space_type": "cosinesimil"},
+                        "dimension": card.embedding_dim,
+                        "method": {
+                            "name": "hnsw",
+                            "engine": "lucene",
+                            "space_type": card.space_type,
+                        },
                     },
                 },
             },
@@ -158,8 +162,15 @@ def ensure_pipelines(client: OpenSearch, prefix: str) -> dict[str, str]:
 
 
 def hybrid_search(
-    client: OpenSearch, index: str, pipeline: str, query: ParsedEquation, k: int
+    client: OpenSearch,
+    index: str,
+    pipeline: str,
+    query: ParsedEquation,
+    k: int,
+    *,
+    vector: tuple[str, list[float]],
 ) -> list[DemoHit]:
+    field_name, values = vector
     body = {
         "size": k,
         "_source": ["eq_id", "doc_id", "latex"],
@@ -167,7 +178,7 @@ def hybrid_search(
             "hybrid": {
                 "queries": [
                     {"match": {"math_tokens": {"query": " ".join(query.math_tokens)}}},
-                    {"knn": {VECTOR_FIELD: {"vector": bow_unit_vector(query), "k": max(k, 10)}}},
+                    {"knn": {field_name: {"vector": values, "k": max(k, 10)}}},
                 ]
             }
         },
@@ -194,10 +205,12 @@ def run_demo(stack: Stack | None = None, bring_up: bool = True, k: int = 3) -> D
     prefix = stack.settings.index_prefix
     index = f"{prefix}-demo-equations"
     featuriser = Featuriser()
+    encoder = Encoder()
+    card = encoder.card
     kept, rejected = demo_records(featuriser)
-    ensure_index(client, index)
+    ensure_index(client, index, card)
     actions = []
-    for parsed in kept:
+    for parsed, vector in zip(kept, embed(encoder, kept), strict=True):
         record = parsed.record
         actions.append(
             {
@@ -212,7 +225,7 @@ def run_demo(stack: Stack | None = None, bring_up: bool = True, k: int = 3) -> D
                     "mathml": parsed.mathml,
                     "math_tokens": " ".join(parsed.math_tokens),
                     "symbols": [s for values in parsed.symbols.values() for s in values],
-                    VECTOR_FIELD: bow_unit_vector(parsed),
+                    card.vector_field: vector,
                 },
             }
         )
@@ -223,13 +236,21 @@ def run_demo(stack: Stack | None = None, bring_up: bool = True, k: int = 3) -> D
     reasons: dict[str, int] = {}
     for item in rejected:
         reasons[item.reason] = reasons.get(item.reason, 0) + 1
-    report = DemoReport(stack=messages, index=index, indexed=indexed, rejected=reasons)
+    model = {
+        "name": card.name,
+        "field": card.vector_field,
+        "dim": card.embedding_dim,
+        "similarity": card.similarity,
+        "providers": encoder.providers,
+    }
+    report = DemoReport(stack=messages, index=index, indexed=indexed, rejected=reasons, model=model)
     for latex in QUERIES:
         query = featuriser.parse_latex(latex)
         if isinstance(query, Failure):
             logger.warning("demo query %s failed: %s", latex, query.detail)
             continue
         for mode, pipeline in pipelines.items():
-            hits = hybrid_search(client, index, pipeline, query, k)
+            vector = (card.vector_field, embed(encoder, [query])[0])
+            hits = hybrid_search(client, index, pipeline, query, k, vector=vector)
             report.queries.append(DemoQuery(latex=latex, mode=mode, hits=hits))
     return report

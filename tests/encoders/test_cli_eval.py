@@ -217,3 +217,27 @@ def test_split_settings_and_formulas() -> None:
         )
     assert kept == [0, 2] and len(graphs) == 2
     assert failures[0]["id"] == "b" and failures[0]["stage"] == "convert"
+
+
+def test_ranking_scores_exported_models_on_the_same_triplets(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from export.export_model import export_checkpoint
+    from export.quantize import quantize_int8
+
+    corpus = EquationCorpus.from_sources([str(SAMPLE)], "hepth")
+    model = tmp_path / "gcn.onnx"
+    export_checkpoint(run_dir / "checkpoint.pt", model, corpus.graphs, tolerance=1e-3)
+    quantize_int8(model, corpus.graphs)
+    argv = ["ranking", str(SAMPLE), "--format", "hepth", "--checkpoint"]
+    argv += [str(run_dir / "checkpoint.pt"), "--test-fraction", TEST_FRACTION, "--triplets", "500"]
+    argv += ["--onnx", str(model), "--onnx", str(tmp_path / "gcn.int8.onnx")]
+    scores = _json(argv, capsys)["scores"]
+    assert set(scores) == {"model", "untrained", "bow", "onnx:gcn.onnx", "onnx:gcn.int8.onnx"}
+    # the exported model ranks like its checkpoint (at most one of 500 triplets flips)
+    assert scores["onnx:gcn.onnx"]["ranking_score"] == pytest.approx(
+        scores["model"]["ranking_score"], abs=0.0021
+    )
+    assert scores["onnx:gcn.int8.onnx"]["ranking_score"] > scores["untrained"]["ranking_score"]
+    code, _, err = _run([*argv[:-4], "--onnx", str(tmp_path / "missing.onnx")], capsys)
+    assert code == 1 and "does not exist" in err

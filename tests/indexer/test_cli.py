@@ -67,6 +67,8 @@ def test_demo_indexes_real_equations_and_answers_hybrid_queries() -> None:
     report = json.loads(result.stdout)
     assert report["indexed"] > 150
     assert sum(report["rejected"].values()) > 0
+    # the vectors come from the shipped graph-CNN model through the ONNX runtime
+    assert report["model"]["field"] == "vec_gcn_v1" and report["model"]["dim"] == 64
     modes = {q["mode"] for q in report["queries"]}
     assert modes == {"fusion", "rrf"}
     for query in report["queries"]:

@@ -1,0 +1,188 @@
+"""``mathsearch bench embed``: equations/s of ONNX Runtime against PyTorch eager, by batch size.
+
+One run embeds the same real equations with both runtimes of the same network (the checkpoint's,
+or a freshly initialised graph CNN of the seed's configuration when none is given: the speed does
+not depend on the weights) at every batch size, ``repeat`` times, and reports medians:
+
+* ``eq_per_s``: end to end from featurised graphs to embeddings (batch building included:
+  :func:`~export.graph_batch.pack_graphs` for ONNX Runtime, torch-geometric's ``collate`` +
+  one-hot features for PyTorch);
+* ``model_eq_per_s``: the network alone (the session call / the eager forward);
+* ``ratio``: ONNX Runtime over PyTorch, both ways.
+
+PyTorch runs eager in ``inference_mode`` with the same thread count as ONNX Runtime.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from indexer.mathml_graph import EquationGraph
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["BATCH_SIZES", "bench_embed", "format_bench_embed"]
+
+BATCH_SIZES = (1, 8, 64, 256, 1024)
+
+
+def _median_rates(times: list[tuple[float, float]], count: int) -> tuple[float, float]:
+    total = statistics.median(prep + run for prep, run in times)
+    model = statistics.median(run for _, run in times)
+    return count / max(total, 1e-12), count / max(model, 1e-12)
+
+
+def _time_onnx(encoder: Any, graphs: Sequence[EquationGraph], batch: int) -> tuple[float, float]:
+    from export.graph_batch import pack_graphs
+
+    prep = run = 0.0
+    for start in range(0, len(graphs), batch):
+        tick = time.perf_counter()
+        packed = pack_graphs(graphs[start : start + batch])
+        tock = time.perf_counter()
+        encoder.run_packed(packed)
+        prep += tock - tick
+        run += time.perf_counter() - tock
+    return prep, run
+
+
+def _time_torch(model: Any, graphs: Sequence[EquationGraph], batch: int) -> tuple[float, float]:
+    import torch
+
+    from encoders.graph_data import collate
+
+    prep = run = 0.0
+    with torch.inference_mode():
+        for start in range(0, len(graphs), batch):
+            tick = time.perf_counter()
+            data = collate(graphs[start : start + batch])
+            tock = time.perf_counter()
+            model(data)
+            prep += tock - tick
+            run += time.perf_counter() - tock
+    return prep, run
+
+
+def bench_embed(
+    graphs: Sequence[EquationGraph],
+    *,
+    checkpoint: str | os.PathLike[str] | None = None,
+    batch_sizes: Sequence[int] = BATCH_SIZES,
+    repeat: int = 3,
+    threads: int | None = None,
+    device: str = "cpu",
+    with_torch: bool = True,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Time both runtimes on ``graphs`` (see the module docstring); a JSON-able report."""
+    import torch
+
+    from encoders.checkpoints import load_model
+    from encoders.gcn import GCNConfig, GraphCNN
+    from export.gcn_onnx import export_gcn
+    from export.model_card import ModelCard, file_sha256
+    from export.runtime import Encoder
+    from export.settings import ExportSettings
+    from indexer.vocabulary import default_vocabulary
+
+    threads = threads or os.cpu_count() or 1
+    torch.set_num_threads(threads)
+    if checkpoint is not None:
+        model, _ = load_model(checkpoint, map_location="cpu")
+    else:
+        torch.manual_seed(0)
+        model = GraphCNN(GCNConfig()).eval()
+    vocab_hash = graphs[0].vocab_hash if graphs else default_vocabulary().content_hash
+    settings = ExportSettings(max_graphs=max(batch_sizes), max_nodes=1 << 30)
+    results: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="mathsearch-bench-") as tmp:
+        path = export_gcn(model, Path(tmp) / "bench.onnx")
+        ModelCard(
+            name="bench",
+            family="gcn",
+            version=1,
+            embedding_dim=model.config.out_dim,
+            similarity="dot",
+            vocab_hash=vocab_hash,
+            vocab_sizes=list(model.config.sizes),
+            opset=17,
+            ir_version=8,
+            inputs=[],
+            outputs=[],
+            sha256=file_sha256(path),
+        ).write(path)
+        encoder = Encoder(
+            path, vocab_hash=vocab_hash, device=device, threads=threads, settings=settings
+        )
+        runtimes = [("onnxruntime", encoder, _time_onnx)]
+        if with_torch:
+            torch_model = model.to("cuda" if encoder.on_gpu else "cpu")
+            runtimes.append(("torch-eager", torch_model, _time_torch))
+        bar = tqdm(
+            total=len(batch_sizes) * len(runtimes) * (repeat + 1),
+            desc="bench embed",
+            unit="pass",
+            disable=None if progress else True,
+        )
+        try:
+            for batch in batch_sizes:
+                row: dict[str, Any] = {"batch_size": batch}
+                for name, runner, timer in runtimes:
+                    timer(runner, graphs[: min(len(graphs), batch * 2)], batch)  # warm-up
+                    bar.update(1)
+                    times = []
+                    for _ in range(repeat):
+                        times.append(timer(runner, graphs, batch))
+                        bar.update(1)
+                    rate, model_rate = _median_rates(times, len(graphs))
+                    row[name] = {"eq_per_s": round(rate, 1), "model_eq_per_s": round(model_rate, 1)}
+                if with_torch:
+                    onnx, eager = row["onnxruntime"], row["torch-eager"]
+                    row["ratio"] = round(onnx["eq_per_s"] / max(eager["eq_per_s"], 1e-12), 2)
+                    row["model_ratio"] = round(
+                        onnx["model_eq_per_s"] / max(eager["model_eq_per_s"], 1e-12), 2
+                    )
+                results.append(row)
+        finally:
+            bar.close()
+    nodes = sum(g.num_nodes for g in graphs)
+    return {
+        "equations": len(graphs),
+        "mean_nodes": round(nodes / max(len(graphs), 1), 1),
+        "repeat": repeat,
+        "threads": threads,
+        "providers": encoder.providers,
+        "weights": str(checkpoint) if checkpoint else "fresh GraphCNN(GCNConfig()), seed 0",
+        "torch": torch.__version__,
+        "cpu_count": os.cpu_count(),
+        "results": results,
+    }
+
+
+def format_bench_embed(report: dict[str, Any]) -> str:
+    """The report as a table a person reads."""
+    lines = [
+        f"{report['equations']} real equations ({report['mean_nodes']} nodes on average), "
+        f"{report['threads']} thread(s), {', '.join(report['providers'])}; "
+        f"medians of {report['repeat']} runs, equations/s",
+        f"{'batch':>6} {'onnxruntime':>12} {'torch eager':>12} {'ratio':>6}   "
+        f"{'ort model':>10} {'torch model':>11} {'ratio':>6}",
+    ]
+    for row in report["results"]:
+        onnx = row["onnxruntime"]
+        eager = row.get("torch-eager", {})
+        lines.append(
+            f"{row['batch_size']:>6} {onnx['eq_per_s']:>12.1f} {eager.get('eq_per_s', 0):>12.1f} "
+            f"{row.get('ratio', 0):>6.2f}   {onnx['model_eq_per_s']:>10.1f} "
+            f"{eager.get('model_eq_per_s', 0):>11.1f} {row.get('model_ratio', 0):>6.2f}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,31 @@
+"""Typed errors of the export package (export, model cards, runtime)."""
+
+from __future__ import annotations
+
+__all__ = [
+    "ExportError",
+    "ModelCardError",
+    "ModelMismatchError",
+    "ParityError",
+    "RuntimeInputError",
+]
+
+
+class ExportError(RuntimeError):
+    """A checkpoint cannot be exported (unknown family, unreadable, bad options)."""
+
+
+class ParityError(ExportError):
+    """ONNX Runtime's output differs from PyTorch's by more than the tolerance."""
+
+
+class ModelCardError(ValueError):
+    """A model card is missing, unreadable or lacks a required field."""
+
+
+class ModelMismatchError(ValueError):
+    """The model does not fit the featuriser (another vocabulary or input sizes)."""
+
+
+class RuntimeInputError(ValueError):
+    """The runtime got input it cannot encode (empty graph, ids outside the vocabulary)."""

@@ -1,0 +1,151 @@
+"""The torch-free embedding runtime: :class:`Encoder` over an ONNX Runtime session.
+
+Loads ``MODEL.onnx`` and its card, refuses a model made for another vocabulary, packs many
+equation graphs into one disjoint union (:func:`export.graph_batch.pack_graphs`) and runs them in
+as few session calls as the limits allow. The CUDA execution provider is used when it really
+loads on this machine (:func:`export.providers.select_providers`), the CPU one otherwise.
+Nothing here imports torch: a worker needs onnxruntime and numpy only.
+
+Example::
+
+    encoder = Encoder()                     # the shipped default model (MATHSEARCH_MODEL)
+    parsed = featuriser.parse_latex(r"\\frac{a}{b}")
+    vectors = encoder.encode([parsed.graph])   # float32 (1, encoder.dim)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from export.errors import ModelCardError, ModelMismatchError, RuntimeInputError
+from export.graph_batch import INPUT_NAMES, PackedGraphs, pack_graphs
+from export.model_card import ModelCard, load_card
+from export.providers import CPU, CUDA, cuda_usable, select_providers
+from export.settings import ExportSettings
+from indexer.mathml_graph import EquationGraph
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Encoder"]
+
+
+class Encoder:
+    """Embeds featurised equations with an exported model.
+
+    Args:
+        model: path of ``MODEL.onnx`` (its card ``MODEL.card.json`` beside it); default
+            ``settings.model`` (``MATHSEARCH_MODEL``, else the shipped default model).
+        vocab_hash: the featuriser's vocabulary hash the model must have been trained with;
+            default: the shipped vocabulary's.
+        device: ``auto`` (CUDA when it really loads, else CPU), ``cpu`` or ``cuda``.
+        threads: ONNX Runtime intra-op threads (0: ONNX Runtime's default).
+        settings: limits per session call; default ``ExportSettings.from_env()``.
+
+    Raises:
+        ModelCardError: no card, or a model file that does not match it.
+        ModelMismatchError: the card's vocabulary differs from ``vocab_hash``.
+        RuntimeInputError: ``device="cuda"`` where CUDA does not load.
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | None = None,
+        *,
+        vocab_hash: str | None = None,
+        device: str | None = None,
+        threads: int | None = None,
+        settings: ExportSettings | None = None,
+    ) -> None:
+        import onnxruntime as ort
+
+        self.settings = settings or ExportSettings.from_env()
+        self.path = Path(model) if model is not None else self.settings.model
+        if not self.path.is_file():
+            raise ModelCardError(f"model {self.path} does not exist")
+        self.card: ModelCard = load_card(self.path)
+        if vocab_hash is None:
+            from indexer.vocabulary import default_vocabulary
+
+            vocab_hash = default_vocabulary().content_hash
+        if self.card.vocab_hash != vocab_hash:
+            raise ModelMismatchError(
+                f"model {self.path.name} was trained on vocabulary {self.card.vocab_hash[:12]}, "
+                f"the featuriser uses {vocab_hash[:12]}: re-export a model trained on this "
+                "vocabulary, or featurise with the model's vocabulary"
+            )
+        device = device or self.settings.device
+        if device == "cuda" and not cuda_usable():
+            raise RuntimeInputError("device cuda asked for, but the CUDA provider does not load")
+        providers = [CPU] if device == "cpu" else select_providers(prefer_gpu=True)
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads = self.settings.threads if threads is None else threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        self.session = ort.InferenceSession(str(self.path), options, providers=providers)
+        names = tuple(i.name for i in self.session.get_inputs())
+        if names != INPUT_NAMES:
+            raise ModelMismatchError(f"model inputs {names} are not the graph CNN's {INPUT_NAMES}")
+        self.output_name = self.session.get_outputs()[0].name
+        logger.info(
+            "loaded %s (%s, %d-d, %s) on %s",
+            self.path.name,
+            self.card.family,
+            self.card.embedding_dim,
+            self.card.similarity,
+            ", ".join(self.session.get_providers()),
+        )
+
+    @property
+    def dim(self) -> int:
+        return int(self.card.embedding_dim)
+
+    @property
+    def providers(self) -> list[str]:
+        return list(self.session.get_providers())
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.providers[0] == CUDA
+
+    def __repr__(self) -> str:
+        return f"Encoder({self.path.name}, dim={self.dim}, providers={self.providers})"
+
+    def chunks(self, graphs: Sequence[EquationGraph]) -> Iterator[tuple[int, int]]:
+        """``(start, stop)`` ranges of ``graphs`` within the per-call graph and node limits."""
+        limit_graphs, limit_nodes = self.settings.max_graphs, self.settings.max_nodes
+        start, nodes = 0, 0
+        for index, graph in enumerate(graphs):
+            if index > start and (
+                index - start >= limit_graphs or nodes + graph.num_nodes > limit_nodes
+            ):
+                yield start, index
+                start, nodes = index, 0
+            nodes += graph.num_nodes
+        if start < len(graphs):
+            yield start, len(graphs)
+
+    def run_packed(self, packed: PackedGraphs) -> np.ndarray:
+        """One session call: float32 ``(packed.num_graphs, dim)``."""
+        (out,) = self.session.run([self.output_name], packed.feeds())
+        return np.asarray(out, dtype=np.float32)
+
+    def encode(self, graphs: Sequence[EquationGraph]) -> np.ndarray:
+        """Embeddings of ``graphs``: float32 ``(len(graphs), dim)``, in input order.
+
+        Raises:
+            ModelMismatchError: a graph featurised with another vocabulary.
+            RuntimeInputError: an empty graph or ids outside the model's slots.
+        """
+        if not graphs:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        parts = []
+        for start, stop in self.chunks(graphs):
+            packed = pack_graphs(graphs[start:stop], self.card.vocab_hash, self.card.vocab_sizes)
+            parts.append(self.run_packed(packed))
+        return np.concatenate(parts) if len(parts) > 1 else parts[0]

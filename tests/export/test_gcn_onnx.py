@@ -1,0 +1,132 @@
+"""export.gcn_onnx + export.parity: the graph CNN in ONNX, exact against PyTorch on real data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+
+from encoders.gcn import GCNConfig, GraphCNN
+from encoders.graph_data import collate
+from export.errors import ParityError
+from export.gcn_onnx import IR_VERSION, OPSET, GCNOnnxModule, export_gcn, segment_sum
+from export.graph_batch import pack_graphs
+from export.parity import check_parity
+from tests.export.conftest import real_graphs
+
+
+def test_segment_sum_by_hand() -> None:
+    h = torch.tensor([[1.0, 10.0], [2.0, 20.0], [3.0, 30.0], [4.0, 40.0]])
+    rows = torch.tensor([3, 0, 1, 1, 2])
+    index = torch.tensor([2, 0, 2, 0, 2])  # segment 1 gets nothing
+    counts = torch.tensor([2, 0, 3])
+    out = segment_sum(h, rows, index, counts)
+    assert out.dtype == torch.float32
+    assert out.tolist() == [[3.0, 30.0], [0.0, 0.0], [9.0, 90.0]]  # [0+1, -, 3+1+2] rows
+
+
+def test_segment_sum_is_exact_where_float32_accumulation_is_not() -> None:
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=(20_000, 4)).astype(np.float32) * 1000
+    index = np.sort(rng.integers(0, 50, size=20_000))
+    counts = np.bincount(index, minlength=50)
+    out = segment_sum(
+        torch.from_numpy(values),
+        torch.arange(20_000),
+        torch.from_numpy(index),
+        torch.from_numpy(counts),
+    ).numpy()
+    expected = np.zeros((50, 4))
+    np.add.at(expected, index, values.astype(np.float64))
+    assert np.abs(out - expected).max() <= np.abs(expected).max() * 1e-7
+
+
+def _trained_like_model(seed: int = 0) -> GraphCNN:
+    """The seed's full-size model with non-trivial batch-norm and soft-norm running statistics
+    (train-mode passes over real batches) and alpha moved away from 1."""
+    torch.manual_seed(seed)
+    model = GraphCNN(GCNConfig())
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm1d)]
+    with torch.no_grad():
+        model.alpha.fill_(0.7)
+        model.train()
+        for norm in norms:
+            norm.momentum = None  # cumulative averages over the passes below
+        model.soft_norm.momentum = 0.5
+        graphs = real_graphs()
+        for start in range(0, 512, 64):
+            model(collate(list(graphs[start : start + 64])))
+        for norm in norms:
+            norm.momentum = 0.1
+        model.soft_norm.momentum = 0.1
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[GraphCNN, Path]:
+    model = _trained_like_model()
+    path = export_gcn(model, tmp_path_factory.mktemp("onnx") / "gcn.onnx", metadata={"k": "v"})
+    return model, path
+
+
+def test_file_is_what_onnxruntime_accepts(exported: tuple[GraphCNN, Path]) -> None:
+    model, path = exported
+    assert not model.training  # the export leaves the caller's model as it was
+    proto = onnx.load(path)
+    assert proto.ir_version == IR_VERSION == 8
+    assert [o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")] == [OPSET]
+    assert {p.key: p.value for p in proto.metadata_props} == {"k": "v"}
+    ops = {node.op_type for node in proto.graph.node}
+    # ScatterND with reduction loses updates under intra-op threads (see export.gcn_onnx)
+    assert "ScatterND" not in ops
+    assert {"CumSum", "TopK", "MatMul"} <= ops
+    names = [i.name for i in proto.graph.input]
+    assert names == ["tag", "attr", "char", "pos", "edge_index", "batch_index", "ptr"]
+    ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+
+
+def test_parity_on_1000_real_equations(exported: tuple[GraphCNN, Path]) -> None:
+    model, path = exported
+    assert float(model.soft_norm.running_mean) != 1.0  # real running statistics
+    graphs = list(real_graphs())
+    assert len(graphs) >= 1000
+    report = check_parity(model, path, graphs, tolerance=1e-4, batch_size=200)
+    assert report.passed
+    assert report.equations == len(graphs)
+    assert report.batches == -(-len(graphs) // 200)
+    assert report.max_abs_diff <= 1e-4
+
+
+def test_id_formulation_equals_the_model_in_torch(exported: tuple[GraphCNN, Path]) -> None:
+    model, _ = exported
+    graphs = list(real_graphs()[:40])
+    feeds = [torch.from_numpy(a) for a in pack_graphs(graphs).feeds().values()]
+    with torch.no_grad():
+        expected = model(collate(graphs))
+        got = GCNOnnxModule(model)(*feeds)
+    assert torch.allclose(got, expected, atol=1e-5, rtol=0)
+
+
+def test_dynamic_shapes_and_batch_independence(exported: tuple[GraphCNN, Path]) -> None:
+    _, path = exported
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    graphs = list(real_graphs()[100:137])
+    together = session.run(None, pack_graphs(graphs).feeds())[0]
+    assert together.shape == (37, 64)
+    alone = np.concatenate([session.run(None, pack_graphs([g]).feeds())[0] for g in graphs])
+    assert np.abs(together - alone).max() <= 1e-5
+    pair = session.run(None, pack_graphs(graphs[5:7]).feeds())[0]
+    assert np.abs(pair - together[5:7]).max() <= 1e-5
+
+
+def test_parity_check_catches_a_model_that_differs(exported: tuple[GraphCNN, Path]) -> None:
+    _, path = exported
+    other = _trained_like_model(seed=1)
+    with pytest.raises(ParityError, match="differs from PyTorch"):
+        check_parity(other, path, list(real_graphs()[:64]))
+    report = check_parity(other, path, list(real_graphs()[:64]), raise_on_failure=False)
+    assert not report.passed and report.max_abs_diff > 1e-2

@@ -1,0 +1,194 @@
+"""export.runtime.Encoder and `mathsearch export`: a trained checkpoint end to end, torch-free."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from encoders.corpus import EquationCorpus
+from encoders.gcn import GCNConfig
+from encoders.training import TrainConfig, train
+from export.errors import ModelCardError, ModelMismatchError
+from export.export_model import export_checkpoint
+from export.model_card import load_card
+from export.runtime import Encoder
+from export.settings import DEFAULT_MODEL_PATH, ExportSettings, SettingsError
+from indexer.cli import main
+from indexer.hepth import bundled_sample_lines, iter_hepth
+from indexer.vocabulary import default_vocabulary
+from tests.export.conftest import PARITY_FILE, real_graphs
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small graph CNN trained for a few steps on the bundled real sample."""
+    corpus = EquationCorpus.from_records(iter_hepth(bundled_sample_lines()))
+    train_corpus, test_corpus = corpus.split_by_paper(test_fraction=0.25, seed=0)
+    out = tmp_path_factory.mktemp("run")
+    config = TrainConfig(
+        epochs=1,
+        steps_per_epoch=3,
+        batch_size=8,
+        lr=3e-3,
+        model=GCNConfig(hidden=32),
+        checkpoint_dir=str(out),
+        eval_triplets=300,
+        progress=False,
+        device="cpu",
+    )
+    result = train(config, train_corpus, test_corpus)
+    assert result.checkpoint is not None
+    return result.checkpoint
+
+
+@pytest.fixture(scope="module")
+def model_path(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("model") / "gcn-v7.onnx"
+    # After 3 steps the soft normalisation's running averages are still far from the batches'
+    # norms, so this model's outputs are large and float32 summation-order noise of the PyTorch
+    # side alone reaches 1e-4; the 1e-4 check of a full-size model is in test_gcn_onnx.
+    card, parity = export_checkpoint(
+        checkpoint, out, list(real_graphs()), version=7, tolerance=1e-3
+    )
+    assert parity.passed and parity.equations >= 1000
+    assert card.name == "gcn-v7" and card.vector_field == "vec_gcn_v7"
+    return out
+
+
+def test_card_describes_the_model(model_path: Path) -> None:
+    card = load_card(model_path)
+    assert card.family == "gcn" and card.embedding_dim == 64 and card.similarity == "dot"
+    assert card.vocab_hash == default_vocabulary().content_hash
+    assert card.vocab_sizes == [32, 32, 192]
+    assert (card.opset, card.ir_version) == (17, 8)
+    assert [i["name"] for i in card.inputs][:3] == ["tag", "attr", "char"]
+    assert card.training["step"] == 3 and card.training["config"]["model"]["hidden"] == 32
+    assert 0.0 <= card.metrics["holdout_ranking"] <= 1.0
+    assert "holdout_ranking_untrained" in card.metrics
+    assert card.parity["max_abs_diff"] <= 1e-3 and card.parity["equations"] == len(real_graphs())
+    assert card.created.endswith("+00:00") and "onnx" in card.software
+
+
+def test_encode_shapes_order_and_chunking(model_path: Path) -> None:
+    graphs = list(real_graphs()[:60])
+    encoder = Encoder(model_path, device="cpu")
+    assert encoder.dim == 64 and encoder.providers == ["CPUExecutionProvider"]
+    full = encoder.encode(graphs)
+    assert full.shape == (60, 64) and full.dtype == np.float32
+    assert np.linalg.norm(full, axis=1).min() > 0
+    small = Encoder(model_path, device="cpu", settings=ExportSettings(max_graphs=7, max_nodes=400))
+    assert len(list(small.chunks(graphs))) > 60 // 7
+    assert np.abs(small.encode(graphs) - full).max() <= 1e-5
+    reversed_out = encoder.encode(graphs[::-1])
+    assert np.abs(reversed_out[::-1] - full).max() <= 1e-5
+    assert encoder.encode([]).shape == (0, 64)
+
+
+def test_refuses_another_vocabulary(model_path: Path, tmp_path: Path) -> None:
+    with pytest.raises(ModelMismatchError, match="trained on vocabulary"):
+        Encoder(model_path, vocab_hash="0" * 64)
+    encoder = Encoder(model_path)
+    foreign = replace(real_graphs()[0], vocab_hash="1" * 64)
+    with pytest.raises(ModelMismatchError, match="vocabulary"):
+        encoder.encode([real_graphs()[1], foreign])
+    with pytest.raises(ModelCardError, match="does not exist"):
+        Encoder(tmp_path / "missing.onnx")
+
+
+def test_runtime_imports_no_torch(model_path: Path) -> None:
+    code = (
+        "import sys, json\n"
+        "from export import Encoder\n"
+        "from indexer.parse import Featuriser\n"
+        "f = Featuriser()\n"
+        "graphs = [f.parse_latex(t).graph for t in (r'\\frac{a}{b}', r'x^2+y^2', r'\\int f')]\n"
+        f"v = Encoder({str(model_path)!r}).encode(graphs)\n"
+        "print(json.dumps({'shape': list(v.shape), 'torch': 'torch' in sys.modules}))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"shape": [3, 64], "torch": False}
+
+
+def test_settings_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MATHSEARCH_MODEL", "/models/x.onnx")
+    monkeypatch.setenv("MATHSEARCH_EMBED_THREADS", "3")
+    monkeypatch.setenv("MATHSEARCH_EMBED_DEVICE", "CPU")
+    settings = ExportSettings.from_env()
+    assert (settings.model, settings.threads, settings.device) == (Path("/models/x.onnx"), 3, "cpu")
+    monkeypatch.setenv("MATHSEARCH_EMBED_MAX_GRAPHS", "0")
+    with pytest.raises(SettingsError, match="MATHSEARCH_EMBED_MAX_GRAPHS"):
+        ExportSettings.from_env()
+    monkeypatch.setenv("MATHSEARCH_EMBED_MAX_GRAPHS", "8")
+    monkeypatch.setenv("MATHSEARCH_EMBED_DEVICE", "tpu")
+    with pytest.raises(SettingsError, match="device"):
+        ExportSettings.from_env()
+
+
+def test_cli_export(checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    out = tmp_path / "cli.onnx"
+    argv = ["export", str(checkpoint), "-o", str(out), "--parity-data", str(PARITY_FILE)]
+    argv += ["--tolerance", "1e-3"]
+    assert main([*argv, "--format", "hepth", "--version", "2", "--json"]) == 0
+    card = json.loads(capsys.readouterr().out)
+    assert card["name"] == "gcn-v2" and card["vector_field"] == "vec_gcn_v2"
+    assert card["parity"]["equations"] == 1000 and card["parity"]["passed"]
+    assert load_card(out).sha256 == card["sha256"]
+    assert main(["export", str(tmp_path / "none.pt"), "-o", str(out)]) == 1
+    assert "does not exist" in capsys.readouterr().err
+    too_many = [*argv, "--format", "hepth", "--parity-equations", "5000"]
+    assert main(too_many) == 1
+    assert "fewer than the 5000" in capsys.readouterr().err
+
+
+def test_cli_bench_embed(capsys: pytest.CaptureFixture) -> None:
+    argv = ["bench", "embed", str(PARITY_FILE), "--format", "hepth", "--equations", "24"]
+    assert main([*argv, "--batch-sizes", "1,8", "--repeat", "1", "--no-progress", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["equations"] == 24
+    assert [row["batch_size"] for row in report["results"]] == [1, 8]
+    for row in report["results"]:
+        assert row["onnxruntime"]["eq_per_s"] > 0 and row["torch-eager"]["eq_per_s"] > 0
+        assert row["ratio"] > 0
+    assert main([*argv, "--batch-sizes", "0"]) == 1
+
+
+def test_shipped_default_model() -> None:
+    card = load_card(DEFAULT_MODEL_PATH)  # also checks the file against the card's digest
+    assert card.vocab_hash == default_vocabulary().content_hash
+    assert card.parity["passed"] and card.parity["equations"] >= 1000
+    assert card.metrics["holdout_ranking"] > card.metrics["holdout_ranking_untrained"]
+    encoder = Encoder()
+    assert encoder.path == DEFAULT_MODEL_PATH
+    vectors = encoder.encode(list(real_graphs()[:8]))
+    assert vectors.shape == (8, card.embedding_dim)
+
+
+def test_int8_variant(model_path: Path) -> None:
+    from export.quantize import int8_path, quantize_int8
+
+    graphs = list(real_graphs()[:200])
+    card, diff = quantize_int8(model_path, graphs)
+    path = int8_path(model_path)
+    assert path.name == "gcn-v7.int8.onnx"
+    ops = {node.op_type for node in onnx.load(path).graph.node}
+    assert "MatMul" not in ops and ops & {"DynamicQuantizeMatMul", "MatMulInteger"}
+    assert card.precision == "int8" and card.vector_field == "vec_gcn_v7_int8"
+    assert load_card(path) == card and card.parity["max_abs_diff"] == diff > 0
+    vectors = Encoder(path).encode(graphs)
+    reference = Encoder(model_path).encode(graphs)
+    assert vectors.shape == reference.shape
+    # it scores pairs like the float32 model: the inner products of the two correlate closely
+    scores = (vectors @ vectors.T).ravel()
+    expected = (reference @ reference.T).ravel()
+    assert np.corrcoef(scores, expected)[0, 1] > 0.95
