@@ -68,7 +68,8 @@ def parity_sample(
         corpus = EquationCorpus.from_sources(list(sources), fmt)
     if len(corpus) < count:
         raise ExportError(
-            f"the parity data holds {len(corpus)} equations, fewer than the {count} asked for"
+            f"the parity data holds {len(corpus)} equations, fewer than the {count} asked for "
+            "(point --parity-data at more real equations, e.g. ../shared/data/hepth2003/*.txt)"
         )
     picks = np.linspace(0, len(corpus) - 1, count).round().astype(int)
     return [corpus.graphs[i] for i in picks]
