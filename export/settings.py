@@ -19,28 +19,13 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from indexer.settings import SettingsError, env_int
+
 __all__ = ["DEFAULT_MODEL_PATH", "DEVICES", "ExportSettings", "SettingsError"]
 
 #: The default model shipped with the package (trained by the project, see its card).
 DEFAULT_MODEL_PATH = Path(__file__).resolve().parent / "models" / "gcn-v1.onnx"
 DEVICES = ("auto", "cpu", "cuda")
-
-
-class SettingsError(ValueError):
-    """An environment variable of the export runtime has an impossible value."""
-
-
-def _env_int(name: str, default: int, minimum: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError as exc:
-        raise SettingsError(f"{name}={raw!r} is not an integer") from exc
-    if value < minimum:
-        raise SettingsError(f"{name}={value} must be >= {minimum}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -65,7 +50,7 @@ class ExportSettings:
         return cls(
             model=Path(model) if model else DEFAULT_MODEL_PATH,
             device=os.environ.get("MATHSEARCH_EMBED_DEVICE", "").strip().lower() or "auto",
-            threads=_env_int("MATHSEARCH_EMBED_THREADS", 0, 0),
-            max_graphs=_env_int("MATHSEARCH_EMBED_MAX_GRAPHS", 1024, 1),
-            max_nodes=_env_int("MATHSEARCH_EMBED_MAX_NODES", 262_144, 1),
+            threads=env_int("MATHSEARCH_EMBED_THREADS", 0, 0),
+            max_graphs=env_int("MATHSEARCH_EMBED_MAX_GRAPHS", 1024, 1),
+            max_nodes=env_int("MATHSEARCH_EMBED_MAX_NODES", 262_144, 1),
         )

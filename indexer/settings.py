@@ -34,7 +34,12 @@ class SettingsError(IndexerError):
     reason = "configuration"
 
 
-def _env_int(name: str, default: int, minimum: int = 1) -> int:
+def env_int(name: str, default: int, minimum: int = 1) -> int:
+    """The integer in environment variable ``name`` (``default`` when unset or empty).
+
+    Raises:
+        SettingsError: not an integer, or below ``minimum``.
+    """
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
@@ -89,14 +94,14 @@ class IndexerSettings:
         katex_dir = env.get("MATHSEARCH_KATEX_DIR")
         return cls(
             converter=converter,
-            max_equation_chars=_env_int("MATHSEARCH_MAX_EQUATION_CHARS", cls.max_equation_chars),
-            max_depth=_env_int("MATHSEARCH_MAX_DEPTH", cls.max_depth),
-            max_nodes=_env_int("MATHSEARCH_MAX_NODES", cls.max_nodes),
-            max_document_bytes=_env_int("MATHSEARCH_MAX_DOCUMENT_BYTES", cls.max_document_bytes),
-            max_macro_expansions=_env_int(
+            max_equation_chars=env_int("MATHSEARCH_MAX_EQUATION_CHARS", cls.max_equation_chars),
+            max_depth=env_int("MATHSEARCH_MAX_DEPTH", cls.max_depth),
+            max_nodes=env_int("MATHSEARCH_MAX_NODES", cls.max_nodes),
+            max_document_bytes=env_int("MATHSEARCH_MAX_DOCUMENT_BYTES", cls.max_document_bytes),
+            max_macro_expansions=env_int(
                 "MATHSEARCH_MAX_MACRO_EXPANSIONS", cls.max_macro_expansions
             ),
-            context_chars=_env_int("MATHSEARCH_CONTEXT_CHARS", cls.context_chars, minimum=0),
+            context_chars=env_int("MATHSEARCH_CONTEXT_CHARS", cls.context_chars, minimum=0),
             sympy_timeout=_env_float("MATHSEARCH_SYMPY_TIMEOUT", cls.sympy_timeout),
             katex_dir=Path(katex_dir) if katex_dir else cache_dir_from_env() / "katex",
             node=env.get("MATHSEARCH_NODE") or cls.node,
