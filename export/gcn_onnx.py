@@ -10,11 +10,11 @@ and computes exactly the eval-mode :meth:`GraphCNN.embed_tensors`:
   blocked cumulative sum (ONNX ``TopK`` + ``CumSum`` + ``Gather``). Scatter formulations are
   the known trap of GNN exports (pyg-team/pytorch_geometric#6000, pytorch/pytorch#147617), and
   both that ONNX Runtime offers fail here: ``ScatterElements`` with ``reduction="add"`` (what
-  ``scatter_add`` exports to) is exact but element-wise and took 6.4 of 7.1 s for 256
-  equations on 2 cores; the row-wise ``ScatterND`` with ``reduction="add"`` is fast but, with
-  more than one intra-op thread, loses updates to duplicate indices (onnxruntime 1.31: errors
-  up to 2.9 on random data). The blocked cumulative sum is as exact as summing 64 float32
-  numbers and costs about as much as two gathers;
+  ``scatter_add`` exports to) is exact but element-wise and took 90% of a run (6.4 of 7.1 s
+  for 256 equations on 2 shared cores); the row-wise ``ScatterND`` with ``reduction="add"``
+  is fast but, with more than one intra-op thread, loses updates to duplicate indices
+  (onnxruntime 1.31: errors up to 2.9 on random data). The blocked cumulative sum is as
+  exact as summing 64 float32 numbers and costs about as much as two gathers;
 * mean pooling after the (linear) projection to 64 dimensions, which commutes with it;
 * batch normalisation and the soft normalisation with their running statistics (eval mode).
 
