@@ -41,11 +41,14 @@ __all__ = [
     "load_checkpoint",
     "load_model",
     "rng_states",
+    "run_dir",
     "save_checkpoint",
     "set_rng_states",
 ]
 
 CHECKPOINT_FORMAT = "mathsearch-gcn-checkpoint/1"
+#: Sub-folder of a run's ``--out`` folder that keeps the numbered checkpoints.
+CHECKPOINTS = "checkpoints"
 
 
 class CheckpointError(ValueError):
@@ -111,6 +114,13 @@ def load_model(
     model.eval()
     heavy = {"model", "heads", "optimizer", "scheduler", "rng"}
     return model, {k: v for k, v in data.items() if k not in heavy}
+
+
+def run_dir(checkpoint: str | os.PathLike[str]) -> Path:
+    """The ``--out`` folder of the run that wrote ``checkpoint`` (``OUT/checkpoint.pt`` or
+    ``OUT/checkpoints/step-N.pt``): where its ``train.json`` and ``cache/`` are."""
+    folder = Path(checkpoint).resolve().parent
+    return folder.parent if folder.name == CHECKPOINTS else folder
 
 
 def prune(directory: Path, keep: int) -> None:

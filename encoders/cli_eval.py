@@ -239,8 +239,9 @@ def _cache_dir(args: argparse.Namespace) -> Path | None:
         return Path(args.cache_dir)
     if not args.checkpoint:
         return None
-    run = Path(args.checkpoint).resolve().parent
-    return (run.parent if run.name == "checkpoints" else run) / "cache"
+    from encoders.checkpoints import run_dir
+
+    return run_dir(args.checkpoint) / "cache"
 
 
 def _corpus(

@@ -115,12 +115,11 @@ def embed(
 
     ``model`` may also be an exported model (:class:`export.runtime.Encoder`, ONNX Runtime).
     """
-    import torch
-
     from export.runtime import Encoder
 
-    if isinstance(model, Encoder):
+    if isinstance(model, Encoder):  # ONNX Runtime: no torch needed
         return model.encode(graphs).astype(np.float64)
+    import torch
     from tqdm.auto import tqdm
 
     from encoders.graph_data import collate

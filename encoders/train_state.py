@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from encoders.checkpoints import (
+    CHECKPOINTS,
     CheckpointError,
     load_checkpoint,
     prune,
@@ -285,8 +286,8 @@ class TrainState:
             return None
         directory = Path(self.config.checkpoint_dir)
         state = self.state()
-        save_checkpoint(directory / "checkpoints" / f"step-{self.step:08d}.pt", state)
-        prune(directory / "checkpoints", self.config.keep_checkpoints)
+        save_checkpoint(directory / CHECKPOINTS / f"step-{self.step:08d}.pt", state)
+        prune(directory / CHECKPOINTS, self.config.keep_checkpoints)
         path = save_checkpoint(directory / "checkpoint.pt", state)
         logger.info("checkpoint at step %d: %s", self.step, path)
         return path

@@ -41,7 +41,7 @@ def _median_rates(times: list[tuple[float, float]], count: int) -> tuple[float, 
     return count / max(total, 1e-12), count / max(model, 1e-12)
 
 
-def _time_onnx(encoder: Any, graphs: Sequence[EquationGraph], batch: int) -> tuple[float, float]:
+def _time_onnx(session: Any, graphs: Sequence[EquationGraph], batch: int) -> tuple[float, float]:
     from export.graph_batch import pack_graphs
 
     prep = run = 0.0
@@ -49,7 +49,7 @@ def _time_onnx(encoder: Any, graphs: Sequence[EquationGraph], batch: int) -> tup
         tick = time.perf_counter()
         packed = pack_graphs(graphs[start : start + batch])
         tock = time.perf_counter()
-        encoder.run_packed(packed)
+        session.run(None, packed.feeds())
         prep += tock - tick
         run += time.perf_counter() - tock
     return prep, run
@@ -89,10 +89,8 @@ def bench_embed(
     from encoders.checkpoints import load_model
     from encoders.gcn import GCNConfig, GraphCNN
     from export.gcn_onnx import export_gcn
-    from export.model_card import ModelCard, file_sha256
-    from export.runtime import Encoder
-    from export.settings import ExportSettings
-    from indexer.vocabulary import default_vocabulary
+    from export.providers import CUDA
+    from export.runtime import open_session
 
     threads = threads or os.cpu_count() or 1
     torch.set_num_threads(threads)
@@ -101,31 +99,15 @@ def bench_embed(
     else:
         torch.manual_seed(0)
         model = GraphCNN(GCNConfig()).eval()
-    vocab_hash = graphs[0].vocab_hash if graphs else default_vocabulary().content_hash
-    settings = ExportSettings(max_graphs=max(batch_sizes), max_nodes=1 << 30)
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="mathsearch-bench-") as tmp:
-        path = export_gcn(model, Path(tmp) / "bench.onnx")
-        ModelCard(
-            name="bench",
-            family="gcn",
-            version=1,
-            embedding_dim=model.config.out_dim,
-            similarity="dot",
-            vocab_hash=vocab_hash,
-            vocab_sizes=list(model.config.sizes),
-            opset=17,
-            ir_version=8,
-            inputs=[],
-            outputs=[],
-            sha256=file_sha256(path),
-        ).write(path)
-        encoder = Encoder(
-            path, vocab_hash=vocab_hash, device=device, threads=threads, settings=settings
+        session = open_session(
+            export_gcn(model, Path(tmp) / "bench.onnx"), device=device, threads=threads
         )
-        runtimes = [("onnxruntime", encoder, _time_onnx)]
+        providers = session.get_providers()
+        runtimes = [("onnxruntime", session, _time_onnx)]
         if with_torch:
-            torch_model = model.to("cuda" if encoder.on_gpu else "cpu")
+            torch_model = model.to("cuda" if providers[0] == CUDA else "cpu")
             runtimes.append(("torch-eager", torch_model, _time_torch))
         bar = tqdm(
             total=len(batch_sizes) * len(runtimes) * (repeat + 1),
@@ -160,7 +142,7 @@ def bench_embed(
         "mean_nodes": round(nodes / max(len(graphs), 1), 1),
         "repeat": repeat,
         "threads": threads,
-        "providers": encoder.providers,
+        "providers": providers,
         "weights": str(checkpoint) if checkpoint else "fresh GraphCNN(GCNConfig()), seed 0",
         "torch": torch.__version__,
         "cpu_count": os.cpu_count(),

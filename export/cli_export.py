@@ -82,14 +82,10 @@ def add_export(commands: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print the card as JSON")
 
 
-def _run_cache(checkpoint: Path) -> Path:
-    run = checkpoint.resolve().parent
-    return (run.parent if run.name == "checkpoints" else run) / "cache"
-
-
 def run_export(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch export``."""
     try:
+        from encoders.checkpoints import run_dir
         from export.export_model import export_checkpoint, parity_sample
     except ImportError as exc:
         return _train_extra_missing(exc)
@@ -103,7 +99,7 @@ def run_export(args: argparse.Namespace) -> int:
         if args.metrics:
             metrics = {"eval": json.loads(Path(args.metrics).read_text(encoding="utf-8"))}
         sources = args.parity_data or default_bench_sources()
-        cache = Path(args.cache_dir) if args.cache_dir else _run_cache(checkpoint)
+        cache = Path(args.cache_dir) if args.cache_dir else run_dir(checkpoint) / "cache"
         graphs = parity_sample(sources, args.format, args.parity_equations, cache)
         card, parity = export_checkpoint(
             checkpoint,

@@ -43,18 +43,23 @@ from export.errors import ModelCardError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SIMILARITIES", "ModelCard", "card_path", "file_sha256", "load_card"]
+__all__ = ["SIMILARITIES", "ModelCard", "beside", "card_path", "file_sha256", "load_card"]
 
 SIMILARITIES = ("dot", "cosine")
 #: OpenSearch k-NN space type for each similarity.
 _SPACE_TYPES = {"dot": "innerproduct", "cosine": "cosinesimil"}
 
 
-def card_path(model_path: str | os.PathLike[str]) -> Path:
-    """``MODEL.onnx`` -> ``MODEL.card.json`` (same folder)."""
+def beside(model_path: str | os.PathLike[str], suffix: str) -> Path:
+    """``MODEL.onnx`` -> ``MODEL<suffix>`` in the same folder (``.onnx`` dropped if present)."""
     path = Path(model_path)
     stem = path.name[: -len(".onnx")] if path.name.endswith(".onnx") else path.name
-    return path.with_name(stem + ".card.json")
+    return path.with_name(stem + suffix)
+
+
+def card_path(model_path: str | os.PathLike[str]) -> Path:
+    """``MODEL.onnx`` -> ``MODEL.card.json`` (same folder)."""
+    return beside(model_path, ".card.json")
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:

@@ -21,6 +21,7 @@ from encoders.gcn import GraphCNN
 from encoders.graph_data import collate
 from export.errors import ParityError
 from export.graph_batch import pack_graphs
+from export.runtime import open_session
 from indexer.mathml_graph import EquationGraph
 
 logger = logging.getLogger(__name__)
@@ -64,13 +65,9 @@ def check_parity(
         ParityError: with ``raise_on_failure``, when the maximum difference exceeds
             ``tolerance`` (the message names the worst equation).
     """
-    import onnxruntime as ort
-
     if not graphs:
         raise ParityError("the parity check needs at least one equation")
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+    session = open_session(onnx_path, device="cpu")
     output = session.get_outputs()[0].name
     model = model.cpu().eval()
     worst, worst_index, total, batches = 0.0, -1, 0.0, 0

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from export.errors import ExportError
-from export.model_card import ModelCard, file_sha256, load_card
+from export.model_card import ModelCard, beside, file_sha256, load_card
 from export.runtime import Encoder
 from export.settings import ExportSettings
 from indexer.mathml_graph import EquationGraph
@@ -32,9 +32,7 @@ __all__ = ["int8_path", "quantize_int8"]
 
 def int8_path(model_path: str | os.PathLike[str]) -> Path:
     """``MODEL.onnx`` -> ``MODEL.int8.onnx``."""
-    path = Path(model_path)
-    stem = path.name[: -len(".onnx")] if path.name.endswith(".onnx") else path.name
-    return path.with_name(stem + ".int8.onnx")
+    return beside(model_path, ".int8.onnx")
 
 
 def quantize_int8(

@@ -19,6 +19,7 @@ import logging
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,9 +30,35 @@ from export.providers import CPU, CUDA, cuda_usable, select_providers
 from export.settings import ExportSettings
 from indexer.mathml_graph import EquationGraph
 
+if TYPE_CHECKING:
+    import onnxruntime as ort
+
 logger = logging.getLogger(__name__)
 
-__all__ = ["Encoder"]
+__all__ = ["Encoder", "open_session"]
+
+
+def open_session(
+    path: str | os.PathLike[str], *, device: str = "auto", threads: int = 0
+) -> ort.InferenceSession:
+    """An ONNX Runtime session of ``path``: all graph optimisations, ``threads`` intra-op
+    threads (0: ONNX Runtime's default), quiet logging; providers by ``device``: ``cpu``,
+    ``cuda`` (refused where it does not load) or ``auto`` (CUDA only when it really loads).
+
+    Raises:
+        RuntimeInputError: ``device="cuda"`` where the CUDA provider does not load.
+    """
+    import onnxruntime as ort
+
+    if device == "cuda" and not cuda_usable():
+        raise RuntimeInputError("device cuda asked for, but the CUDA provider does not load")
+    providers = [CPU] if device == "cpu" else select_providers(prefer_gpu=True)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    return ort.InferenceSession(str(path), options, providers=providers)
 
 
 class Encoder:
@@ -61,8 +88,6 @@ class Encoder:
         threads: int | None = None,
         settings: ExportSettings | None = None,
     ) -> None:
-        import onnxruntime as ort
-
         self.settings = settings or ExportSettings.from_env()
         self.path = Path(model) if model is not None else self.settings.model
         if not self.path.is_file():
@@ -78,16 +103,11 @@ class Encoder:
                 f"the featuriser uses {vocab_hash[:12]}: re-export a model trained on this "
                 "vocabulary, or featurise with the model's vocabulary"
             )
-        device = device or self.settings.device
-        if device == "cuda" and not cuda_usable():
-            raise RuntimeInputError("device cuda asked for, but the CUDA provider does not load")
-        providers = [CPU] if device == "cpu" else select_providers(prefer_gpu=True)
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.intra_op_num_threads = self.settings.threads if threads is None else threads
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3
-        self.session = ort.InferenceSession(str(self.path), options, providers=providers)
+        self.session = open_session(
+            self.path,
+            device=device or self.settings.device,
+            threads=self.settings.threads if threads is None else threads,
+        )
         names = tuple(i.name for i in self.session.get_inputs())
         if names != INPUT_NAMES:
             raise ModelMismatchError(f"model inputs {names} are not the graph CNN's {INPUT_NAMES}")
