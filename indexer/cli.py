@@ -20,6 +20,7 @@ from indexer.cli_parse import (
     run_vocab,
 )
 from indexer.errors import IndexerError
+from opensearch.cli_search import add_models, add_search, run_models, run_search
 from opensearch.errors import MathsearchOpenSearchError
 from workers.queues import QUEUES
 
@@ -37,6 +38,9 @@ examples:
   mathsearch eval ranking eq.txt --format hepth --checkpoint runs/gcn/checkpoint.pt
   mathsearch export runs/gcn/checkpoint.pt -o gcn-v1.onnx    ONNX + model card + parity check
   mathsearch bench embed              ONNX Runtime vs PyTorch eager, equations/s by batch size
+  mathsearch search '\\frac{1}{2} m^2 \\phi^2' --mode fusion --explain
+  mathsearch models add gcn-v2.onnx --use       re-embed into a new field, then switch to it
+  mathsearch bench query --sizes 10000,100000 latency per mode at each index size
   mathsearch worker --queues parse,embed --concurrency 2
 
 environment: MATHSEARCH_OPENSEARCH_URL, MATHSEARCH_REDIS_URL and friends (see README.md).
@@ -104,6 +108,8 @@ def _parser() -> argparse.ArgumentParser:
     add_train(commands)
     add_eval(commands)
     add_export(commands)
+    add_search(commands)
+    add_models(commands)
     bench = commands.add_parser(
         "bench",
         help="benchmarks (speed, memory) of the pipeline stages",
@@ -258,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
         "bench": _bench,
         "train": run_train,
         "eval": run_eval,
+        "search": run_search,
+        "models": run_models,
         "export": run_export,
     }
     try:

@@ -1,33 +1,102 @@
-"""OpenSearch side of mathsearch: settings, client, local stack (mappings and queries follow)."""
+"""OpenSearch side of mathsearch: settings, client, mappings, the bulk writer, search.
+
+Modules that need opensearch-py (about half a second to import) are loaded on first use of one
+of their names, so importing settings or errors (as the indexer does) stays cheap.
+"""
 
 from __future__ import annotations
+
+import importlib
 
 from opensearch.errors import (
     ArtifactError,
     ClusterUnavailableError,
     ConfigurationError,
+    MappingError,
     MathsearchOpenSearchError,
+    QueryError,
     StackError,
+    WriteError,
 )
+from opensearch.fusion import Combination, FusedHit, Normalization, fuse, rrf
+from opensearch.queries import Filters, Mode
+from opensearch.results import DocumentGroup, Hit, ScoreBreakdown, SearchResponse
 from opensearch.settings import OpenSearchSettings
+
+_LAZY = {
+    "connect": "opensearch.client",
+    "BulkWriter": "opensearch.bulk_writer",
+    "WriteFailure": "opensearch.bulk_writer",
+    "WriteReport": "opensearch.bulk_writer",
+    "VectorSpec": "opensearch.schema",
+    "ensure_equation_index": "opensearch.schema",
+    "ensure_failures_index": "opensearch.schema",
+    "equations_alias": "opensearch.schema",
+    "equation_actions": "opensearch.documents",
+    "failure_actions": "opensearch.documents",
+    "vector_update_actions": "opensearch.documents",
+    "DocumentMath": "opensearch.enrichment",
+    "ensure_math_mapping": "opensearch.enrichment",
+    "enrichment_actions": "opensearch.enrichment",
+    "group_by_document": "opensearch.enrichment",
+    "add_vector_field": "opensearch.vector_fields",
+    "drop_vector_field": "opensearch.vector_fields",
+    "set_default_vector_field": "opensearch.vector_fields",
+    "vector_fields": "opensearch.vector_fields",
+    "ModelQueryEncoder": "opensearch.searcher",
+    "SearchRequest": "opensearch.searcher",
+    "Searcher": "opensearch.searcher",
+}
 
 
 def __getattr__(name: str) -> object:
-    # The client pulls in opensearch-py (about half a second): loaded on first use only, so
-    # importing settings or errors (as the indexer does) stays cheap.
-    if name == "connect":
-        from opensearch.client import connect
-
-        return connect
-    raise AttributeError(f"module 'opensearch' has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'opensearch' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
 
 
 __all__ = [
     "ArtifactError",
+    "BulkWriter",
     "ClusterUnavailableError",
+    "Combination",
     "ConfigurationError",
+    "DocumentGroup",
+    "DocumentMath",
+    "Filters",
+    "FusedHit",
+    "Hit",
+    "MappingError",
     "MathsearchOpenSearchError",
+    "Mode",
+    "ModelQueryEncoder",
+    "Normalization",
     "OpenSearchSettings",
+    "QueryError",
+    "ScoreBreakdown",
+    "SearchRequest",
+    "SearchResponse",
+    "Searcher",
     "StackError",
+    "VectorSpec",
+    "WriteError",
+    "WriteFailure",
+    "WriteReport",
+    "add_vector_field",
     "connect",
+    "drop_vector_field",
+    "enrichment_actions",
+    "ensure_equation_index",
+    "ensure_failures_index",
+    "ensure_math_mapping",
+    "equation_actions",
+    "equations_alias",
+    "failure_actions",
+    "fuse",
+    "group_by_document",
+    "rrf",
+    "set_default_vector_field",
+    "vector_fields",
+    "vector_update_actions",
 ]

@@ -21,3 +21,15 @@ class StackError(MathsearchOpenSearchError):
 
 class ClusterUnavailableError(MathsearchOpenSearchError):
     """The cluster at ``MATHSEARCH_OPENSEARCH_URL`` does not answer."""
+
+
+class QueryError(MathsearchOpenSearchError):
+    """A search request that cannot be built or that the cluster refused (bad mode, weights...)."""
+
+
+class MappingError(MathsearchOpenSearchError):
+    """An index, alias or field is missing or has a mapping mathsearch cannot use."""
+
+
+class WriteError(MathsearchOpenSearchError):
+    """A bulk write could not be completed (the per-item failures are data, not this)."""

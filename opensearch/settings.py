@@ -17,6 +17,16 @@ MATHSEARCH_JAVA_HOME               JDK for the local node                      f
 MATHSEARCH_OPENSEARCH_HEAP         heap of each local node                     512m
 MATHSEARCH_STACK_USER              system user the local node runs as (root)   mathsearch
 MATHSEARCH_STACK_TIMEOUT           seconds to wait for a local node to start   240
+MATHSEARCH_INDEX_SHARDS            primary shards of a new equation index      1
+MATHSEARCH_INDEX_REPLICAS          replicas of a new equation index            0
+MATHSEARCH_HNSW_M                  HNSW graph degree (lucene ``m``)            16
+MATHSEARCH_HNSW_EF_CONSTRUCTION    HNSW ``ef_construction``                    128
+MATHSEARCH_BULK_CHUNK_DOCS         actions per bulk request                    500
+MATHSEARCH_BULK_CHUNK_BYTES        bytes per bulk request                      10485760
+MATHSEARCH_BULK_MAX_RETRIES        retries of a 429 / 5xx / unreachable write  8
+MATHSEARCH_BULK_BACKOFF            first retry delay, seconds (doubles)        0.5
+MATHSEARCH_BULK_MAX_BACKOFF        longest retry delay, seconds                30
+MATHSEARCH_REFRESH                 after writing: false, wait_for, true, end   end
 =================================  ==========================================  =====================
 
 The cache and state folders default to ``/var/cache/mathsearch`` and ``/var/lib/mathsearch``
@@ -53,6 +63,24 @@ def _env_float(name: str, default: float) -> float:
         return float(raw)
     except ValueError as exc:
         raise ConfigurationError(f"{name}={raw!r} is not a number") from exc
+
+
+def _env_int(name: str, default: int, minimum: int = 0) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise ConfigurationError(f"{name}={raw!r} is not an integer") from exc
+    if value < minimum:
+        raise ConfigurationError(f"{name}={raw!r} must be at least {minimum}")
+    return value
+
+
+#: Values of ``MATHSEARCH_REFRESH``: per bulk request (``false`` / ``wait_for`` / ``true``) or
+#: one refresh when the writer finishes (``end``).
+REFRESH_MODES = ("false", "wait_for", "true", "end")
 
 
 def _is_root() -> bool:
@@ -98,6 +126,16 @@ class OpenSearchSettings:
     heap: str = "512m"
     stack_user: str = "mathsearch"
     stack_timeout: float = 240.0
+    shards: int = 1
+    replicas: int = 0
+    hnsw_m: int = 16
+    hnsw_ef_construction: int = 128
+    bulk_chunk_docs: int = 500
+    bulk_chunk_bytes: int = 10 * 1024 * 1024
+    bulk_max_retries: int = 8
+    bulk_backoff: float = 0.5
+    bulk_max_backoff: float = 30.0
+    refresh: str = "end"
 
     @classmethod
     def from_env(cls) -> OpenSearchSettings:
@@ -133,6 +171,20 @@ class OpenSearchSettings:
             heap=env.get("MATHSEARCH_OPENSEARCH_HEAP") or cls.heap,
             stack_user=env.get("MATHSEARCH_STACK_USER") or cls.stack_user,
             stack_timeout=_env_float("MATHSEARCH_STACK_TIMEOUT", cls.stack_timeout),
+            shards=_env_int("MATHSEARCH_INDEX_SHARDS", cls.shards, minimum=1),
+            replicas=_env_int("MATHSEARCH_INDEX_REPLICAS", cls.replicas),
+            hnsw_m=_env_int("MATHSEARCH_HNSW_M", cls.hnsw_m, minimum=2),
+            hnsw_ef_construction=_env_int(
+                "MATHSEARCH_HNSW_EF_CONSTRUCTION", cls.hnsw_ef_construction, minimum=2
+            ),
+            bulk_chunk_docs=_env_int("MATHSEARCH_BULK_CHUNK_DOCS", cls.bulk_chunk_docs, minimum=1),
+            bulk_chunk_bytes=_env_int(
+                "MATHSEARCH_BULK_CHUNK_BYTES", cls.bulk_chunk_bytes, minimum=1024
+            ),
+            bulk_max_retries=_env_int("MATHSEARCH_BULK_MAX_RETRIES", cls.bulk_max_retries),
+            bulk_backoff=_env_float("MATHSEARCH_BULK_BACKOFF", cls.bulk_backoff),
+            bulk_max_backoff=_env_float("MATHSEARCH_BULK_MAX_BACKOFF", cls.bulk_max_backoff),
+            refresh=env.get("MATHSEARCH_REFRESH") or cls.refresh,
         )
         settings.validate()
         return settings
@@ -146,6 +198,10 @@ class OpenSearchSettings:
                     f"MATHSEARCH_OPENSEARCH_URL={self.url!r} must look like http(s)://host:port "
                     "(several nodes: comma-separated)"
                 )
+        if self.refresh not in REFRESH_MODES:
+            raise ConfigurationError(
+                f"MATHSEARCH_REFRESH={self.refresh!r} must be one of {', '.join(REFRESH_MODES)}"
+            )
         if not self.heap[:-1].isdigit() or self.heap[-1].lower() not in {"m", "g"}:
             raise ConfigurationError(
                 f"MATHSEARCH_OPENSEARCH_HEAP={self.heap!r} must look like 512m or 1g"

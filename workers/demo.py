@@ -12,19 +12,28 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, dataclass, field
 
-from opensearchpy import OpenSearch, helpers
-
-from export.model_card import ModelCard
 from export.runtime import Encoder
 from indexer.hepth import bundled_sample_lines, iter_hepth
 from indexer.parse import Featuriser, ParsedEquation
 from indexer.records import EquationRecord, Failure
+from opensearch.bulk_writer import BulkWriter
 from opensearch.client import connect
+from opensearch.documents import equation_actions, failure_actions
+from opensearch.errors import QueryError
+from opensearch.queries import Mode
+from opensearch.schema import (
+    VectorSpec,
+    ensure_equation_index,
+    ensure_failures_index,
+    resolve_alias,
+)
+from opensearch.searcher import ModelQueryEncoder, Searcher, SearchRequest
 from opensearch.stack import Stack
+from opensearch.vector_fields import set_default_vector_field
 
 logger = logging.getLogger(__name__)
 
-DEMO_VERSION = 3
+DEMO_MODES = (Mode.FUSION, Mode.RRF, Mode.RESCORE)
 QUERIES = (
     r"\frac{1}{2}\int d^D x \left[(\partial_x\Phi)^2 - m^2\Phi^2\right]",
     r"\Gamma(\ell-1) \lambda(m_0^2,m_1^2,m_2^2)",
@@ -87,152 +96,33 @@ def demo_records(
     return parsed, failures
 
 
-def ensure_index(client: OpenSearch, name: str, card: ModelCard) -> None:
-    """(Re)create the demo index when missing or made by an older demo or another model."""
-    if client.indices.exists(index=name):
-        meta = client.indices.get_mapping(index=name)[name]["mappings"].get("_meta", {})
-        if meta.get("demo_version") == DEMO_VERSION and meta.get("model") == card.sha256:
-            return
-        client.indices.delete(index=name)
-    client.indices.create(
-        index=name,
-        body={
-            "settings": {"index.knn": True, "number_of_shards": 1, "number_of_replicas": 0},
-            "mappings": {
-                "_meta": {"demo_version": DEMO_VERSION, "model": card.sha256},
-                "properties": {
-                    "eq_id": {"type": "keyword"},
-                    "doc_id": {"type": "keyword"},
-                    "position": {"type": "integer"},
-                    "section": {"type": "keyword"},
-                    "latex": {"type": "text", "index": False},
-                    "mathml": {"type": "text", "index": False},
-                    "math_tokens": {"type": "text", "analyzer": "whitespace"},
-                    "symbols": {"type": "keyword"},
-                    card.vector_field: {
-                        "type": "knn_vector",
-                        "dimension": card.embedding_dim,
-                        "method": {
-                            "name": "hnsw",
-                            "engine": "lucene",
-                            "space_type": card.space_type,
-                        },
-                    },
-                },
-            },
-        },
-    )
-
-
-def ensure_pipelines(client: OpenSearch, prefix: str) -> dict[str, str]:
-    fusion, rrf = f"{prefix}-demo-fusion", f"{prefix}-demo-rrf"
-    client.transport.perform_request(
-        "PUT",
-        f"/_search/pipeline/{fusion}",
-        body={
-            "description": "mathsearch demo: min-max normalised BM25 and kNN, arithmetic mean",
-            "phase_results_processors": [
-                {
-                    "normalization-processor": {
-                        "normalization": {"technique": "min_max"},
-                        "combination": {
-                            "technique": "arithmetic_mean",
-                            "parameters": {"weights": [0.5, 0.5]},
-                        },
-                    }
-                }
-            ],
-        },
-    )
-    client.transport.perform_request(
-        "PUT",
-        f"/_search/pipeline/{rrf}",
-        body={
-            "description": "mathsearch demo: reciprocal rank fusion of BM25 and kNN",
-            "phase_results_processors": [
-                {
-                    "score-ranker-processor": {
-                        "combination": {"technique": "rrf", "rank_constant": 60}
-                    }
-                }
-            ],
-        },
-    )
-    return {"fusion": fusion, "rrf": rrf}
-
-
-def hybrid_search(
-    client: OpenSearch,
-    index: str,
-    pipeline: str,
-    query: ParsedEquation,
-    k: int,
-    *,
-    vector: tuple[str, list[float]],
-) -> list[DemoHit]:
-    field_name, values = vector
-    body = {
-        "size": k,
-        "_source": ["eq_id", "doc_id", "latex"],
-        "query": {
-            "hybrid": {
-                "queries": [
-                    {"match": {"math_tokens": {"query": " ".join(query.math_tokens)}}},
-                    {"knn": {field_name: {"vector": values, "k": max(k, 10)}}},
-                ]
-            }
-        },
-    }
-    response = client.search(index=index, body=body, params={"search_pipeline": pipeline})
-    return [
-        DemoHit(
-            rank=rank,
-            score=float(hit["_score"]),
-            eq_id=hit["_source"]["eq_id"],
-            doc_id=hit["_source"]["doc_id"],
-            latex=hit["_source"]["latex"],
-        )
-        for rank, hit in enumerate(response["hits"]["hits"], start=1)
-    ]
-
-
 def run_demo(stack: Stack | None = None, bring_up: bool = True, k: int = 3) -> DemoReport:
     """Bring the stack up, index the bundled corpus (idempotently), run the hybrid queries."""
     stack = stack or Stack.from_env()
     # keep a cluster the user already runs (e.g. `stack up --nodes 3`) instead of replacing it
     messages = stack.up(stack.running_size() or 1) if bring_up else []
-    client = connect(stack.settings)
-    prefix = stack.settings.index_prefix
-    index = f"{prefix}-demo-equations"
+    settings = stack.settings
+    client = connect(settings)
+    alias = f"{settings.index_prefix}-demo-equations"
+    if client.indices.exists(index=alias) and resolve_alias(client, alias) is None:
+        client.indices.delete(index=alias)  # a concrete index left by an older demo
     featuriser = Featuriser()
     encoder = Encoder()
     card = encoder.card
+    spec = VectorSpec.from_card(card)
     kept, rejected = demo_records(featuriser)
-    ensure_index(client, index, card)
-    actions = []
-    for parsed, vector in zip(kept, embed(encoder, kept), strict=True):
-        record = parsed.record
-        actions.append(
-            {
-                "_index": index,
-                "_id": record.eq_id,
-                "_source": {
-                    "eq_id": record.eq_id,
-                    "doc_id": record.doc_id,
-                    "position": record.position,
-                    "section": record.section,
-                    "latex": record.latex,
-                    "mathml": parsed.mathml,
-                    "math_tokens": " ".join(parsed.math_tokens),
-                    "symbols": [s for values in parsed.symbols.values() for s in values],
-                    card.vector_field: vector,
-                },
-            }
+    ensure_equation_index(client, alias, [spec], settings)
+    set_default_vector_field(client, alias, spec.field)
+    failures_index = ensure_failures_index(client, settings)
+    writer = BulkWriter(client, settings, refresh="end")
+    written = writer.write(
+        equation_actions(alias, [p.to_dict() for p in kept], {spec.field: embed(encoder, kept)})
+    )
+    writer.write(failure_actions(failures_index, rejected))
+    if written.failures:
+        logger.warning(
+            "%d demo documents failed to index: %s", len(written.failures), written.failures[:3]
         )
-    indexed, errors = helpers.bulk(client, actions, refresh="wait_for", raise_on_error=False)
-    if errors:
-        logger.warning("%d demo documents failed to index: %s", len(errors), errors[:3])
-    pipelines = ensure_pipelines(client, prefix)
     reasons: dict[str, int] = {}
     for item in rejected:
         reasons[item.reason] = reasons.get(item.reason, 0) + 1
@@ -243,14 +133,20 @@ def run_demo(stack: Stack | None = None, bring_up: bool = True, k: int = 3) -> D
         "similarity": card.similarity,
         "providers": encoder.providers,
     }
-    report = DemoReport(stack=messages, index=index, indexed=indexed, rejected=reasons, model=model)
+    report = DemoReport(
+        stack=messages, index=alias, indexed=written.written, rejected=reasons, model=model
+    )
+    searcher = Searcher(client, alias, encoder=ModelQueryEncoder(encoder))
     for latex in QUERIES:
-        query = featuriser.parse_latex(latex)
-        if isinstance(query, Failure):
-            logger.warning("demo query %s failed: %s", latex, query.detail)
-            continue
-        for mode, pipeline in pipelines.items():
-            vector = (card.vector_field, embed(encoder, [query])[0])
-            hits = hybrid_search(client, index, pipeline, query, k, vector=vector)
-            report.queries.append(DemoQuery(latex=latex, mode=mode, hits=hits))
+        for mode in DEMO_MODES:
+            try:
+                response = searcher.search(SearchRequest(latex, mode=mode, k=k))
+            except QueryError as exc:
+                logger.warning("demo query %s failed: %s", latex, exc)
+                continue
+            hits = [
+                DemoHit(rank=h.rank, score=h.score, eq_id=h.eq_id, doc_id=h.doc_id, latex=h.latex)
+                for h in response.hits
+            ]
+            report.queries.append(DemoQuery(latex=latex, mode=mode.value, hits=hits))
     return report

@@ -1,0 +1,297 @@
+"""``mathsearch search`` and ``mathsearch models`` (command-line parsing and output)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+from typing import Any
+
+from opensearch.errors import MathsearchOpenSearchError
+from opensearch.fusion import Combination, Normalization
+from opensearch.queries import RANGE_FIELDS, Filters, Mode
+
+__all__ = ["add_models", "add_search", "run_models", "run_search"]
+
+_RAW = argparse.RawDescriptionHelpFormatter
+
+
+def _emit(text: str) -> None:
+    sys.stdout.write(text + "\n")
+
+
+def _fail(message: str) -> int:
+    sys.stderr.write(f"mathsearch: error: {message}\n")
+    return 1
+
+
+def add_search(commands: Any) -> None:
+    """Register ``search`` on the ``mathsearch`` subparsers."""
+    parser = commands.add_parser(
+        "search",
+        help="search the equation index with a LaTeX query (every hybrid mode)",
+        description="Featurise the LaTeX query like the indexed equations (math tokens + the "
+        "ONNX model's vector) and search in one mode: knn, bm25, rescore (BM25 window re-ranked "
+        "by (1-alpha)*bm25 + alpha*(1+cos)/2), knn-rescore, fusion (hybrid query + "
+        "normalization-processor) or rrf (score-ranker-processor).",
+        epilog=textwrap.dedent("""\
+            examples:
+              mathsearch search '\\frac{1}{2} m^2 \\phi^2' --mode fusion
+              mathsearch search 'E = mc^2' --mode rescore --alpha 0.3 --window 100 --explain
+              mathsearch search '\\int d^4x \\sqrt{-g} R' --text 'gravity action' --mode rrf --group
+              mathsearch search 'x^2+y^2' --mode fusion --normalization z_score --fusion-side client
+              mathsearch search 'a_n' --mode knn --doc hep-th/0301001 --range position=0:5 --json
+            """),
+        formatter_class=_RAW,
+    )
+    parser.add_argument("latex", metavar="LATEX", help="the query equation (LaTeX)")
+    parser.add_argument("--text", default="", help="words matched against the equations' context")
+    parser.add_argument(
+        "--mode", choices=[m.value for m in Mode], default=Mode.FUSION.value, help="default fusion"
+    )
+    parser.add_argument("-k", "--k", type=int, default=10, help="results (default 10)")
+    parser.add_argument(
+        "--alpha", type=float, default=0.5, help="the vector's share, 0..1 (default 0.5)"
+    )
+    parser.add_argument(
+        "--window", type=int, default=100, help="rescore window (default 100, as the seed)"
+    )
+    parser.add_argument(
+        "--depth", type=int, default=100, help="hits per subquery in fusion / rrf (default 100)"
+    )
+    parser.add_argument(
+        "--normalization", choices=[n.value for n in Normalization], default="min_max"
+    )
+    parser.add_argument(
+        "--combination", choices=[c.value for c in Combination], default="arithmetic_mean"
+    )
+    parser.add_argument("--rank-constant", type=int, default=60, help="RRF constant (default 60)")
+    parser.add_argument(
+        "--fusion-side",
+        choices=("auto", "server", "client"),
+        default="auto",
+        help="where fusion / rrf run (auto: the cluster, client-side for z_score)",
+    )
+    parser.add_argument("--doc", action="append", default=[], help="only this document (repeat)")
+    parser.add_argument(
+        "--filter",
+        action="append",
+        default=[],
+        metavar="FIELD=V1,V2",
+        help="keyword filter, e.g. symbols=α,β or section=Introduction (repeat)",
+    )
+    parser.add_argument(
+        "--range",
+        action="append",
+        default=[],
+        metavar="FIELD=LOW:HIGH",
+        help=f"range filter on {', '.join(RANGE_FIELDS)} (either bound may be empty)",
+    )
+    parser.add_argument("--group", action="store_true", help="group results by document")
+    parser.add_argument("--explain", action="store_true", help="per-subquery score breakdown")
+    parser.add_argument("--field", help="vector field (default: the index's default)")
+    parser.add_argument("--index", help="equation index alias (default <prefix>-equations)")
+    parser.add_argument("--model", help="ONNX model for the query (default MATHSEARCH_MODEL)")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def parse_filters(docs: list[str], terms: list[str], ranges: list[str]) -> Filters:
+    """``--doc``, ``--filter`` and ``--range`` values as :class:`Filters`.
+
+    >>> parse_filters(["d1"], ["symbols=x,y"], ["position=:3"]).clauses()[-1]
+    {'range': {'position': {'lte': 3}}}
+    """
+    parsed_terms: dict[str, tuple[str, ...]] = {}
+    for item in terms:
+        name, sep, values = item.partition("=")
+        if not sep or not values:
+            raise ValueError(f"--filter {item!r} must look like FIELD=V1,V2")
+        parsed_terms[name.strip()] = tuple(v for v in values.split(",") if v)
+    parsed_ranges: dict[str, tuple[Any, Any]] = {}
+    for item in ranges:
+        name, sep, bounds = item.partition("=")
+        low, colon, high = bounds.partition(":")
+        if not sep or not colon:
+            raise ValueError(f"--range {item!r} must look like FIELD=LOW:HIGH")
+        parsed_ranges[name.strip()] = (_bound(low), _bound(high))
+    return Filters(doc_ids=tuple(docs), terms=parsed_terms, ranges=parsed_ranges)
+
+
+def _bound(text: str) -> Any:
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return text  # dates stay strings
+
+
+def run_search(args: argparse.Namespace) -> int:
+    """Handler of ``mathsearch search``."""
+    from opensearch.client import connect
+    from opensearch.schema import equations_alias
+    from opensearch.searcher import ModelQueryEncoder, Searcher, SearchRequest
+    from opensearch.settings import OpenSearchSettings
+
+    try:
+        filters = parse_filters(args.doc, args.filter, args.range)
+        settings = OpenSearchSettings.from_env()
+        alias = equations_alias(settings, args.index)
+        searcher = Searcher(connect(settings), alias, encoder=ModelQueryEncoder(args.model))
+        request = SearchRequest(
+            latex=args.latex,
+            text=args.text,
+            mode=Mode(args.mode),
+            k=args.k,
+            alpha=args.alpha,
+            window=max(args.window, args.k),
+            depth=max(args.depth, args.k),
+            normalization=Normalization(args.normalization),
+            combination=Combination(args.combination),
+            rank_constant=args.rank_constant,
+            filters=filters,
+            group=args.group,
+            explain=args.explain,
+            vector_field=args.field,
+            fusion_side=args.fusion_side,
+        )
+        response = searcher.search(request)
+    except (MathsearchOpenSearchError, ValueError) as exc:
+        return _fail(str(exc))
+    except Exception as exc:
+        from export.errors import ExportError
+
+        if isinstance(exc, ExportError):
+            return _fail(str(exc))
+        raise
+    if args.json:
+        _emit(json.dumps(response.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        _emit(format_response(response, explain=args.explain))
+    return 0
+
+
+def format_response(response: Any, *, explain: bool = False) -> str:
+    """A person's view of a :class:`~opensearch.results.SearchResponse`."""
+    params = ", ".join(f"{k}={v}" for k, v in response.parameters.items())
+    where = f", fused {response.fused}-side" if response.fused else ""
+    field = f", vectors {response.vector_field}" if response.vector_field else ""
+    lines = [f"mode {response.mode} ({params}{field}{where}) - {response.took_ms:.0f} ms"]
+    if response.groups is not None:
+        if not response.groups:
+            lines.append("no results")
+        for group in response.groups:
+            lines.append(f"{group.rank:>3}. {group.doc_id}  (best {group.score:.4f})")
+            for hit in group.hits:
+                lines.extend(_hit_lines(hit, explain, indent="       "))
+        return "\n".join(lines)
+    if not response.hits:
+        lines.append("no results")
+    for hit in response.hits:
+        lines.extend(_hit_lines(hit, explain, indent="", rank=hit.rank))
+    return "\n".join(lines)
+
+
+def _hit_lines(hit: Any, explain: bool, *, indent: str, rank: int | None = None) -> list[str]:
+    latex = " ".join(hit.latex.split())
+    latex = latex if len(latex) <= 100 else latex[:97] + "..."
+    head = f"{rank:>3}. " if rank is not None else ""
+    lines = [f"{indent}{head}{hit.score:9.4f}  {hit.eq_id:<18} {latex}"]
+    pad = indent + " " * (len(head) + 11)
+    if hit.matched_tokens:
+        shown = " ".join(hit.matched_tokens[:12])
+        more = f" (+{len(hit.matched_tokens) - 12})" if len(hit.matched_tokens) > 12 else ""
+        lines.append(f"{pad}matched: {shown}{more}")
+    if explain and hit.explanation is not None:
+        e = hit.explanation
+        parts = [
+            f"bm25 {_num(e.bm25)}"
+            + (f" -> {_num(e.bm25_normalized)}" if e.bm25_normalized else ""),
+            f"knn {_num(e.knn)}" + (f" -> {_num(e.knn_normalized)}" if e.knn_normalized else ""),
+        ]
+        lines.append(f"{pad}{'; '.join(parts)}; {e.formula} = {e.score:.4f}")
+    return lines
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def add_models(commands: Any) -> None:
+    """Register ``models`` (vector fields of the equation index) on the subparsers."""
+    parser = commands.add_parser(
+        "models",
+        help="vector fields of the equation index: list, add (re-embed), use, drop",
+        description="Zero-downtime re-embedding: `add` puts a new model version's field beside "
+        "the old one and fills it while the old field keeps serving; `use` switches the "
+        "default field search uses (one atomic mapping update); `drop` rebuilds the index "
+        "without an old field and swaps the alias.",
+        epilog=textwrap.dedent("""\
+            examples:
+              mathsearch models list
+              mathsearch models add models/gcn-v2.onnx        fill vec_gcn_v2 beside vec_gcn_v1
+              mathsearch models use vec_gcn_v2
+              mathsearch models drop vec_gcn_v1
+            """),
+        formatter_class=_RAW,
+    )
+    sub = parser.add_subparsers(dest="models_command", required=True, metavar="ACTION")
+    listing = sub.add_parser("list", help="vector fields, their models and the default")
+    add = sub.add_parser("add", help="add a model version's field and re-embed every equation")
+    add.add_argument("model", metavar="MODEL.onnx", help="the ONNX model (its card beside it)")
+    add.add_argument("--use", action="store_true", help="make it the default when done")
+    use = sub.add_parser("use", help="make FIELD the default vector field")
+    use.add_argument("field", metavar="FIELD")
+    drop = sub.add_parser("drop", help="rebuild the index without FIELD, swap the alias")
+    drop.add_argument("field", metavar="FIELD")
+    for action in (listing, add, use, drop):
+        action.add_argument("--index", help="equation index alias (default <prefix>-equations)")
+        action.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def run_models(args: argparse.Namespace) -> int:
+    """Handler of ``mathsearch models``."""
+    from opensearch import vector_fields as vf
+    from opensearch.client import connect
+    from opensearch.schema import equations_alias
+    from opensearch.settings import OpenSearchSettings
+
+    try:
+        settings = OpenSearchSettings.from_env()
+        alias = equations_alias(settings, args.index)
+        client = connect(settings)
+        if args.models_command == "list":
+            fields = vf.vector_fields(client, alias)
+            default = vf.default_vector_field(client, alias) if fields else None
+            result: dict[str, Any] = {"index": alias, "default": default, "fields": fields}
+            text = "\n".join(
+                f"{'*' if name == default else ' '} {name:<16} {spec.get('dimension')}-d "
+                f"{spec.get('space_type')}  {spec.get('model', '')}"
+                for name, spec in fields.items()
+            )
+        elif args.models_command == "add":
+            from export.runtime import Encoder
+            from workers.reembed import reembed
+
+            report = reembed(
+                client, alias, Encoder(args.model), make_default=args.use, progress=True
+            )
+            result = report.to_dict()
+            text = (
+                f"{report.field}: {report.equations} equations embedded ({report.updated} "
+                f"written, {report.unchanged} unchanged, failures {report.failures or 'none'})"
+            )
+        elif args.models_command == "use":
+            vf.set_default_vector_field(client, alias, args.field)
+            result = {"index": alias, "default": args.field}
+            text = f"{alias} now searches {args.field} by default"
+        else:
+            new = vf.drop_vector_field(client, alias, args.field)
+            result = {"index": alias, "dropped": args.field, "now": new}
+            text = f"dropped {args.field}: {alias} -> {new}"
+    except MathsearchOpenSearchError as exc:
+        return _fail(str(exc))
+    _emit(json.dumps(result, indent=2) if args.json else text)
+    return 0

@@ -1,0 +1,145 @@
+"""Search results as plain data: hits, score breakdowns, groups by document, matched tokens.
+
+Pure functions: :func:`group_hits` (results grouped by document, a document ranked by its best
+equation) and :func:`matched_tokens` / :func:`highlight` (the query's math tokens found in a
+hit; exact for the whitespace analyzer of ``math_tokens``, so they are computed here rather than
+by the cluster's highlighter, and work the same in every mode).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+HIGHLIGHT_OPEN = "<em>"
+HIGHLIGHT_CLOSE = "</em>"
+
+
+@dataclass
+class ScoreBreakdown:
+    """Why a hit scored what it did: each subquery's raw and normalised score and the formula.
+
+    ``None`` means the subquery did not retrieve the hit (it then contributes nothing).
+    """
+
+    bm25: float | None = None
+    knn: float | None = None
+    bm25_normalized: float | None = None
+    knn_normalized: float | None = None
+    score: float = 0.0
+    formula: str = ""
+
+
+@dataclass
+class Hit:
+    """One equation of the result list."""
+
+    rank: int
+    eq_id: str
+    doc_id: str
+    score: float
+    latex: str = ""
+    position: int | None = None
+    section: str = ""
+    matched_tokens: list[str] = field(default_factory=list)
+    explanation: ScoreBreakdown | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        if self.explanation is None:
+            del data["explanation"]
+        return data
+
+
+@dataclass
+class DocumentGroup:
+    """The hits of one document; the document ranks by its best hit."""
+
+    rank: int
+    doc_id: str
+    score: float
+    hits: list[Hit]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "doc_id": self.doc_id,
+            "score": self.score,
+            "hits": [hit.to_dict() for hit in self.hits],
+        }
+
+
+@dataclass
+class SearchResponse:
+    """A search's hits (and groups when asked), with what produced them."""
+
+    mode: str
+    k: int
+    vector_field: str | None
+    took_ms: float
+    hits: list[Hit]
+    groups: list[DocumentGroup] | None = None
+    fused: str | None = None
+    parameters: dict[str, Any] = field(default_factory=dict)
+    query_tokens: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "mode": self.mode,
+            "k": self.k,
+            "vector_field": self.vector_field,
+            "took_ms": round(self.took_ms, 2),
+            "fused": self.fused,
+            "parameters": self.parameters,
+            "hits": [hit.to_dict() for hit in self.hits],
+        }
+        if self.groups is not None:
+            data["groups"] = [group.to_dict() for group in self.groups]
+        return data
+
+
+def matched_tokens(query_tokens: Iterable[str], document_tokens: Sequence[str]) -> list[str]:
+    """The distinct document tokens that the query also has, in document order.
+
+    >>> matched_tokens(["x", "+", "x|sup|2"], ["y", "+", "x", "x|sup|2", "x"])
+    ['+', 'x', 'x|sup|2']
+    """
+    wanted = set(query_tokens)
+    seen: list[str] = []
+    for token in document_tokens:
+        if token in wanted and token not in seen:
+            seen.append(token)
+    return seen
+
+
+def highlight(query_tokens: Iterable[str], document_tokens: Sequence[str]) -> str:
+    """The document's tokens with the matched ones wrapped in ``<em>...</em>``.
+
+    >>> highlight(["x"], ["x", "+", "y"])
+    '<em>x</em> + y'
+    """
+    wanted = set(query_tokens)
+    return " ".join(
+        f"{HIGHLIGHT_OPEN}{token}{HIGHLIGHT_CLOSE}" if token in wanted else token
+        for token in document_tokens
+    )
+
+
+def group_hits(hits: Sequence[Hit], k: int) -> list[DocumentGroup]:
+    """Hits grouped by ``doc_id`` in rank order; the first ``k`` documents.
+
+    >>> hits = [Hit(1, "a#1", "a", 3.0), Hit(2, "b#0", "b", 2.0), Hit(3, "a#4", "a", 1.0)]
+    >>> [(g.doc_id, len(g.hits)) for g in group_hits(hits, 10)]
+    [('a', 2), ('b', 1)]
+    """
+    groups: dict[str, DocumentGroup] = {}
+    for hit in hits:
+        group = groups.get(hit.doc_id)
+        if group is None:
+            if len(groups) == k:
+                continue
+            group = DocumentGroup(rank=len(groups) + 1, doc_id=hit.doc_id, score=hit.score, hits=[])
+            groups[hit.doc_id] = group
+        group.hits.append(hit)
+    return list(groups.values())

@@ -1,0 +1,239 @@
+"""Index mappings: the versioned equation index behind its alias, vector fields, failures index.
+
+The equation index is ``<alias>-000001`` (then ``-000002`` ... when it is rebuilt) behind the
+alias ``<alias>`` (default ``<prefix>-equations``); readers and writers only ever use the alias.
+Fields (DESIGN.md): ``eq_id``, ``doc_id``, ``section``, ``position``, ``latex``, ``mathml``
+(stored, not indexed), ``math_tokens`` (whitespace analyzer, BM25), ``symbols`` and
+``keywords`` (keyword), ``context`` (text), one ``knn_vector`` per encoder and model version
+(lucene HNSW, space type from the model card), ``model_versions`` and ``indexed_at``.
+
+The index's ``_meta`` records the schema version, the vector fields with their models, and the
+default vector field that search uses (see :mod:`opensearch.vector_fields`).
+
+Example::
+
+    spec = VectorSpec.from_card(load_card("export/models/gcn-v1.onnx"))
+    index = ensure_equation_index(client, "mathsearch-equations", [spec])
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from opensearchpy import OpenSearch
+from opensearchpy.exceptions import NotFoundError, TransportError
+
+from opensearch.errors import MappingError
+from opensearch.settings import OpenSearchSettings
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+SPACE_TYPES = ("innerproduct", "cosinesimil", "l2")
+
+
+@dataclass(frozen=True)
+class VectorSpec:
+    """One vector field: its name, size, similarity and the model that fills it."""
+
+    field: str
+    dimension: int
+    space_type: str
+    model: str = ""
+    model_sha256: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.field.startswith("vec_") or not self.field.replace("_", "").isalnum():
+            raise MappingError(
+                f"vector field {self.field!r} must look like vec_<encoder>_<version>"
+            )
+        if self.space_type not in SPACE_TYPES:
+            raise MappingError(f"space type {self.space_type!r} is not one of {SPACE_TYPES}")
+        if self.dimension < 1:
+            raise MappingError(f"vector field {self.field}: dimension {self.dimension} < 1")
+
+    @classmethod
+    def from_card(cls, card: Any) -> VectorSpec:
+        """The spec of a model card (:class:`export.model_card.ModelCard` or alike)."""
+        return cls(
+            field=card.vector_field,
+            dimension=int(card.embedding_dim),
+            space_type=card.space_type,
+            model=f"{card.name}",
+            model_sha256=getattr(card, "sha256", ""),
+        )
+
+    def mapping(self, settings: OpenSearchSettings) -> dict[str, Any]:
+        """The ``knn_vector`` mapping: lucene HNSW with the configured ``m``/``ef_construction``."""
+        return {
+            "type": "knn_vector",
+            "dimension": self.dimension,
+            "method": {
+                "name": "hnsw",
+                "engine": "lucene",
+                "space_type": self.space_type,
+                "parameters": {
+                    "m": settings.hnsw_m,
+                    "ef_construction": settings.hnsw_ef_construction,
+                },
+            },
+        }
+
+
+def equation_properties() -> dict[str, Any]:
+    """The non-vector fields of the equation index."""
+    return {
+        "eq_id": {"type": "keyword"},
+        "doc_id": {"type": "keyword"},
+        "section": {"type": "keyword"},
+        "position": {"type": "integer"},
+        "latex": {"type": "text", "index": False},
+        "mathml": {"type": "text", "index": False, "store": True},
+        "math_tokens": {"type": "text", "analyzer": "whitespace", "similarity": "BM25"},
+        "symbols": {"type": "keyword"},
+        "context": {"type": "text"},
+        "keywords": {"type": "keyword"},
+        "model_versions": {"type": "keyword"},
+        "source": {"type": "keyword"},
+        "indexed_at": {"type": "date"},
+    }
+
+
+def equation_index_body(
+    vectors: Sequence[VectorSpec], settings: OpenSearchSettings, *, alias: str
+) -> dict[str, Any]:
+    """Settings and mappings of a new versioned equation index."""
+    properties = equation_properties()
+    for spec in vectors:
+        properties[spec.field] = spec.mapping(settings)
+    return {
+        "settings": {
+            "index.knn": True,
+            "number_of_shards": settings.shards,
+            "number_of_replicas": settings.replicas,
+        },
+        "mappings": {
+            "dynamic": "strict",
+            "_meta": {
+                "mathsearch_schema": SCHEMA_VERSION,
+                "alias": alias,
+                "vector_fields": {spec.field: asdict(spec) for spec in vectors},
+                "default_vector_field": vectors[0].field if vectors else None,
+            },
+            "properties": properties,
+        },
+    }
+
+
+def equations_alias(settings: OpenSearchSettings, name: str | None = None) -> str:
+    """The alias of the equation index: ``name`` or ``<prefix>-equations``."""
+    return name or f"{settings.index_prefix}-equations"
+
+
+def failures_index_name(settings: OpenSearchSettings) -> str:
+    """The failures index: ``<prefix>-failures``."""
+    return f"{settings.index_prefix}-failures"
+
+
+def versioned_name(alias: str, version: int) -> str:
+    return f"{alias}-{version:06d}"
+
+
+def resolve_alias(client: OpenSearch, alias: str) -> str | None:
+    """The concrete index behind ``alias`` (``None`` when there is none)."""
+    try:
+        found = client.indices.get_alias(name=alias)
+    except NotFoundError:
+        return None
+    names = sorted(found)
+    if len(names) > 1:
+        raise MappingError(f"alias {alias} points at several indexes: {', '.join(names)}")
+    return names[0] if names else None
+
+
+def index_meta(client: OpenSearch, alias: str) -> dict[str, Any]:
+    """The ``_meta`` of the index behind ``alias``.
+
+    Raises:
+        MappingError: no such alias or index.
+    """
+    try:
+        found = client.indices.get_mapping(index=alias)
+    except NotFoundError as exc:
+        raise MappingError(
+            f"no index {alias}: create it with `mathsearch index ... --index {alias}`"
+        ) from exc
+    mapping = next(iter(found.values()))["mappings"]
+    return dict(mapping.get("_meta") or {})
+
+
+def ensure_equation_index(
+    client: OpenSearch,
+    alias: str,
+    vectors: Sequence[VectorSpec],
+    settings: OpenSearchSettings | None = None,
+) -> str:
+    """Create ``<alias>-000001`` behind ``alias`` when missing; add missing vector fields.
+
+    Idempotent: a second call with the same vectors changes nothing. A vector field that exists
+    with another dimension or space type raises :class:`MappingError` (write a new model
+    version into a new field instead). Returns the concrete index name.
+    """
+    settings = settings or OpenSearchSettings.from_env()
+    concrete = resolve_alias(client, alias)
+    if concrete is None:
+        if client.indices.exists(index=alias):
+            raise MappingError(
+                f"{alias} is an index, not an alias: mathsearch needs the name free for its alias"
+            )
+        concrete = versioned_name(alias, 1)
+        body = equation_index_body(vectors, settings, alias=alias)
+        body["aliases"] = {alias: {}}
+        try:
+            client.indices.create(index=concrete, body=body)
+        except TransportError as exc:
+            if getattr(exc, "error", "") != "resource_already_exists_exception":
+                raise MappingError(f"cannot create {concrete}: {exc}") from exc
+        logger.info("created %s behind alias %s", concrete, alias)
+        return concrete
+    from opensearch.vector_fields import add_vector_field
+
+    for spec in vectors:
+        add_vector_field(client, alias, spec, settings=settings, make_default=False)
+    return concrete
+
+
+def failures_index_body() -> dict[str, Any]:
+    """Failure records: one per equation that did not make it (id = the equation id)."""
+    return {
+        "settings": {"number_of_shards": 1, "number_of_replicas": 0},
+        "mappings": {
+            "dynamic": "strict",
+            "properties": {
+                "eq_id": {"type": "keyword"},
+                "doc_id": {"type": "keyword"},
+                "stage": {"type": "keyword"},
+                "reason": {"type": "keyword"},
+                "detail": {"type": "text"},
+                "source": {"type": "keyword"},
+                "excerpt": {"type": "text", "index": False},
+                "failed_at": {"type": "date"},
+            },
+        },
+    }
+
+
+def ensure_failures_index(client: OpenSearch, settings: OpenSearchSettings | None = None) -> str:
+    """Create the failures index when missing; return its name."""
+    settings = settings or OpenSearchSettings.from_env()
+    name = failures_index_name(settings)
+    if not client.indices.exists(index=name):
+        try:
+            client.indices.create(index=name, body=failures_index_body())
+        except TransportError as exc:
+            if getattr(exc, "error", "") != "resource_already_exists_exception":
+                raise MappingError(f"cannot create {name}: {exc}") from exc
+    return name

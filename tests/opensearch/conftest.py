@@ -1,0 +1,93 @@
+"""Fixtures of the opensearch tests: the real model's vectors of real equations, in a real index."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opensearchpy import OpenSearch
+
+from export.runtime import Encoder
+from indexer.parse import ParsedEquation
+from opensearch import OpenSearchSettings
+from opensearch.bulk_writer import BulkWriter
+from opensearch.documents import equation_actions
+from opensearch.schema import VectorSpec, ensure_equation_index
+from opensearch.searcher import Searcher
+from workers.demo import demo_records
+
+
+@pytest.fixture(scope="session")
+def encoder() -> Encoder:
+    return Encoder()
+
+
+@pytest.fixture(scope="session")
+def demo_parsed() -> list[ParsedEquation]:
+    """The bundled sample's 206 real hep-th equations, featurised."""
+    kept, _ = demo_records()
+    return kept
+
+
+@pytest.fixture(scope="session")
+def demo_dicts(demo_parsed: list[ParsedEquation]) -> list[dict[str, Any]]:
+    return [p.to_dict() for p in demo_parsed]
+
+
+@pytest.fixture(scope="session")
+def demo_vectors(encoder: Encoder, demo_parsed: list[ParsedEquation]) -> list[list[float]]:
+    return encoder.encode([p.graph for p in demo_parsed]).round(6).tolist()
+
+
+def new_alias(settings: OpenSearchSettings) -> str:
+    return f"{settings.index_prefix}-test-eq-{uuid.uuid4().hex[:8]}"
+
+
+def drop_alias(client: OpenSearch, alias: str) -> None:
+    client.indices.delete(index=f"{alias}-*", ignore_unavailable=True)
+
+
+def fill(
+    client: OpenSearch,
+    alias: str,
+    settings: OpenSearchSettings,
+    encoder: Encoder,
+    dicts: list[dict[str, Any]],
+    vectors: list[list[float]],
+) -> None:
+    spec = VectorSpec.from_card(encoder.card)
+    ensure_equation_index(client, alias, [spec], settings)
+    report = BulkWriter(client, settings, refresh="end").write(
+        equation_actions(alias, dicts, {spec.field: vectors})
+    )
+    assert report.written == len(dicts) and not report.failures
+
+
+@pytest.fixture
+def fresh_alias(client: OpenSearch, settings: OpenSearchSettings) -> Iterator[str]:
+    """An unused alias name; its indexes are deleted after the test."""
+    alias = new_alias(settings)
+    yield alias
+    drop_alias(client, alias)
+
+
+@pytest.fixture(scope="session")
+def equation_alias(
+    client: OpenSearch,
+    settings: OpenSearchSettings,
+    encoder: Encoder,
+    demo_dicts: list[dict[str, Any]],
+    demo_vectors: list[list[float]],
+) -> Iterator[str]:
+    """A read-only equation index of the 206 sample equations with gcn-v1 vectors."""
+    alias = new_alias(settings)
+    fill(client, alias, settings, encoder, demo_dicts, demo_vectors)
+    yield alias
+    drop_alias(client, alias)
+
+
+@pytest.fixture(scope="session")
+def searcher(client: OpenSearch, equation_alias: str) -> Searcher:
+    return Searcher(client, equation_alias)

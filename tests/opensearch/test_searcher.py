@@ -1,0 +1,154 @@
+"""The Searcher against the real node: every mode, filters, grouping, explanations, errors."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from indexer.cli import main
+from opensearch.errors import QueryError
+from opensearch.queries import Filters, Mode
+from opensearch.searcher import Searcher, SearchRequest
+
+pytestmark = pytest.mark.services
+
+QUERY = 40  # a real equation of the bundled sample, indexed in the fixture
+
+
+@pytest.mark.parametrize("mode", list(Mode))
+def test_every_mode_ranks_real_equations(searcher: Searcher, demo_parsed: list, mode: Mode) -> None:
+    query = demo_parsed[QUERY]
+    response = searcher.search(SearchRequest(query.record.latex, mode=mode, k=8))
+    assert response.mode == mode.value and len(response.hits) == 8
+    scores = [hit.score for hit in response.hits]
+    assert scores == sorted(scores, reverse=True)
+    assert [hit.rank for hit in response.hits] == list(range(1, 9))
+    indexed = {p.eq_id for p in demo_parsed}
+    assert all(hit.eq_id in indexed and hit.latex for hit in response.hits)
+    if mode in (Mode.BM25, Mode.RESCORE, Mode.FUSION, Mode.RRF):
+        # the indexed copy of the query shares every token: lexical modes rank it first
+        assert response.hits[0].eq_id == query.eq_id
+    if mode is not Mode.KNN:
+        assert set(response.hits[0].matched_tokens) <= set(query.math_tokens)
+        assert response.hits[0].matched_tokens
+
+
+@pytest.mark.parametrize("mode", list(Mode))
+def test_filters_hold_in_every_mode(searcher: Searcher, demo_parsed: list, mode: Mode) -> None:
+    docs = sorted({p.record.doc_id for p in demo_parsed})[1:3]
+    filters = Filters(doc_ids=tuple(docs), ranges={"position": (1, 6)})
+    response = searcher.search(
+        SearchRequest(demo_parsed[QUERY].record.latex, mode=mode, k=5, filters=filters)
+    )
+    assert response.hits
+    for hit in response.hits:
+        assert hit.doc_id in docs and 1 <= hit.position <= 6
+    symbol = demo_parsed[QUERY].symbols["identifiers"][0]
+    by_symbol = searcher.search(
+        SearchRequest(
+            demo_parsed[QUERY].record.latex,
+            mode=mode,
+            k=5,
+            filters=Filters(terms={"symbols": (symbol,)}),
+        )
+    )
+    ids = {p.eq_id: p for p in demo_parsed}
+    for hit in by_symbol.hits:
+        parsed = ids[hit.eq_id]
+        assert symbol in {s for group in parsed.symbols.values() for s in group}
+
+
+def test_grouping_by_document(searcher: Searcher, demo_parsed: list) -> None:
+    response = searcher.search(
+        SearchRequest(demo_parsed[QUERY].record.latex, mode=Mode.FUSION, k=3, group=True)
+    )
+    assert response.groups is not None and len(response.groups) == 3
+    assert len({g.doc_id for g in response.groups}) == 3
+    assert [g.score for g in response.groups] == sorted(
+        (g.score for g in response.groups), reverse=True
+    )
+    for group in response.groups:
+        assert all(hit.doc_id == group.doc_id for hit in group.hits)
+        assert group.score == group.hits[0].score
+    assert sum(len(g.hits) for g in response.groups) > 3
+
+
+@pytest.mark.parametrize("mode", [Mode.RESCORE, Mode.KNN_RESCORE])
+def test_rescore_explanations_add_up(searcher: Searcher, demo_parsed: list, mode: Mode) -> None:
+    alpha = 0.3
+    response = searcher.search(
+        SearchRequest(demo_parsed[QUERY].record.latex, mode=mode, k=6, alpha=alpha, explain=True)
+    )
+    for hit in response.hits:
+        e = hit.explanation
+        assert e is not None and e.bm25 is not None and e.knn is not None
+        if mode is Mode.RESCORE:
+            assert 0.0 <= e.knn <= 1.0
+            expected = (1 - alpha) * e.bm25 + alpha * e.knn
+        else:
+            expected = alpha * e.knn + (1 - alpha) * e.bm25
+        assert math.isclose(hit.score, expected, rel_tol=1e-4)
+
+
+@pytest.mark.parametrize("mode", [Mode.FUSION, Mode.RRF])
+def test_fusion_explanations_match_the_server_scores(
+    searcher: Searcher, demo_parsed: list, mode: Mode
+) -> None:
+    response = searcher.search(
+        SearchRequest(demo_parsed[QUERY].record.latex, mode=mode, k=6, explain=True)
+    )
+    assert response.fused == "server"
+    for hit in response.hits:
+        e = hit.explanation
+        assert e is not None and math.isclose(e.score, hit.score, rel_tol=1e-5)
+        assert e.bm25 is not None or e.knn is not None
+        if mode is Mode.FUSION and e.bm25 is not None and e.knn is not None:
+            assert math.isclose(
+                e.score, 0.5 * e.bm25_normalized + 0.5 * e.knn_normalized, rel_tol=1e-5
+            )
+
+
+def test_bad_requests_are_query_errors(searcher: Searcher) -> None:
+    with pytest.raises(QueryError, match="unbalanced"):
+        searcher.search(SearchRequest(r"\frac{1", mode=Mode.FUSION))
+    with pytest.raises(QueryError, match="alpha"):
+        searcher.search(SearchRequest("x", mode=Mode.RESCORE, alpha=1.5))
+    with pytest.raises(QueryError, match="filter on"):
+        searcher.search(
+            SearchRequest("x", mode=Mode.BM25, filters=Filters(terms={"latex": ("x",)}))
+        )
+    with pytest.raises(QueryError, match="query model fills vec_gcn_v1"):
+        searcher.search(SearchRequest("x", mode=Mode.KNN, vector_field="vec_gcn_v2"))
+
+
+def test_a_crafted_query_stays_a_value(
+    searcher: Searcher, client: object, equation_alias: str
+) -> None:
+    count = client.count(index=equation_alias)["count"]  # type: ignore[attr-defined]
+    crafted = r'\mathrm{"size": 10000, "script": {"source": "ctx._source.clear()"}} = x'
+    for mode in Mode:
+        response = searcher.search(
+            SearchRequest(crafted, text='"} OR *:* \\', mode=mode, k=3, explain=True)
+        )
+        assert len(response.hits) <= 3  # ran as match / knn on its own tokens, nothing else
+    assert client.count(index=equation_alias)["count"] == count  # type: ignore[attr-defined]
+
+
+def test_search_command_prints_json_and_text(
+    equation_alias: str, demo_parsed: list, capsys: pytest.CaptureFixture[str]
+) -> None:
+    latex = demo_parsed[QUERY].record.latex
+    argv = ["search", latex, "--index", equation_alias, "--mode", "rrf", "-k", "4"]
+    assert main([*argv, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["mode"] == "rrf" and len(data["hits"]) == 4
+    assert data["hits"][0]["eq_id"] == demo_parsed[QUERY].eq_id
+    assert main([*argv, "--explain", "--group"]) == 0
+    out = capsys.readouterr().out
+    assert "mode rrf" in out and demo_parsed[QUERY].record.doc_id in out and "matched:" in out
+    assert main(["search", r"\frac{", "--index", equation_alias]) == 1
+    assert "unbalanced" in capsys.readouterr().err
+    assert main(["models", "list", "--index", equation_alias]) == 0
+    assert "* vec_gcn_v1" in capsys.readouterr().out

@@ -1,0 +1,106 @@
+"""Zero-downtime re-embedding against the real node: add, fill, switch, drop."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from opensearchpy import OpenSearch
+
+from export.runtime import Encoder
+from opensearch import OpenSearchSettings
+from opensearch.errors import MappingError
+from opensearch.queries import Mode
+from opensearch.schema import VectorSpec, resolve_alias
+from opensearch.searcher import ModelQueryEncoder, Searcher, SearchRequest
+from opensearch.vector_fields import (
+    add_vector_field,
+    default_vector_field,
+    drop_vector_field,
+    set_default_vector_field,
+)
+from tests.opensearch.conftest import fill
+from workers.reembed import reembed
+
+pytestmark = pytest.mark.services
+
+
+def _second_version(tmp_path: Path, encoder: Encoder) -> Encoder:
+    """The shipped network published as version 2 (its own card, hence field vec_gcn_v2)."""
+    model = Path(encoder.path)
+    target = tmp_path / "gcn-v2.onnx"
+    shutil.copy(model, target)
+    card = json.loads(model.with_suffix(".card.json").read_text())
+    card.update(name="gcn-v2", version=2)
+    card.pop("vector_field", None)
+    target.with_suffix(".card.json").write_text(json.dumps(card))
+    return Encoder(target)
+
+
+def _fields_of_every_document(client: OpenSearch, alias: str) -> list[list[str]]:
+    found = client.search(index=alias, body={"size": 1000, "_source": ["model_versions"]})
+    return [hit["_source"]["model_versions"] for hit in found["hits"]["hits"]]
+
+
+def test_a_new_model_version_is_added_filled_switched_and_the_old_one_dropped(
+    client: OpenSearch,
+    settings: OpenSearchSettings,
+    fresh_alias: str,
+    encoder: Encoder,
+    demo_dicts: list,
+    demo_vectors: list,
+    tmp_path: Path,
+) -> None:
+    fill(client, fresh_alias, settings, encoder, demo_dicts, demo_vectors)
+    v2 = _second_version(tmp_path, encoder)
+    assert v2.card.vector_field == "vec_gcn_v2"
+    query = demo_dicts[11]["latex"]
+    before = Searcher(client, fresh_alias).search(SearchRequest(query, mode=Mode.KNN, k=5))
+
+    # add + fill: the old field keeps serving the whole time
+    assert add_vector_field(client, fresh_alias, VectorSpec.from_card(v2.card))
+    assert default_vector_field(client, fresh_alias) == "vec_gcn_v1"
+    during = Searcher(client, fresh_alias).search(SearchRequest(query, mode=Mode.KNN, k=5))
+    assert [h.eq_id for h in during.hits] == [h.eq_id for h in before.hits]
+    report = reembed(client, fresh_alias, v2)
+    assert report.equations == len(demo_dicts) and report.updated == len(demo_dicts)
+    assert all(
+        f == ["vec_gcn_v1", "vec_gcn_v2"] for f in _fields_of_every_document(client, fresh_alias)
+    )
+    again = reembed(client, fresh_alias, v2)
+    assert again.unchanged == len(demo_dicts) and again.updated == 0
+
+    # switch: one command; the same network under v2 finds the same neighbours
+    set_default_vector_field(client, fresh_alias, "vec_gcn_v2")
+    after = Searcher(client, fresh_alias, encoder=ModelQueryEncoder(v2)).search(
+        SearchRequest(query, mode=Mode.KNN, k=5)
+    )
+    assert after.vector_field == "vec_gcn_v2"
+    assert [h.eq_id for h in after.hits] == [h.eq_id for h in before.hits]
+
+    # drop the old field: a new index version behind the alias, every document kept
+    with pytest.raises(MappingError, match="default"):
+        drop_vector_field(client, fresh_alias, "vec_gcn_v2")
+    old_index = resolve_alias(client, fresh_alias)
+    new_index = drop_vector_field(client, fresh_alias, "vec_gcn_v1")
+    assert new_index.endswith("-000002") and resolve_alias(client, fresh_alias) == new_index
+    assert not client.indices.exists(index=old_index)
+    assert client.count(index=fresh_alias)["count"] == len(demo_dicts)
+    assert all(f == ["vec_gcn_v2"] for f in _fields_of_every_document(client, fresh_alias))
+    mapping = client.indices.get_mapping(index=fresh_alias)[new_index]["mappings"]
+    assert "vec_gcn_v1" not in mapping["properties"]
+    final = Searcher(client, fresh_alias, encoder=ModelQueryEncoder(v2)).search(
+        SearchRequest(query, mode=Mode.KNN, k=5)
+    )
+    assert [h.eq_id for h in final.hits] == [h.eq_id for h in before.hits]
+
+
+def test_a_field_cannot_change_shape(
+    client: OpenSearch, settings: OpenSearchSettings, equation_alias: str
+) -> None:
+    with pytest.raises(MappingError, match="new field"):
+        add_vector_field(client, equation_alias, VectorSpec("vec_gcn_v1", 32, "innerproduct"))
+    with pytest.raises(MappingError, match="no field"):
+        set_default_vector_field(client, equation_alias, "vec_nope_v9")

@@ -1,0 +1,115 @@
+"""Enrich a document index a library already runs with ``math.*`` fields (plain function).
+
+Reads the library's documents with a point in time (:mod:`indexer.opensearch_source`), finds
+their equations, featurises and embeds them, and writes one partial update per document
+(:mod:`opensearch.enrichment`): nothing the library stores is rewritten. Equations that fail
+become failure records in the failures index, with their reason. Runs without a broker; the
+Celery pipeline (``mathsearch index``) calls the same pieces.
+
+Example::
+
+    report = enrich_index(connect(), "papers", "body", mode="text")
+    report.documents, report.equations, report.failures
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from opensearchpy import OpenSearch
+
+from export.runtime import Encoder
+from indexer.opensearch_source import iter_opensearch_index
+from indexer.parse import Featuriser, ParsedEquation
+from indexer.records import Failure
+from opensearch.bulk_writer import BulkWriter
+from opensearch.documents import failure_actions
+from opensearch.enrichment import enrichment_actions, ensure_math_mapping, group_by_document
+from opensearch.schema import VectorSpec, ensure_failures_index
+from opensearch.settings import OpenSearchSettings
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class EnrichReport:
+    """What :func:`enrich_index` did."""
+
+    index: str
+    documents: int = 0
+    equations: int = 0
+    failures: dict[str, int] = field(default_factory=dict)
+    written: int = 0
+    unchanged: int = 0
+    write_failures: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+def enrich_index(
+    client: OpenSearch,
+    index: str,
+    field_name: str,
+    *,
+    mode: Literal["latex", "text"] = "text",
+    encoder: Encoder | None = None,
+    featuriser: Featuriser | None = None,
+    settings: OpenSearchSettings | None = None,
+    batch_size: int = 256,
+) -> EnrichReport:
+    """Add ``math.*`` to every document of ``index`` whose ``field_name`` holds equations.
+
+    Documents without equations are left alone (not even a partial update).
+    """
+    settings = settings or OpenSearchSettings.from_env()
+    encoder = encoder or Encoder()
+    featuriser = featuriser or Featuriser()
+    spec = VectorSpec.from_card(encoder.card)
+    ensure_math_mapping(client, index, spec)
+    failures_index = ensure_failures_index(client, settings)
+    writer = BulkWriter(client, settings)
+    report = EnrichReport(index=index)
+    failures: list[Failure] = []
+    parsed_dicts: list[dict[str, Any]] = []
+    vectors: list[list[float]] = []
+    items = iter_opensearch_index(client, index, field_name, mode=mode)
+    for batch in _batches(featuriser.parse_stream(items, batch_size), batch_size):
+        kept = [item for item in batch if isinstance(item, ParsedEquation)]
+        failures.extend(item for item in batch if isinstance(item, Failure))
+        if kept:
+            vectors.extend(encoder.encode([p.graph for p in kept]).round(6).tolist())
+            parsed_dicts.extend(p.to_dict() for p in kept)
+    groups = group_by_document(parsed_dicts, vectors)
+    result = writer.write(enrichment_actions(index, groups, model_field=spec.field))
+    if failures:
+        writer.write(failure_actions(failures_index, failures))
+    for failure in failures:
+        report.failures[failure.reason] = report.failures.get(failure.reason, 0) + 1
+    report.documents = len(groups)
+    report.equations = len(parsed_dicts)
+    report.written = result.created + result.updated
+    report.unchanged = result.noop
+    report.write_failures = [f.to_dict() for f in result.failures]
+    logger.info(
+        "enriched %d documents of %s (%d equations, %d failures)",
+        report.documents,
+        index,
+        report.equations,
+        len(failures),
+    )
+    return report
+
+
+def _batches(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

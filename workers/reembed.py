@@ -1,0 +1,114 @@
+"""Re-embed an equation index with another model version, while the old field keeps serving.
+
+The new model's field (from its card, e.g. ``vec_gcn_v2``) is added to the live index; every
+equation's LaTeX is read back with a point in time, featurised and embedded, and written with a
+partial update of that field only (:func:`opensearch.documents.vector_update_actions`). Search
+keeps using the default field throughout; ``mathsearch models use FIELD`` switches it, and
+``mathsearch models drop OLD_FIELD`` removes the old one (:mod:`opensearch.vector_fields`).
+Re-running is a no-op for equations whose vector is already there.
+
+Example::
+
+    report = reembed(connect(), "mathsearch-equations", Encoder("models/gcn-v2.onnx"))
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from opensearchpy import OpenSearch
+
+from export.runtime import Encoder
+from indexer.opensearch_source import iter_opensearch_index
+from indexer.parse import Featuriser, ParsedEquation
+from indexer.records import Failure
+from opensearch.bulk_writer import BulkWriter
+from opensearch.documents import failure_actions, vector_update_actions
+from opensearch.schema import VectorSpec, ensure_failures_index
+from opensearch.settings import OpenSearchSettings
+from opensearch.vector_fields import add_vector_field
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ReembedReport:
+    """What :func:`reembed` did."""
+
+    field: str
+    equations: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    failures: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+def reembed(
+    client: OpenSearch,
+    alias: str,
+    encoder: Encoder,
+    *,
+    featuriser: Featuriser | None = None,
+    settings: OpenSearchSettings | None = None,
+    make_default: bool = False,
+    batch_size: int = 256,
+    progress: bool = False,
+) -> ReembedReport:
+    """Fill ``encoder.card.vector_field`` for every equation of ``alias`` (see module doc)."""
+    settings = settings or OpenSearchSettings.from_env()
+    featuriser = featuriser or Featuriser()
+    spec = VectorSpec.from_card(encoder.card)
+    add_vector_field(client, alias, spec, settings=settings)
+    writer = BulkWriter(client, settings)
+    report = ReembedReport(field=spec.field)
+    failures: list[Failure] = []
+    batch: list[ParsedEquation] = []
+
+    def flush() -> None:
+        if not batch:
+            return
+        vectors = encoder.encode([p.graph for p in batch]).round(6).tolist()
+        ids = [p.eq_id for p in batch]
+        result = writer.write(vector_update_actions(alias, spec.field, ids, vectors))
+        report.updated += result.created + result.updated
+        report.unchanged += result.noop
+        for failure in result.failures:
+            failures.append(
+                Failure(eq_id=failure.doc_id, doc_id="", stage="write", reason="write-refused",
+                        detail=failure.reason)
+            )  # fmt: skip
+        batch.clear()
+
+    records = iter_opensearch_index(client, alias, "latex", mode="latex", progress=progress)
+    for item in featuriser.parse_stream(_with_ids(records), batch_size):
+        if isinstance(item, Failure):
+            failures.append(item)
+            continue
+        report.equations += 1
+        batch.append(item)
+        if len(batch) >= batch_size:
+            flush()
+    flush()
+    if failures:
+        writer.write(failure_actions(ensure_failures_index(client, settings), failures))
+    for failure in failures:
+        report.failures[failure.reason] = report.failures.get(failure.reason, 0) + 1
+    if make_default:
+        from opensearch.vector_fields import set_default_vector_field
+
+        set_default_vector_field(client, alias, spec.field)
+    logger.info("re-embedded %d equations of %s into %s", report.equations, alias, spec.field)
+    return report
+
+
+def _with_ids(records: Any) -> Any:
+    """Records read back from the equation index keep the stored equation id."""
+    for item in records:
+        if not isinstance(item, Failure):
+            # the equation index's _id is the equation id: the source reads it as doc_id
+            item.eq_id = item.doc_id
+        yield item
