@@ -33,7 +33,11 @@ class ScoreBreakdown:
 
 @dataclass
 class Hit:
-    """One equation of the result list."""
+    """One equation of the result list.
+
+    ``matched_tokens`` are the query's math tokens this equation has; ``highlight`` is the
+    equation's token string with them in ``<em>...</em>``.
+    """
 
     rank: int
     eq_id: str
@@ -43,6 +47,7 @@ class Hit:
     position: int | None = None
     section: str = ""
     matched_tokens: list[str] = field(default_factory=list)
+    highlight: str = ""
     explanation: ScoreBreakdown | None = None
 
     def to_dict(self) -> dict[str, Any]:

@@ -2,6 +2,8 @@
 
 The equation index is ``<alias>-000001`` (then ``-000002`` ... when it is rebuilt) behind the
 alias ``<alias>`` (default ``<prefix>-equations``); readers and writers only ever use the alias.
+Every version is created from the index template ``<alias>-template`` (pattern
+``<alias>-0*``), which holds the settings and the current mapping.
 Fields (DESIGN.md): ``eq_id``, ``doc_id``, ``section``, ``position``, ``latex``, ``mathml``
 (stored, not indexed), ``math_tokens`` (whitespace analyzer, BM25), ``symbols`` and
 ``keywords`` (keyword), ``context`` (text), one ``knn_vector`` per encoder and model version
@@ -191,9 +193,10 @@ def ensure_equation_index(
             )
         concrete = versioned_name(alias, 1)
         body = equation_index_body(vectors, settings, alias=alias)
-        body["aliases"] = {alias: {}}
+        put_equation_template(client, alias, body["settings"], body["mappings"])
         try:
-            client.indices.create(index=concrete, body=body)
+            # settings and mappings come from the template; the alias only from this request
+            client.indices.create(index=concrete, body={"aliases": {alias: {}}})
         except TransportError as exc:
             if getattr(exc, "error", "") != "resource_already_exists_exception":
                 raise MappingError(f"cannot create {concrete}: {exc}") from exc
@@ -204,6 +207,32 @@ def ensure_equation_index(
     for spec in vectors:
         add_vector_field(client, alias, spec, settings=settings, make_default=False)
     return concrete
+
+
+def template_name(alias: str) -> str:
+    return f"{alias}-template"
+
+
+def put_equation_template(
+    client: OpenSearch, alias: str, index_settings: dict[str, Any], mappings: dict[str, Any]
+) -> None:
+    """The index template that every version ``<alias>-NNNNNN`` is created from.
+
+    It never carries the alias: a new version joins the alias only by an explicit, atomic swap.
+    :mod:`opensearch.vector_fields` keeps it in step with the live mapping.
+    """
+    try:
+        client.indices.put_index_template(
+            name=template_name(alias),
+            body={
+                "index_patterns": [f"{alias}-0*"],
+                "priority": 200,
+                "template": {"settings": index_settings, "mappings": mappings},
+                "_meta": {"mathsearch_schema": SCHEMA_VERSION},
+            },
+        )
+    except TransportError as exc:
+        raise MappingError(f"cannot store the index template of {alias}: {exc}") from exc
 
 
 def failures_index_body() -> dict[str, Any]:

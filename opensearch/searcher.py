@@ -38,7 +38,14 @@ from opensearch import queries
 from opensearch.errors import ClusterUnavailableError, MappingError, QueryError
 from opensearch.fusion import Combination, FusedHit, Normalization, fuse, rrf
 from opensearch.queries import NO_FILTERS, Filters, Mode
-from opensearch.results import Hit, ScoreBreakdown, SearchResponse, group_hits, matched_tokens
+from opensearch.results import (
+    Hit,
+    ScoreBreakdown,
+    SearchResponse,
+    group_hits,
+    highlight,
+    matched_tokens,
+)
 from opensearch.schema import index_meta
 
 logger = logging.getLogger(__name__)
@@ -402,6 +409,7 @@ class Searcher:
         hits = []
         for rank, raw in enumerate(response["hits"]["hits"], start=1):
             source = raw.get("_source") or {}
+            doc_tokens = str(source.get("math_tokens", "")).split()
             hits.append(
                 Hit(
                     rank=rank,
@@ -411,9 +419,8 @@ class Searcher:
                     latex=str(source.get("latex", "")),
                     position=source.get("position"),
                     section=str(source.get("section", "")),
-                    matched_tokens=matched_tokens(
-                        tokens, str(source.get("math_tokens", "")).split()
-                    ),
+                    matched_tokens=matched_tokens(tokens, doc_tokens),
+                    highlight=highlight(tokens, doc_tokens),
                 )
             )
         return hits

@@ -26,7 +26,13 @@ from opensearchpy import OpenSearch, helpers
 from opensearchpy.exceptions import TransportError
 
 from opensearch.errors import MappingError
-from opensearch.schema import VectorSpec, index_meta, resolve_alias, versioned_name
+from opensearch.schema import (
+    VectorSpec,
+    index_meta,
+    put_equation_template,
+    resolve_alias,
+    versioned_name,
+)
 from opensearch.settings import OpenSearchSettings
 
 logger = logging.getLogger(__name__)
@@ -95,6 +101,7 @@ def add_vector_field(
         )
     except TransportError as exc:
         raise MappingError(f"cannot add {spec.field} to {alias}: {exc}") from exc
+    _sync_template(client, alias)
     logger.info("added vector field %s (%d-d) to %s", spec.field, spec.dimension, alias)
     return True
 
@@ -108,6 +115,7 @@ def set_default_vector_field(client: OpenSearch, alias: str, field: str) -> None
     meta = dict(mapping.get("_meta") or {})
     meta["default_vector_field"] = field
     client.indices.put_mapping(index=alias, body={"_meta": meta})
+    _sync_template(client, alias)
     logger.info("%s now searches %s by default", alias, field)
 
 
@@ -134,22 +142,15 @@ def drop_vector_field(client: OpenSearch, alias: str, field: str) -> str:
     meta["vector_fields"] = fields
     version = int(old.rsplit("-", 1)[1]) + 1 if old.rsplit("-", 1)[-1].isdigit() else 1
     new = versioned_name(alias, version)
-    index_settings = client.indices.get_settings(index=old)[old]["settings"]["index"]
-    client.indices.create(
-        index=new,
-        body={
-            "settings": {
-                "index.knn": True,
-                "number_of_shards": int(index_settings["number_of_shards"]),
-                "number_of_replicas": int(index_settings["number_of_replicas"]),
-            },
-            "mappings": {**mapping, "_meta": meta, "properties": properties},
-        },
-    )
+    new_mapping = {**mapping, "_meta": meta, "properties": properties}
+    # the template first: an index created from it must not bring the dropped field back
+    put_equation_template(client, alias, _index_settings(client, old), new_mapping)
+    client.indices.create(index=new, body={})
     try:
         copied = _copy_without(client, old, new, field)
     except Exception:
         client.indices.delete(index=new, ignore_unavailable=True)
+        _sync_template(client, alias)
         raise
     client.indices.update_aliases(
         body={
@@ -162,6 +163,26 @@ def drop_vector_field(client: OpenSearch, alias: str, field: str) -> str:
     client.indices.delete(index=old)
     logger.info("dropped %s: %s -> %s (%d documents)", field, old, new, copied)
     return new
+
+
+def _sync_template(client: OpenSearch, alias: str) -> None:
+    """Make the alias's index template hold the live index's settings and mapping."""
+    concrete = resolve_alias(client, alias)
+    if concrete is None:
+        return
+    put_equation_template(
+        client, alias, _index_settings(client, concrete), _live_mapping(client, alias)
+    )
+
+
+def _index_settings(client: OpenSearch, concrete: str) -> dict[str, Any]:
+    """The settings a new version inherits: k-NN on, the same shards and replicas."""
+    current = client.indices.get_settings(index=concrete)[concrete]["settings"]["index"]
+    return {
+        "index.knn": True,
+        "number_of_shards": int(current["number_of_shards"]),
+        "number_of_replicas": int(current["number_of_replicas"]),
+    }
 
 
 def _copy_without(client: OpenSearch, old: str, new: str, field: str) -> int:

@@ -46,7 +46,8 @@ def new_alias(settings: OpenSearchSettings) -> str:
 
 
 def drop_alias(client: OpenSearch, alias: str) -> None:
-    client.indices.delete(index=f"{alias}-*", ignore_unavailable=True)
+    client.indices.delete(index=f"{alias}-0*", ignore_unavailable=True)
+    client.indices.delete_index_template(name=f"{alias}-template", ignore=404)
 
 
 def fill(

@@ -31,8 +31,9 @@ def test_every_mode_ranks_real_equations(searcher: Searcher, demo_parsed: list, 
         # the indexed copy of the query shares every token: lexical modes rank it first
         assert response.hits[0].eq_id == query.eq_id
     if mode is not Mode.KNN:
-        assert set(response.hits[0].matched_tokens) <= set(query.math_tokens)
-        assert response.hits[0].matched_tokens
+        top = response.hits[0]
+        assert top.matched_tokens and set(top.matched_tokens) <= set(query.math_tokens)
+        assert f"<em>{top.matched_tokens[0]}</em>" in top.highlight
 
 
 @pytest.mark.parametrize("mode", list(Mode))

@@ -39,6 +39,20 @@ def _second_version(tmp_path: Path, encoder: Encoder) -> Encoder:
     return Encoder(target)
 
 
+# HNSW is approximate: ask for half the index (the graph search then visits nearly all of it)
+# and compare the first ten, which do not depend on how each graph happened to be built
+TOP = 100
+
+
+def _top(response: object) -> list[str]:
+    return [hit.eq_id for hit in response.hits[:10]]  # type: ignore[attr-defined]
+
+
+def _template_properties(client: OpenSearch, alias: str) -> dict:
+    found = client.indices.get_index_template(name=f"{alias}-template")["index_templates"]
+    return found[0]["index_template"]["template"]["mappings"]["properties"]
+
+
 def _fields_of_every_document(client: OpenSearch, alias: str) -> list[list[str]]:
     found = client.search(index=alias, body={"size": 1000, "_source": ["model_versions"]})
     return [hit["_source"]["model_versions"] for hit in found["hits"]["hits"]]
@@ -57,13 +71,14 @@ def test_a_new_model_version_is_added_filled_switched_and_the_old_one_dropped(
     v2 = _second_version(tmp_path, encoder)
     assert v2.card.vector_field == "vec_gcn_v2"
     query = demo_dicts[11]["latex"]
-    before = Searcher(client, fresh_alias).search(SearchRequest(query, mode=Mode.KNN, k=5))
+    before = Searcher(client, fresh_alias).search(SearchRequest(query, mode=Mode.KNN, k=TOP))
 
     # add + fill: the old field keeps serving the whole time
     assert add_vector_field(client, fresh_alias, VectorSpec.from_card(v2.card))
     assert default_vector_field(client, fresh_alias) == "vec_gcn_v1"
-    during = Searcher(client, fresh_alias).search(SearchRequest(query, mode=Mode.KNN, k=5))
-    assert [h.eq_id for h in during.hits] == [h.eq_id for h in before.hits]
+    assert {"vec_gcn_v1", "vec_gcn_v2"} <= set(_template_properties(client, fresh_alias))
+    during = Searcher(client, fresh_alias).search(SearchRequest(query, mode=Mode.KNN, k=TOP))
+    assert _top(during) == _top(before)
     report = reembed(client, fresh_alias, v2)
     assert report.equations == len(demo_dicts) and report.updated == len(demo_dicts)
     assert all(
@@ -75,10 +90,10 @@ def test_a_new_model_version_is_added_filled_switched_and_the_old_one_dropped(
     # switch: one command; the same network under v2 finds the same neighbours
     set_default_vector_field(client, fresh_alias, "vec_gcn_v2")
     after = Searcher(client, fresh_alias, encoder=ModelQueryEncoder(v2)).search(
-        SearchRequest(query, mode=Mode.KNN, k=5)
+        SearchRequest(query, mode=Mode.KNN, k=TOP)
     )
     assert after.vector_field == "vec_gcn_v2"
-    assert [h.eq_id for h in after.hits] == [h.eq_id for h in before.hits]
+    assert _top(after) == _top(before)
 
     # drop the old field: a new index version behind the alias, every document kept
     with pytest.raises(MappingError, match="default"):
@@ -91,10 +106,12 @@ def test_a_new_model_version_is_added_filled_switched_and_the_old_one_dropped(
     assert all(f == ["vec_gcn_v2"] for f in _fields_of_every_document(client, fresh_alias))
     mapping = client.indices.get_mapping(index=fresh_alias)[new_index]["mappings"]
     assert "vec_gcn_v1" not in mapping["properties"]
+    assert "vec_gcn_v1" not in _template_properties(client, fresh_alias)
+    assert mapping["_meta"]["default_vector_field"] == "vec_gcn_v2"
     final = Searcher(client, fresh_alias, encoder=ModelQueryEncoder(v2)).search(
-        SearchRequest(query, mode=Mode.KNN, k=5)
+        SearchRequest(query, mode=Mode.KNN, k=TOP)
     )
-    assert [h.eq_id for h in final.hits] == [h.eq_id for h in before.hits]
+    assert _top(final) == _top(before)
 
 
 def test_a_field_cannot_change_shape(
