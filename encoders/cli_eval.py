@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from encoders.cli_train import _positive_int  # one argparse type for both commands
+from indexer.cli_io import emit
 from indexer.errors import IndexerError
 from indexer.extract import FORMATS
 
@@ -155,10 +156,6 @@ def add_eval(commands: Any) -> None:
     _common(retrieval, checkpoint_required=False)
 
 
-def _emit(text: str) -> None:
-    sys.stdout.write(text + "\n")
-
-
 def run_eval(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch eval``; 0 on success, 1 with a one-line reason otherwise."""
     from encoders.corpus import CorpusError
@@ -189,7 +186,7 @@ def run_eval(args: argparse.Namespace) -> int:
         sys.stderr.write(f"mathsearch: error: {exc}\n")
         return 1
     if args.json:
-        _emit(json.dumps(report, indent=2))
+        emit(json.dumps(report, indent=2))
     else:
         _print(report)
     return 0
@@ -356,46 +353,46 @@ def _print(report: dict[str, Any]) -> None:
     command, scores = report["command"], report["scores"]
     if command == "ranking":
         split = report["split"]
-        _emit(
+        emit(
             f"hold-out ranking score: {report['triplets']} triplets on {report['test_equations']} "
             f"equations of {report['test_papers']} test papers (test fraction "
             f"{split['test_fraction']} from {split['test_fraction_from']}, split seed "
             f"{split['seed']} from {split['seed_from']}); checkpoint step {report['step']}"
         )
         width = max(10, *(len(name) for name in scores))
-        _emit(f"  {'encoder':<{width}} {'ranking':>8} {'+-Thm5.1':>9} {'+-eq.9':>8}  similarity")
+        emit(f"  {'encoder':<{width}} {'ranking':>8} {'+-Thm5.1':>9} {'+-eq.9':>8}  similarity")
         for name, entry in scores.items():
-            _emit(
+            emit(
                 f"  {name:<{width}} {entry['ranking_score']:>8.4f} {entry['bound_95']:>9.4f} "
                 f"{entry['bound_95_sampled']:>8.4f}  {entry['similarity']}"
             )
-        _emit(f"  95% widths; eq. 9 with greedy chromatic number {report['chromatic_number']}")
+        emit(f"  95% widths; eq. 9 with greedy chromatic number {report['chromatic_number']}")
         return
     if command == "knn-accuracy":
-        _emit(
+        emit(
             f"{report['featurised']} of {report['formulas']} formulas in "
             f"{report['categories']} categories featurised"
         )
-        _emit(f"  {'encoder':<10} {'1-NN acc':>8} {'ranking':>8}  similarity")
+        emit(f"  {'encoder':<10} {'1-NN acc':>8} {'ranking':>8}  similarity")
         for name, entry in scores.items():
-            _emit(
+            emit(
                 f"  {name:<10} {entry['one_nn_accuracy']:>8.4f} "
                 f"{entry['loo_ranking_score']:>8.4f}  {entry['similarity']}"
             )
         for failure in report["failures"]:
-            _emit(f"  not featurised: {failure['id']} ({failure['stage']}/{failure['reason']})")
+            emit(f"  not featurised: {failure['id']} ({failure['stage']}/{failure['reason']})")
         return
-    _emit(
+    emit(
         f"{report['queries']} judged queries over {report['corpus_equations']} equations "
         f"({report['relevant_ids_not_in_corpus']} of {report['relevant_ids']} relevant ids "
         f"not in the corpus, {len(report['query_failures'])} queries not featurised)"
     )
     k = report["k"]
-    _emit(f"  {'encoder':<10} {f'P@{k}':>8} {'uMAP':>9}  similarity")
+    emit(f"  {'encoder':<10} {f'P@{k}':>8} {'uMAP':>9}  similarity")
     for name, entry in scores.items():
-        _emit(
+        emit(
             f"  {name:<10} {entry['precision_at_k']:>8.4f} {entry['umap']:>9.4f}  "
             f"{entry['similarity']}"
         )
     for failure in report["query_failures"]:
-        _emit(f"  not featurised: {failure['id']} ({failure['stage']}/{failure['reason']})")
+        emit(f"  not featurised: {failure['id']} ({failure['stage']}/{failure['reason']})")

@@ -20,6 +20,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from indexer.cli_io import emit
 from indexer.errors import IndexerError
 from indexer.extract import FORMATS
 
@@ -110,10 +111,6 @@ def add_train(commands: Any) -> None:
     gcn.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
-def _emit(text: str) -> None:
-    sys.stdout.write(text + "\n")
-
-
 def run_train(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch train``; 0 on success, 1 with a one-line reason otherwise."""
     if args.train_command != "gcn":
@@ -138,21 +135,21 @@ def run_train(args: argparse.Namespace) -> int:
         sys.stderr.write(f"mathsearch: error: {exc}\n")
         return 1
     if args.json:
-        _emit(json.dumps(summary, indent=2))
+        emit(json.dumps(summary, indent=2))
         return 0
     corpus = summary["corpus"]
-    _emit(
+    emit(
         f"trained {summary['step']} of {summary['total_steps']} steps in "
         f"{summary['seconds']:.1f} s ({summary['triplets_per_second']:.0f} triplets/s) on "
         f"{corpus['train']['equations']} equations of {corpus['train']['papers']} papers"
     )
     for entry in summary["evaluations"]:
-        _emit(
+        emit(
             f"  step {entry['step']:>7}: hold-out ranking score {entry['ranking_score']:.4f} "
             f"(+-{entry['bound_95']:.3f} at 95%)"
         )
-    _emit(f"checkpoint: {summary['checkpoint']}")
-    _emit(f"report: {summary['report']}")
+    emit(f"checkpoint: {summary['checkpoint']}")
+    emit(f"report: {summary['report']}")
     return 0
 
 

@@ -4,32 +4,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 from export.errors import ExportError, ModelCardError, ModelMismatchError, RuntimeInputError
 from export.model_card import card_path
+from indexer.cli_io import RAW_HELP, emit, fail
 from indexer.errors import IndexerError
 from indexer.extract import FORMATS
 
 __all__ = ["add_bench_embed", "add_export", "run_bench_embed", "run_export"]
 
-_RAW = argparse.RawDescriptionHelpFormatter
-
-
-def _emit(text: str) -> None:
-    sys.stdout.write(text + "\n")
-
-
-def _fail(message: str) -> int:
-    sys.stderr.write(f"mathsearch: error: {message}\n")
-    return 1
-
 
 def _train_extra_missing(exc: ImportError) -> int:
-    return _fail(
+    return fail(
         f"this command needs the train extra (torch, torch-geometric): {exc}; "
         "pip install 'mathsearch[train]'"
     )
@@ -51,7 +40,7 @@ def add_export(commands: Any) -> None:
               mathsearch export runs/gcn/checkpoint.pt -o m.onnx \\
                   --parity-data corpus.jsonl --format jsonl --parity-equations 5000
             """),
-        formatter_class=_RAW,
+        formatter_class=RAW_HELP,
     )
     parser.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint.pt of a training run")
     parser.add_argument("-o", "--out", required=True, metavar="MODEL.onnx", help="ONNX file")
@@ -93,7 +82,7 @@ def run_export(args: argparse.Namespace) -> int:
 
     checkpoint = Path(args.checkpoint)
     if not checkpoint.is_file():
-        return _fail(f"checkpoint {checkpoint} does not exist")
+        return fail(f"checkpoint {checkpoint} does not exist")
     metrics = None
     try:
         if args.metrics:
@@ -117,25 +106,25 @@ def run_export(args: argparse.Namespace) -> int:
 
             variant, _ = quantize_int8(args.out, graphs, metrics=metrics)
     except (ExportError, IndexerError, OSError, ValueError) as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     if args.json:
         cards = card.to_dict()
         if variant is not None:
             cards["int8_variant"] = variant.to_dict()
-        _emit(json.dumps(cards, indent=2))
+        emit(json.dumps(cards, indent=2))
         return 0
-    _emit(f"exported {card.name} ({card.family}, {card.embedding_dim}-d, {card.similarity})")
-    _emit(f"  model: {args.out}  (opset {card.opset}, IR {card.ir_version})")
-    _emit(f"  card:  {card_path(args.out)}")
-    _emit(
+    emit(f"exported {card.name} ({card.family}, {card.embedding_dim}-d, {card.similarity})")
+    emit(f"  model: {args.out}  (opset {card.opset}, IR {card.ir_version})")
+    emit(f"  card:  {card_path(args.out)}")
+    emit(
         f"  parity: {parity.equations} real equations, max |onnx - torch| "
         f"{parity.max_abs_diff:.2e} <= {parity.tolerance:g}"
     )
     for key, value in card.metrics.items():
         if not isinstance(value, dict):
-            _emit(f"  {key}: {value}")
+            emit(f"  {key}: {value}")
     if variant is not None:
-        _emit(
+        emit(
             f"  int8 variant: {int8_path(args.out)}, max |int8 - float32| "
             f"{variant.parity['max_abs_diff']:.3g} (judge it with "
             "`mathsearch eval ranking --onnx`)"
@@ -157,7 +146,7 @@ def add_bench_embed(bench_cmds: Any) -> None:
               mathsearch bench embed --batch-sizes 256 --equations 4096 --repeat 5 --json
               mathsearch bench embed --checkpoint runs/gcn/checkpoint.pt --device cuda
             """),
-        formatter_class=_RAW,
+        formatter_class=RAW_HELP,
     )
     parser.add_argument(
         "sources",
@@ -191,9 +180,9 @@ def run_bench_embed(args: argparse.Namespace) -> int:
     try:
         sizes = [int(x) for x in args.batch_sizes.split(",") if x.strip()]
     except ValueError:
-        return _fail(f"--batch-sizes {args.batch_sizes!r} is not a list of integers")
+        return fail(f"--batch-sizes {args.batch_sizes!r} is not a list of integers")
     if not sizes or min(sizes) < 1 or args.equations < 1 or args.repeat < 1:
-        return _fail("--batch-sizes, --equations and --repeat must be positive")
+        return fail("--batch-sizes, --equations and --repeat must be positive")
     try:
         graphs = parity_sample(args.sources or default_bench_sources(), args.format, args.equations)
         report = bench_embed(
@@ -207,8 +196,8 @@ def run_bench_embed(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
         )
     except (ExportError, ModelCardError, ModelMismatchError, RuntimeInputError) as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     except (IndexerError, OSError) as exc:
-        return _fail(str(exc))
-    _emit(json.dumps(report, indent=2) if args.json else format_bench_embed(report))
+        return fail(str(exc))
+    emit(json.dumps(report, indent=2) if args.json else format_bench_embed(report))
     return 0

@@ -4,26 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import textwrap
 from typing import Any
 
+from indexer.cli_io import RAW_HELP, emit, fail
 from opensearch.errors import MathsearchOpenSearchError
 from opensearch.fusion import Combination, Normalization
 from opensearch.queries import RANGE_FIELDS, Filters, Mode
 
 __all__ = ["add_models", "add_search", "run_models", "run_search"]
-
-_RAW = argparse.RawDescriptionHelpFormatter
-
-
-def _emit(text: str) -> None:
-    sys.stdout.write(text + "\n")
-
-
-def _fail(message: str) -> int:
-    sys.stderr.write(f"mathsearch: error: {message}\n")
-    return 1
 
 
 def add_search(commands: Any) -> None:
@@ -43,7 +32,7 @@ def add_search(commands: Any) -> None:
               mathsearch search 'x^2+y^2' --mode fusion --normalization z_score --fusion-side client
               mathsearch search 'a_n' --mode knn --doc hep-th/0301001 --range position=0:5 --json
             """),
-        formatter_class=_RAW,
+        formatter_class=RAW_HELP,
     )
     parser.add_argument("latex", metavar="LATEX", help="the query equation (LaTeX)")
     parser.add_argument("--text", default="", help="words matched against the equations' context")
@@ -159,17 +148,17 @@ def run_search(args: argparse.Namespace) -> int:
         )
         response = searcher.search(request)
     except (MathsearchOpenSearchError, ValueError) as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     except Exception as exc:
         from export.errors import ExportError
 
         if isinstance(exc, ExportError):
-            return _fail(str(exc))
+            return fail(str(exc))
         raise
     if args.json:
-        _emit(json.dumps(response.to_dict(), indent=2, ensure_ascii=False))
+        emit(json.dumps(response.to_dict(), indent=2, ensure_ascii=False))
     else:
-        _emit(format_response(response, explain=args.explain))
+        emit(format_response(response, explain=args.explain))
     return 0
 
 
@@ -235,7 +224,7 @@ def add_models(commands: Any) -> None:
               mathsearch models use vec_gcn_v2
               mathsearch models drop vec_gcn_v1
             """),
-        formatter_class=_RAW,
+        formatter_class=RAW_HELP,
     )
     sub = parser.add_subparsers(dest="models_command", required=True, metavar="ACTION")
     listing = sub.add_parser("list", help="vector fields, their models and the default")
@@ -292,6 +281,6 @@ def run_models(args: argparse.Namespace) -> int:
             result = {"index": alias, "dropped": args.field, "now": new}
             text = f"dropped {args.field}: {alias} -> {new}"
     except MathsearchOpenSearchError as exc:
-        return _fail(str(exc))
-    _emit(json.dumps(result, indent=2) if args.json else text)
+        return fail(str(exc))
+    emit(json.dumps(result, indent=2) if args.json else text)
     return 0

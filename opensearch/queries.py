@@ -174,27 +174,17 @@ def rescore_body(
     source: Sequence[str],
 ) -> dict:
     """BM25 window re-ranked by ``(1 - alpha) * bm25 + alpha * (1 + cos) / 2`` (exact cosine)."""
-    _check_alpha(alpha)
-    if window < size:
-        raise QueryError(f"the rescore window ({window}) must hold at least k ({size}) hits")
-    return {
-        **_base(size, source),
-        "query": bm25_query(tokens, words, filters),
-        "rescore": {
-            "window_size": int(window),
-            "query": {
-                "rescore_query": {
-                    "script_score": {
-                        "query": {"match_all": {}},
-                        "script": cosine_script(field_name, vector),
-                    }
-                },
-                "query_weight": 1.0 - alpha,
-                "rescore_query_weight": alpha,
-                "score_mode": "total",
-            },
-        },
+    cosine = {
+        "script_score": {
+            "query": {"match_all": {}},
+            "script": cosine_script(field_name, vector),
+        }
     }
+    _check_alpha(alpha)
+    first = bm25_query(tokens, words, filters)
+    return _rescored(
+        first, cosine, size=size, window=window, weights=(1 - alpha, alpha), source=source
+    )
 
 
 def knn_rescore_body(
@@ -211,17 +201,34 @@ def knn_rescore_body(
 ) -> dict:
     """HNSW retrieves ``window`` hits, re-ranked by ``alpha * knn + (1 - alpha) * bm25``."""
     _check_alpha(alpha)
+    first = knn_query(field_name, vector, window, filters)
+    second = bm25_query(tokens, words)
+    return _rescored(
+        first, second, size=size, window=window, weights=(alpha, 1 - alpha), source=source
+    )
+
+
+def _rescored(
+    first: dict,
+    second: dict,
+    *,
+    size: int,
+    window: int,
+    weights: tuple[float, float],
+    source: Sequence[str],
+) -> dict:
+    """``first`` retrieves ``window`` hits; each scores ``w1 * first + w2 * second``."""
     if window < size:
         raise QueryError(f"the rescore window ({window}) must hold at least k ({size}) hits")
     return {
         **_base(size, source),
-        "query": knn_query(field_name, vector, window, filters),
+        "query": first,
         "rescore": {
             "window_size": int(window),
             "query": {
-                "rescore_query": bm25_query(tokens, words),
-                "query_weight": alpha,
-                "rescore_query_weight": 1.0 - alpha,
+                "rescore_query": second,
+                "query_weight": weights[0],
+                "rescore_query_weight": weights[1],
                 "score_mode": "total",
             },
         },

@@ -49,6 +49,24 @@ def _fast(settings: OpenSearchSettings, **changes: Any) -> OpenSearchSettings:
     )
 
 
+@dataclasses.dataclass
+class Empty:
+    """A new, empty equation index: its alias, concrete name and vector field."""
+
+    alias: str
+    concrete: str
+    spec: VectorSpec
+
+
+@pytest.fixture
+def empty(
+    client: OpenSearch, settings: OpenSearchSettings, fresh_alias: str, encoder: Encoder
+) -> Empty:
+    spec = VectorSpec.from_card(encoder.card)
+    concrete = ensure_equation_index(client, fresh_alias, [spec], settings)
+    return Empty(alias=fresh_alias, concrete=concrete, spec=spec)
+
+
 def test_transient_statuses() -> None:
     assert is_transient(429) and is_transient(503) and is_transient("N/A")
     assert not is_transient(400) and not is_transient(404) and not is_transient(409)
@@ -57,13 +75,11 @@ def test_transient_statuses() -> None:
 def test_rerunning_the_same_input_leaves_the_index_identical(
     client: OpenSearch,
     settings: OpenSearchSettings,
-    fresh_alias: str,
-    encoder: Encoder,
+    empty: Empty,
     demo_dicts: list,
     demo_vectors: list,
 ) -> None:
-    spec = VectorSpec.from_card(encoder.card)
-    ensure_equation_index(client, fresh_alias, [spec], settings)
+    fresh_alias, spec = empty.alias, empty.spec
     # small chunks by count and by bytes: many bulk requests, same outcome
     writer = BulkWriter(client, _fast(settings, bulk_chunk_docs=37, bulk_chunk_bytes=64 * 1024))
     first = writer.write(equation_actions(fresh_alias, demo_dicts, {spec.field: demo_vectors}))
@@ -84,13 +100,11 @@ def test_rerunning_the_same_input_leaves_the_index_identical(
 def test_a_refused_item_is_a_failure_record_and_the_rest_is_written(
     client: OpenSearch,
     settings: OpenSearchSettings,
-    fresh_alias: str,
-    encoder: Encoder,
+    empty: Empty,
     demo_dicts: list,
     demo_vectors: list,
 ) -> None:
-    spec = VectorSpec.from_card(encoder.card)
-    ensure_equation_index(client, fresh_alias, [spec], settings)
+    fresh_alias, spec = empty.alias, empty.spec
     vectors = [list(v) for v in demo_vectors[:20]]
     vectors[7] = vectors[7][:10]  # wrong dimension: the mapping refuses this one document
     report = BulkWriter(client, _fast(settings)).write(
@@ -105,13 +119,11 @@ def test_a_refused_item_is_a_failure_record_and_the_rest_is_written(
 def test_a_real_429_is_retried_until_the_block_is_lifted(
     client: OpenSearch,
     settings: OpenSearchSettings,
-    fresh_alias: str,
-    encoder: Encoder,
+    empty: Empty,
     demo_dicts: list,
     demo_vectors: list,
 ) -> None:
-    spec = VectorSpec.from_card(encoder.card)
-    concrete = ensure_equation_index(client, fresh_alias, [spec], settings)
+    fresh_alias, spec, concrete = empty.alias, empty.spec, empty.concrete
     block = {"index.blocks.read_only_allow_delete": True}
     client.indices.put_settings(index=concrete, body=block)
     sleeps: list[float] = []
@@ -143,13 +155,11 @@ def test_a_real_429_is_retried_until_the_block_is_lifted(
 def test_a_write_still_refused_after_the_last_retry_raises(
     client: OpenSearch,
     settings: OpenSearchSettings,
-    fresh_alias: str,
-    encoder: Encoder,
+    empty: Empty,
     demo_dicts: list,
     demo_vectors: list,
 ) -> None:
-    spec = VectorSpec.from_card(encoder.card)
-    concrete = ensure_equation_index(client, fresh_alias, [spec], settings)
+    fresh_alias, spec, concrete = empty.alias, empty.spec, empty.concrete
     client.indices.put_settings(index=concrete, body={"index.blocks.read_only_allow_delete": True})
     try:
         writer = BulkWriter(client, _fast(settings, bulk_max_retries=2, bulk_backoff=0.05))

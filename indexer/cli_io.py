@@ -1,0 +1,20 @@
+"""What every ``mathsearch`` subcommand prints: results on stdout, one-line errors on stderr."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+#: The help formatter of every subcommand (keeps the examples' line breaks).
+RAW_HELP = argparse.RawDescriptionHelpFormatter
+
+
+def emit(text: str) -> None:
+    """Write one result block to stdout."""
+    sys.stdout.write(text + "\n")
+
+
+def fail(message: str) -> int:
+    """Write ``mathsearch: error: message`` to stderr; return the exit status 1."""
+    sys.stderr.write(f"mathsearch: error: {message}\n")
+    return 1
