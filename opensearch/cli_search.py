@@ -31,6 +31,7 @@ def add_search(commands: Any) -> None:
               mathsearch search '\\int d^4x \\sqrt{-g} R' --text 'gravity action' --mode rrf --group
               mathsearch search 'x^2+y^2' --mode fusion --normalization z_score --fusion-side client
               mathsearch search 'a_n' --mode knn --doc hep-th/0301001 --range position=0:5 --json
+              mathsearch search 'E = mc^2' --mode fusion --fusion-side client --max-df 0.05
             """),
         formatter_class=RAW_HELP,
     )
@@ -60,7 +61,8 @@ def add_search(commands: Any) -> None:
         "--fusion-side",
         choices=("auto", "server", "client"),
         default="auto",
-        help="where fusion / rrf run (auto: the cluster, client-side for z_score)",
+        help="where fusion / rrf run: server (neural-search pipeline) or client (one _msearch, "
+        "same ranking, faster); auto = client",
     )
     parser.add_argument("--doc", action="append", default=[], help="only this document (repeat)")
     parser.add_argument(
@@ -76,6 +78,13 @@ def add_search(commands: Any) -> None:
         default=[],
         metavar="FIELD=LOW:HIGH",
         help=f"range filter on {', '.join(RANGE_FIELDS)} (either bound may be empty)",
+    )
+    parser.add_argument(
+        "--max-df",
+        type=float,
+        metavar="F",
+        help="leave out of BM25 the query tokens found in more than F of the equations "
+        "(e.g. 0.05; default: keep all)",
     )
     parser.add_argument("--group", action="store_true", help="group results by document")
     parser.add_argument("--explain", action="store_true", help="per-subquery score breakdown")
@@ -145,6 +154,7 @@ def run_search(args: argparse.Namespace) -> int:
             explain=args.explain,
             vector_field=args.field,
             fusion_side=args.fusion_side,
+            max_df=args.max_df,
         )
         response = searcher.search(request)
     except (MathsearchOpenSearchError, ValueError) as exc:

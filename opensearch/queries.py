@@ -137,7 +137,7 @@ def _check_alpha(alpha: float) -> None:
 def _base(size: int, source: Sequence[str]) -> dict[str, Any]:
     if size < 1:
         raise QueryError(f"k must be at least 1, not {size}")
-    return {"size": int(size), "_source": list(source)}
+    return {"size": int(size), "_source": list(source) if source else False}
 
 
 def bm25_body(

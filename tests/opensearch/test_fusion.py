@@ -104,8 +104,9 @@ def test_client_fusion_ranks_exactly_as_the_normalization_processor(
 ) -> None:
     for number in QUERY_NUMBERS:
         latex = demo_parsed[number].record.latex
-        for alpha in (0.3, 0.8):
+        for alpha, max_df in ((0.3, None), (0.8, 0.2)):
             common = {
+                "max_df": max_df,
                 "mode": Mode.FUSION,
                 "k": 20,
                 "depth": 30,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -97,9 +98,9 @@ def test_rescore_explanations_add_up(searcher: Searcher, demo_parsed: list, mode
 def test_fusion_explanations_match_the_server_scores(
     searcher: Searcher, demo_parsed: list, mode: Mode
 ) -> None:
-    response = searcher.search(
-        SearchRequest(demo_parsed[QUERY].record.latex, mode=mode, k=6, explain=True)
-    )
+    request = SearchRequest(demo_parsed[QUERY].record.latex, mode=mode, k=6, explain=True)
+    assert searcher.search(request).fused == "client"  # the default
+    response = searcher.search(replace(request, fusion_side="server"))
     assert response.fused == "server"
     for hit in response.hits:
         e = hit.explanation
@@ -109,6 +110,28 @@ def test_fusion_explanations_match_the_server_scores(
             assert math.isclose(
                 e.score, 0.5 * e.bm25_normalized + 0.5 * e.knn_normalized, rel_tol=1e-5
             )
+
+
+def test_max_df_leaves_the_most_common_tokens_out_of_bm25(
+    client: object, searcher: Searcher, equation_alias: str, demo_parsed: list
+) -> None:
+    query = demo_parsed[QUERY]
+    full = searcher.search(SearchRequest(query.record.latex, mode=Mode.BM25, k=5))
+    pruned = searcher.search(SearchRequest(query.record.latex, mode=Mode.BM25, k=5, max_df=0.2))
+    assert pruned.parameters["max_df"] == 0.2 and pruned.hits
+    kept, dropped = set(pruned.query_tokens), set(full.query_tokens) - set(pruned.query_tokens)
+    assert kept and dropped and kept <= set(full.query_tokens)
+    total = client.count(index=equation_alias)["count"]  # type: ignore[attr-defined]
+
+    def df(token: str) -> int:
+        body = {"query": {"term": {"math_tokens": token}}}
+        return client.count(index=equation_alias, body=body)["count"]  # type: ignore[attr-defined]
+
+    assert all(df(t) > 0.2 * total for t in dropped)
+    assert all(df(t) <= 0.2 * total for t in kept)
+    assert "math>mrow" in dropped  # in every equation
+    with pytest.raises(QueryError, match="max_df"):
+        searcher.search(SearchRequest("x", mode=Mode.BM25, max_df=0.0))
 
 
 def test_bad_requests_are_query_errors(searcher: Searcher) -> None:

@@ -1,0 +1,67 @@
+"""What one search asks for: the query, the mode and every parameter that shapes the ranking."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from opensearch.errors import QueryError
+from opensearch.fusion import Combination, Normalization
+from opensearch.queries import NO_FILTERS, Filters, Mode
+
+FUSION_SIDES = ("auto", "server", "client")
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """Everything one search needs; the defaults are the seed's (window 100, rank constant 60)."""
+
+    latex: str
+    text: str = ""
+    mode: Mode = Mode.FUSION
+    k: int = 10
+    alpha: float = 0.5
+    window: int = 100
+    depth: int = 100
+    normalization: Normalization = Normalization.MIN_MAX
+    combination: Combination = Combination.ARITHMETIC_MEAN
+    rank_constant: int = 60
+    filters: Filters = NO_FILTERS
+    group: bool = False
+    explain: bool = False
+    vector_field: str | None = None
+    fusion_side: str = "auto"
+    max_df: float | None = None
+
+    def validate(self) -> None:
+        """Raise :class:`QueryError` for parameters no mode accepts."""
+        if not self.latex.strip() and not self.text.strip():
+            raise QueryError("empty query: give LaTeX (and optionally words)")
+        if not 1 <= self.k <= 10_000:
+            raise QueryError(f"k must lie in [1, 10000], not {self.k}")
+        if not 0.0 <= self.alpha <= 1.0:
+            raise QueryError(f"alpha must lie in [0, 1], not {self.alpha}")
+        if self.fusion_side not in FUSION_SIDES:
+            raise QueryError(f"fusion side must be one of {FUSION_SIDES}, not {self.fusion_side}")
+        if self.max_df is not None and not 0.0 < self.max_df <= 1.0:
+            raise QueryError(f"max_df must lie in (0, 1], not {self.max_df}")
+        if self.depth < self.k or self.window < self.k:
+            raise QueryError(f"depth ({self.depth}) and window ({self.window}) must be >= k")
+
+    def parameters(self) -> dict[str, Any]:
+        """The parameters that shaped the ranking (for reports and ``--json``)."""
+        out: dict[str, Any] = {"k": self.k}
+        if self.mode in (Mode.RESCORE, Mode.KNN_RESCORE, Mode.FUSION):
+            out["alpha"] = self.alpha
+        if self.mode in (Mode.RESCORE, Mode.KNN_RESCORE):
+            out["window"] = self.window
+        if self.mode in (Mode.FUSION, Mode.RRF):
+            out["depth"] = self.depth
+        if self.mode is Mode.FUSION:
+            out["normalization"] = self.normalization.value
+            out["combination"] = self.combination.value
+        if self.mode is Mode.RRF:
+            out["rank_constant"] = self.rank_constant
+        if self.max_df is not None and self.mode is not Mode.KNN:
+            out["max_df"] = self.max_df
+        return out
