@@ -20,6 +20,7 @@ from indexer.cli_parse import (
     run_vocab,
 )
 from indexer.errors import IndexerError
+from opensearch.cli_bench_query import add_bench_query, run_bench_query
 from opensearch.cli_search import add_models, add_search, run_models, run_search
 from opensearch.errors import MathsearchOpenSearchError
 from workers.queues import QUEUES
@@ -114,12 +115,14 @@ def _parser() -> argparse.ArgumentParser:
         "bench",
         help="benchmarks (speed, memory) of the pipeline stages",
         epilog="examples:\n  mathsearch bench parse\n  mathsearch bench parse --limit 2000 --json\n"
-        "  mathsearch bench embed --batch-sizes 1,256",
+        "  mathsearch bench embed --batch-sizes 1,256\n"
+        "  mathsearch bench query --sizes 10000 --queries 50",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     bench_cmds = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
     add_bench(bench_cmds)
     add_bench_embed(bench_cmds)
+    add_bench_query(bench_cmds)
 
     worker = commands.add_parser(
         "worker",
@@ -238,7 +241,11 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    return run_bench_embed(args) if args.bench_command == "embed" else run_bench_parse(args)
+    if args.bench_command == "embed":
+        return run_bench_embed(args)
+    if args.bench_command == "query":
+        return run_bench_query(args)
+    return run_bench_parse(args)
 
 
 def main(argv: list[str] | None = None) -> int:
