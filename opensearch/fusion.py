@@ -92,38 +92,31 @@ def normalize_scores(scores: Sequence[float], technique: Normalization) -> list[
         >>> normalize_scores([4.0, 2.0, 1.0], Normalization.MIN_MAX)
         [1.0, 0.3333333432674408, 0.0010000000474974513]
     """
-    values = np.asarray(scores, dtype=np.float32)
+    return [float(x) for x in _normalize(np.asarray(scores, dtype=np.float32), technique)]
+
+
+def _normalize(values: np.ndarray, technique: Normalization) -> np.ndarray:
+    """:func:`normalize_scores` on a float32 array (element-wise float32, as the plugin)."""
     if values.size == 0:
-        return []
+        return values
     technique = Normalization(technique)
     if technique is Normalization.MIN_MAX:
         low, high = values.min(), values.max()
-        out = []
-        for value in values:
-            if high == low:
-                out.append(float(_ONE))
-                continue
-            normalized = np.float32((value - low) / np.float32(high - low))
-            out.append(float(_MIN_SCORE if normalized == 0.0 else normalized))
-        return out
+        if high == low:
+            return np.ones_like(values)
+        out = (values - low) / np.float32(high - low)
+        return np.where(out == 0.0, _MIN_SCORE, out).astype(np.float32)
     if technique is Normalization.L2:
-        total = np.float32(0.0)
-        for value in values:
-            total = np.float32(total + np.float32(value * value))
+        # a running float32 sum, in list order, like the plugin's loop
+        total = np.cumsum(values * values, dtype=np.float32)[-1]
         norm = np.float32(math.sqrt(float(total)))
-        return [0.0 if norm == 0 else float(np.float32(value / norm)) for value in values]
+        return np.zeros_like(values) if norm == 0 else (values / norm).astype(np.float32)
     mean = np.float32(values.astype(np.float64).mean())
     std = np.float32(values.astype(np.float64).std())
-    out = []
-    for value in values:
-        if value == mean:
-            out.append(float(values.max()))
-        elif std == 0:
-            out.append(float(values.min()))
-        else:
-            z = np.float32((value - mean) / std)
-            out.append(float(_MIN_SCORE if z <= 0 else z))
-    return out
+    z = np.zeros_like(values) if std == 0 else ((values - mean) / std).astype(np.float32)
+    out = np.where(z <= 0, _MIN_SCORE, z)
+    out = np.where(std == 0, values.min(), out)
+    return np.where(values == mean, values.max(), out).astype(np.float32)
 
 
 def combine_scores(
@@ -140,28 +133,41 @@ def combine_scores(
         >>> round(combine_scores([1.0, 0.25], Combination.HARMONIC_MEAN, [0.5, 0.5]), 4)
         0.4
     """
-    technique = Combination(technique)
     weights = _weights(weights, len(scores))
-    sum_weights = np.float32(0.0)
-    total = np.float32(0.0)
-    for score, weight in zip(scores, weights, strict=True):
-        s, w = np.float32(0.0 if score is None else score), np.float32(weight)
+    matrix = np.array([[np.nan if x is None else x for x in scores]], dtype=np.float32)
+    return float(_combine(matrix, Combination(technique), weights)[0])
+
+
+def _combine(matrix: np.ndarray, technique: Combination, weights: Sequence[float]) -> np.ndarray:
+    """Row-wise :func:`combine_scores` of a ``(documents, subqueries)`` float32 matrix (NaN:
+    not returned), column by column in float32, the plugin's order of operations."""
+    rows = matrix.shape[0]
+    total = np.zeros(rows, dtype=np.float32)
+    sum_weights = np.zeros(rows, dtype=np.float32)
+    for column, weight in enumerate(weights):
+        w = np.float32(weight)
+        s = np.nan_to_num(matrix[:, column], nan=0.0).astype(np.float32)
         if technique is Combination.ARITHMETIC_MEAN:
-            if s < 0:
-                continue
-            total = np.float32(total + np.float32(s * w))
-        elif s <= 0:
-            continue
+            valid = s >= 0
+            term = s * w
         elif technique is Combination.GEOMETRIC_MEAN:
-            total = np.float32(total + np.float32(w * np.float32(math.log(float(s)))))
+            valid = s > 0
+            logs = np.log(np.where(valid, s, 1.0).astype(np.float64)).astype(np.float32)
+            term = w * logs
         else:
-            total = np.float32(total + np.float32(w / s))
-        sum_weights = np.float32(sum_weights + w)
+            valid = s > 0
+            term = w / np.where(valid, s, np.float32(1.0))
+        total = np.where(valid, total + term.astype(np.float32), total).astype(np.float32)
+        sum_weights = np.where(valid, sum_weights + w, sum_weights).astype(np.float32)
+    safe = np.where(sum_weights == 0, np.float32(1.0), sum_weights)
     if technique is Combination.ARITHMETIC_MEAN:
-        return 0.0 if sum_weights == 0 else float(np.float32(total / sum_weights))
-    if technique is Combination.GEOMETRIC_MEAN:
-        return 0.0 if sum_weights == 0 else float(np.float32(math.exp(float(total / sum_weights))))
-    return float(np.float32(sum_weights / total)) if total > 0 else 0.0
+        out = np.where(sum_weights == 0, 0.0, total / safe)
+    elif technique is Combination.GEOMETRIC_MEAN:
+        mean_log = (total / safe).astype(np.float32).astype(np.float64)
+        out = np.where(sum_weights == 0, 0.0, np.exp(mean_log))
+    else:
+        out = np.where(total > 0, sum_weights / np.where(total > 0, total, 1.0), 0.0)
+    return out.astype(np.float32)
 
 
 def rrf_score(rank: int, rank_constant: int = 60) -> float:
@@ -175,76 +181,86 @@ def fuse(
     normalization: Normalization = Normalization.MIN_MAX,
     combination: Combination = Combination.ARITHMETIC_MEAN,
     weights: Sequence[float] | None = None,
+    limit: int | None = None,
 ) -> list[FusedHit]:
     """Normalise each subquery's list, combine per document, rank (the ``fusion`` mode).
+
+    ``limit`` keeps only the best ``limit`` documents (the plugin keeps the longest list's count).
 
     Raises:
         QueryError: weights that do not match the subqueries or do not sum to 1.
     """
     weights = _weights(weights, len(results))
-    normalized = [
-        dict(
-            zip(
-                [i for i, _ in ranked],
-                normalize_scores([s for _, s in ranked], normalization),
-                strict=True,
-            )
-        )
-        for ranked in results
-    ]
-    return _rank(
-        results,
-        normalized,
-        lambda values: combine_scores(values, combination, weights),
-    )
+    order, raw = _matrix(results)
+    normalized = np.full_like(raw, np.nan)
+    for column, ranked in enumerate(results):
+        rows = [order[doc_id] for doc_id, _ in ranked]
+        scores = np.asarray([score for _, score in ranked], dtype=np.float32)
+        normalized[rows, column] = _normalize(scores, normalization)
+    combined = _combine(normalized, Combination(combination), weights)
+    return _ranked(order, raw, normalized, combined, results, limit=limit)
 
 
-def rrf(results: Sequence[RankedList], *, rank_constant: int = 60) -> list[FusedHit]:
-    """Reciprocal rank fusion of the subquery lists (the ``rrf`` mode)."""
+def rrf(
+    results: Sequence[RankedList], *, rank_constant: int = 60, limit: int | None = None
+) -> list[FusedHit]:
+    """Reciprocal rank fusion of the subquery lists (the ``rrf`` mode); ``limit`` as in fuse."""
     if not 1 <= rank_constant <= 10_000:
         raise QueryError(f"rank_constant must be between 1 and 10000, not {rank_constant}")
-    rank_scores = [
-        {doc_id: rrf_score(rank, rank_constant) for rank, (doc_id, _) in enumerate(ranked)}
-        for ranked in results
-    ]
-
-    def total(values: Sequence[float | None]) -> float:
-        acc = np.float32(0.0)
-        for value in values:
-            if value is not None:
-                acc = np.float32(acc + np.float32(value))
-        return float(acc)
-
-    return _rank(results, rank_scores, total)
+    order, raw = _matrix(results)
+    rank_scores = np.full_like(raw, np.nan)
+    combined = np.zeros(len(order), dtype=np.float32)
+    for column, ranked in enumerate(results):
+        for rank, (doc_id, _) in enumerate(ranked):
+            rank_scores[order[doc_id], column] = rrf_score(rank, rank_constant)
+        present = ~np.isnan(rank_scores[:, column])
+        combined = np.where(present, combined + rank_scores[:, column], combined)
+        combined = combined.astype(np.float32)
+    return _ranked(order, raw, rank_scores, combined, results, limit=limit)
 
 
-def _rank(
-    results: Sequence[RankedList],
-    per_query: Sequence[dict[str, float]],
-    combine: object,
-) -> list[FusedHit]:
-    order: list[str] = []
-    seen: set[str] = set()
-    raw_scores = [dict(ranked) for ranked in results]
+def _matrix(results: Sequence[RankedList]) -> tuple[dict[str, int], np.ndarray]:
+    """Row of every document (first-appearance order) and the raw scores (NaN: missing)."""
+    order: dict[str, int] = {}
     for ranked in results:
         for doc_id, _ in ranked:
-            if doc_id not in seen:
-                seen.add(doc_id)
-                order.append(doc_id)
-    hits = []
-    for doc_id in order:
-        normalized = tuple(scores.get(doc_id) for scores in per_query)
-        hits.append(
-            FusedHit(
-                doc_id=doc_id,
-                score=combine(normalized),  # type: ignore[operator]
-                raw=tuple(scores.get(doc_id) for scores in raw_scores),
-                normalized=normalized,
-            )
-        )
-    hits.sort(key=lambda hit: -hit.score)
+            order.setdefault(doc_id, len(order))
+    raw = np.full((len(order), len(results)), np.nan, dtype=np.float64)
+    for column, ranked in enumerate(results):
+        for doc_id, score in ranked:
+            raw[order[doc_id], column] = score
+    return order, raw
+
+
+def _ranked(
+    order: dict[str, int],
+    raw: np.ndarray,
+    normalized: np.ndarray,
+    combined: np.ndarray,
+    results: Sequence[RankedList],
+    *,
+    limit: int | None,
+) -> list[FusedHit]:
+    """Documents best first (stable: equal scores keep first-appearance order), cut to the
+    longest subquery list (and to ``limit``)."""
     keep = max((len(ranked) for ranked in results), default=0)
-    return hits[:keep]
+    if limit is not None:
+        keep = min(keep, limit)
+    ids = list(order)
+    best = np.argsort(-combined, kind="stable")[:keep]
+
+    def cells(row: np.ndarray) -> tuple[float | None, ...]:
+        return tuple(None if np.isnan(x) else float(x) for x in row)
+
+    return [
+        FusedHit(
+            doc_id=ids[i],
+            score=float(combined[i]),
+            raw=cells(raw[i]),
+            normalized=cells(normalized[i]),
+        )
+        for i in best
+    ]
 
 
 def _weights(weights: Sequence[float] | None, count: int) -> list[float]:

@@ -214,22 +214,25 @@ class Searcher:
         # one round trip: the cluster runs both searches concurrently
         return [_retrieved(response) for response in self._msearch(bodies)]
 
-    def _fused(self, request: SearchRequest, lists: Sequence[_Retrieved]) -> list[FusedHit]:
+    def _fused(
+        self, request: SearchRequest, lists: Sequence[_Retrieved], limit: int | None = None
+    ) -> list[FusedHit]:
         ranked = [item.ranked for item in lists]
         if request.mode is Mode.RRF:
-            return rrf(ranked, rank_constant=request.rank_constant)
+            return rrf(ranked, rank_constant=request.rank_constant, limit=limit)
         return fuse(
             ranked,
             normalization=request.normalization,
             combination=request.combination,
             weights=fusion_weights(request.alpha),
+            limit=limit,
         )
 
     def _client_fusion(
         self, request: SearchRequest, tokens: list[str], field_name: str, vector: list[float]
     ) -> list[Hit]:
         lists = self._subqueries(request, tokens, field_name, vector)
-        fused = self._fused(request, lists)[: request.k]
+        fused = self._fused(request, lists, limit=request.k)
         sources = self._sources_of([f.doc_id for f in fused])
         raw_hits = [
             {"_id": f.doc_id, "_score": f.score, "_source": sources.get(f.doc_id, {})}
