@@ -140,7 +140,10 @@ def run_demo(stack: Stack | None = None, bring_up: bool = True, k: int = 3) -> D
     for latex in QUERIES:
         for mode in DEMO_MODES:
             try:
-                response = searcher.search(SearchRequest(latex, mode=mode, k=k))
+                # fusion and rrf through the neural-search pipelines of the node
+                response = searcher.search(
+                    SearchRequest(latex, mode=mode, k=k, fusion_side="server")
+                )
             except QueryError as exc:
                 logger.warning("demo query %s failed: %s", latex, exc)
                 continue

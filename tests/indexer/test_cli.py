@@ -70,9 +70,9 @@ def test_demo_indexes_real_equations_and_answers_hybrid_queries() -> None:
     # the vectors come from the shipped graph-CNN model through the ONNX runtime
     assert report["model"]["field"] == "vec_gcn_v1" and report["model"]["dim"] == 64
     modes = {q["mode"] for q in report["queries"]}
-    assert modes == {"fusion", "rrf"}
+    assert modes == {"fusion", "rrf", "rescore"}
     for query in report["queries"]:
         assert len(query["hits"]) == 3
-    # the first query is a retyped equation of paper 0301004: both modes find that paper first
+    # the first query is a retyped equation of paper 0301004: every mode finds that paper first
     first = [q for q in report["queries"] if q["latex"] == report["queries"][0]["latex"]]
     assert all(q["hits"][0]["doc_id"] == "0301004" for q in first)

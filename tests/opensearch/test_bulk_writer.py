@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -56,6 +57,15 @@ class Empty:
     alias: str
     concrete: str
     spec: VectorSpec
+
+
+@pytest.fixture
+def no_disk_monitor(client: OpenSearch) -> Iterator[None]:
+    """Switch off the disk monitor, which may lift a read_only_allow_delete block by itself."""
+    key = "cluster.routing.allocation.disk.threshold_enabled"
+    client.cluster.put_settings(body={"transient": {key: False}})
+    yield
+    client.cluster.put_settings(body={"transient": {key: None}})
 
 
 @pytest.fixture
@@ -116,6 +126,7 @@ def test_a_refused_item_is_a_failure_record_and_the_rest_is_written(
     assert client.count(index=fresh_alias)["count"] == 19
 
 
+@pytest.mark.usefixtures("no_disk_monitor")
 def test_a_real_429_is_retried_until_the_block_is_lifted(
     client: OpenSearch,
     settings: OpenSearchSettings,
@@ -152,6 +163,7 @@ def test_a_real_429_is_retried_until_the_block_is_lifted(
     assert client.count(index=fresh_alias)["count"] == 50
 
 
+@pytest.mark.usefixtures("no_disk_monitor")
 def test_a_write_still_refused_after_the_last_retry_raises(
     client: OpenSearch,
     settings: OpenSearchSettings,
