@@ -174,13 +174,13 @@ def rescore_body(
     source: Sequence[str],
 ) -> dict:
     """BM25 window re-ranked by ``(1 - alpha) * bm25 + alpha * (1 + cos) / 2`` (exact cosine)."""
+    _check_alpha(alpha)
     cosine = {
         "script_score": {
             "query": {"match_all": {}},
             "script": cosine_script(field_name, vector),
         }
     }
-    _check_alpha(alpha)
     first = bm25_query(tokens, words, filters)
     return _rescored(
         first, cosine, size=size, window=window, weights=(1 - alpha, alpha), source=source
