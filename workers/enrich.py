@@ -1,7 +1,8 @@
 """Enrich a document index a library already runs with ``math.*`` fields (plain function).
 
 Reads the library's documents with a point in time (:mod:`indexer.opensearch_source`), finds
-their equations, featurises and embeds them, and writes one partial update per document
+their equations, featurises and embeds them in batches, and streams one partial update per
+document as soon as its equations are done (memory stays flat on large indexes)
 (:mod:`opensearch.enrichment`): nothing the library stores is rewritten. Equations that fail
 become failure records in the failures index, with their reason. Runs without a broker; the
 Celery pipeline (``mathsearch index``) calls the same pieces.
@@ -27,7 +28,7 @@ from indexer.parse import Featuriser, ParsedEquation
 from indexer.records import Failure
 from opensearch.bulk_writer import BulkWriter
 from opensearch.documents import failure_actions
-from opensearch.enrichment import enrichment_actions, ensure_math_mapping, group_by_document
+from opensearch.enrichment import DocumentMath, enrichment_actions, ensure_math_mapping
 from opensearch.schema import VectorSpec, ensure_failures_index
 from opensearch.settings import OpenSearchSettings
 
@@ -74,23 +75,35 @@ def enrich_index(
     writer = BulkWriter(client, settings)
     report = EnrichReport(index=index)
     failures: list[Failure] = []
-    parsed_dicts: list[dict[str, Any]] = []
-    vectors: list[list[float]] = []
-    items = iter_opensearch_index(client, index, field_name, mode=mode)
-    for batch in _batches(featuriser.parse_stream(items, batch_size), batch_size):
-        kept = [item for item in batch if isinstance(item, ParsedEquation)]
-        failures.extend(item for item in batch if isinstance(item, Failure))
-        if kept:
-            vectors.extend(encoder.encode([p.graph for p in kept]).round(6).tolist())
-            parsed_dicts.extend(p.to_dict() for p in kept)
-    groups = group_by_document(parsed_dicts, vectors)
-    result = writer.write(enrichment_actions(index, groups, model_field=spec.field))
+
+    def documents() -> Iterator[DocumentMath]:
+        """Documents as soon as they are complete: a document's equations come together."""
+        current: DocumentMath | None = None
+        items = iter_opensearch_index(client, index, field_name, mode=mode)
+        for batch in _batches(featuriser.parse_stream(items, batch_size), batch_size):
+            kept = [item for item in batch if isinstance(item, ParsedEquation)]
+            failures.extend(item for item in batch if isinstance(item, Failure))
+            vectors = encoder.encode([p.graph for p in kept]).round(6).tolist() if kept else []
+            for parsed, vector in zip(kept, vectors, strict=True):
+                if current is None or parsed.record.doc_id != current.doc_id:
+                    if current is not None:
+                        yield current
+                    current = DocumentMath(doc_id=parsed.record.doc_id)
+                current.add(parsed.to_dict(), vector)
+                report.equations += 1
+        if current is not None:
+            yield current
+
+    def counted(stream: Iterator[DocumentMath]) -> Iterator[DocumentMath]:
+        for document in stream:
+            report.documents += 1
+            yield document
+
+    result = writer.write(enrichment_actions(index, counted(documents()), model_field=spec.field))
     if failures:
         writer.write(failure_actions(failures_index, failures))
     for failure in failures:
         report.failures[failure.reason] = report.failures.get(failure.reason, 0) + 1
-    report.documents = len(groups)
-    report.equations = len(parsed_dicts)
     report.written = result.created + result.updated
     report.unchanged = result.noop
     report.write_failures = [f.to_dict() for f in result.failures]
