@@ -8,7 +8,7 @@ import textwrap
 from typing import Any
 
 from indexer.cli_io import RAW_HELP, emit, fail
-from opensearch.errors import MathsearchOpenSearchError
+from opensearch.errors import MappingError, MathsearchOpenSearchError
 from opensearch.fusion import Combination, Normalization
 from opensearch.queries import RANGE_FIELDS, Filters, Mode
 
@@ -157,6 +157,8 @@ def run_search(args: argparse.Namespace) -> int:
             max_df=args.max_df,
         )
         response = searcher.search(request)
+    except MappingError as exc:
+        return fail(f"{exc}{_demo_hint(settings, args.index)}")
     except (MathsearchOpenSearchError, ValueError) as exc:
         return fail(str(exc))
     except Exception as exc:
@@ -170,6 +172,16 @@ def run_search(args: argparse.Namespace) -> int:
     else:
         emit(format_response(response, explain=args.explain))
     return 0
+
+
+def _demo_hint(settings: Any, index: str | None) -> str:
+    """A pointer to the demo's index when the default one does not exist yet."""
+    if index:
+        return ""
+    return (
+        f" (after `mathsearch demo`, search its index: --index {settings.index_prefix}"
+        "-demo-equations)"
+    )
 
 
 def format_response(response: Any, *, explain: bool = False) -> str:

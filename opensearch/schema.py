@@ -165,9 +165,7 @@ def index_meta(client: OpenSearch, alias: str) -> dict[str, Any]:
     try:
         found = client.indices.get_mapping(index=alias)
     except NotFoundError as exc:
-        raise MappingError(
-            f"no index {alias}: create it with `mathsearch index ... --index {alias}`"
-        ) from exc
+        raise MappingError(f"no index {alias}: index equations into it first") from exc
     mapping = next(iter(found.values()))["mappings"]
     return dict(mapping.get("_meta") or {})
 
