@@ -65,7 +65,6 @@ class WriteReport:
     updated: int = 0
     noop: int = 0
     retries: int = 0
-    requests: int = 0
     failures: list[WriteFailure] = field(default_factory=list)
 
     @property
@@ -148,8 +147,7 @@ class BulkWriter:
                     f"{len(retry)} actions still refused after {attempt} retries "
                     f"(status {statuses}; first ids: {ids})"
                 )
-            delay = min(self.settings.bulk_max_backoff, self.settings.bulk_backoff * 2**attempt)
-            delay *= 0.5 + random.random() / 2
+            delay = self._delay(attempt) * (0.5 + random.random() / 2)
             logger.warning(
                 "%d actions refused (status %s); retry %d in %.1f s",
                 len(retry),
@@ -203,7 +201,6 @@ class BulkWriter:
                         index=str(index), doc_id=doc_id, status=status, reason=_reason(info)
                     )
                 )
-        report.requests += 1
         return retry
 
     def _call(self, request: Callable[[], Any]) -> Any:
@@ -214,10 +211,12 @@ class BulkWriter:
                 status = getattr(exc, "status_code", None)
                 if not is_transient(status) or attempt == self.settings.bulk_max_retries:
                     raise WriteError(f"OpenSearch refused the request: {exc}") from exc
-                self._sleep(
-                    min(self.settings.bulk_max_backoff, self.settings.bulk_backoff * 2**attempt)
-                )
+                self._sleep(self._delay(attempt))
         return None
+
+    def _delay(self, attempt: int) -> float:
+        """Exponential backoff: ``MATHSEARCH_BULK_BACKOFF * 2**attempt``, capped."""
+        return min(self.settings.bulk_max_backoff, self.settings.bulk_backoff * 2**attempt)
 
 
 def _reason(info: dict[str, Any]) -> str:
