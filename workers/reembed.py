@@ -15,6 +15,7 @@ Example::
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,33 +67,35 @@ def reembed(
     writer = BulkWriter(client, settings)
     report = ReembedReport(field=spec.field)
     failures: list[Failure] = []
-    batch: list[ParsedEquation] = []
 
-    def flush() -> None:
+    def actions() -> Iterator[dict[str, Any]]:
+        """Vector updates, a batch of equations at a time (one writer, one refresh at the end)."""
+        batch: list[ParsedEquation] = []
+        records = iter_opensearch_index(client, alias, "latex", mode="latex", progress=progress)
+        for item in featuriser.parse_stream(_with_ids(records), batch_size):
+            if isinstance(item, Failure):
+                failures.append(item)
+                continue
+            report.equations += 1
+            batch.append(item)
+            if len(batch) >= batch_size:
+                yield from _updates(batch)
+                batch = []
+        yield from _updates(batch)
+
+    def _updates(batch: list[ParsedEquation]) -> Iterator[dict[str, Any]]:
         if not batch:
             return
         vectors = encoder.encode([p.graph for p in batch]).round(6).tolist()
-        ids = [p.eq_id for p in batch]
-        result = writer.write(vector_update_actions(alias, spec.field, ids, vectors))
-        report.updated += result.created + result.updated
-        report.unchanged += result.noop
-        for failure in result.failures:
-            failures.append(
-                Failure(eq_id=failure.doc_id, doc_id="", stage="write", reason="write-refused",
-                        detail=failure.reason)
-            )  # fmt: skip
-        batch.clear()
+        yield from vector_update_actions(alias, spec.field, [p.eq_id for p in batch], vectors)
 
-    records = iter_opensearch_index(client, alias, "latex", mode="latex", progress=progress)
-    for item in featuriser.parse_stream(_with_ids(records), batch_size):
-        if isinstance(item, Failure):
-            failures.append(item)
-            continue
-        report.equations += 1
-        batch.append(item)
-        if len(batch) >= batch_size:
-            flush()
-    flush()
+    result = writer.write(actions())
+    report.updated = result.created + result.updated
+    report.unchanged = result.noop
+    failures.extend(
+        Failure(eq_id=f.doc_id, doc_id="", stage="write", reason="write-refused", detail=f.reason)
+        for f in result.failures
+    )
     if failures:
         writer.write(failure_actions(ensure_failures_index(client, settings), failures))
     for failure in failures:
