@@ -27,7 +27,7 @@ flagged, but only the 1M row answers it.
 Example::
 
     report = bench_query(connect(settings), settings, sizes=[10_000], queries=50)
-    print(format_bench_query(report))
+    text = format_bench_query(report)
 """
 
 from __future__ import annotations

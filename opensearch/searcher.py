@@ -22,8 +22,7 @@ Example::
 
     searcher = Searcher(connect(), "mathsearch-equations")
     response = searcher.search(SearchRequest(r"\\int_0^1 x^2 dx", mode=Mode.FUSION, k=5))
-    for hit in response.hits:
-        print(hit.rank, hit.score, hit.latex)
+    best = [(hit.rank, hit.score, hit.latex) for hit in response.hits]
 """
 
 from __future__ import annotations
