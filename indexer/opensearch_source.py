@@ -38,6 +38,7 @@ from opensearchpy.exceptions import TransportError
 
 from indexer.records import EquationRecord, Failure, excerpt, make_eq_id
 from indexer.settings import IndexerSettings
+from opensearch.client import transport_reason
 from opensearch.errors import ClusterUnavailableError, MathsearchOpenSearchError
 
 logger = logging.getLogger(__name__)
@@ -163,7 +164,7 @@ def _call(method: Any, what: str, **kwargs: Any) -> Any:
     except OSConnectionError as exc:
         raise ClusterUnavailableError(f"{what}: the cluster does not answer ({exc})") from exc
     except TransportError as exc:
-        raise MathsearchOpenSearchError(f"{what}: {_reason(exc)}") from exc
+        raise MathsearchOpenSearchError(f"{what}: {transport_reason(exc)}") from exc
 
 
 def _initial_sort(client: OpenSearch) -> list[dict[str, str]]:
@@ -195,15 +196,6 @@ def _check_shards(response: dict[str, Any], index: str) -> None:
         f"search {index}: {shards['failed']} of {shards.get('total')} shards failed "
         f"({reason}); refusing to return part of the index"
     )
-
-
-def _reason(exc: TransportError) -> str:
-    info = exc.info if isinstance(exc.info, dict) else {}
-    error = info.get("error")
-    if isinstance(error, dict):
-        root = (error.get("root_cause") or [error])[0]
-        return f"{exc.status_code} {root.get('type', '')}: {root.get('reason', '')}"
-    return f"{exc.status_code} {exc.error}"
 
 
 def _create_pit(client: OpenSearch, index: str, keep_alive: str) -> str:

@@ -70,8 +70,9 @@ _DIMEN = re.compile(
 _SPACES = re.compile(r"\s*")
 
 
-def _group_end(latex: str, start: int, open_: str = "{", close: str = "}") -> int:
-    """End (exclusive) of the balanced group opening at ``latex[start]`` (escapes skipped)."""
+def _closing(latex: str, start: int, open_: str = "{", close: str = "}") -> int:
+    """Index of the ``close`` that ends the group already open at ``start`` (escapes skipped),
+    or ``len(latex)`` when it never closes."""
     depth = 0
     i = start
     while i < len(latex):
@@ -82,30 +83,21 @@ def _group_end(latex: str, start: int, open_: str = "{", close: str = "}") -> in
         if char == open_:
             depth += 1
         elif char == close:
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    return len(latex)
-
-
-def _group_rest(latex: str, start: int) -> int:
-    """Where the group around ``start`` closes (its ``}``, or the end of ``latex``)."""
-    depth = 0
-    i = start
-    while i < len(latex):
-        char = latex[i]
-        if char == "\\":
-            i += 2
-            continue
-        if char == "{":
-            depth += 1
-        elif char == "}":
             if depth == 0:
                 return i
             depth -= 1
         i += 1
     return len(latex)
+
+
+def _group_end(latex: str, start: int, open_: str = "{", close: str = "}") -> int:
+    """End (exclusive) of the balanced group opening at ``latex[start]`` (escapes skipped)."""
+    return min(len(latex), _closing(latex, start + 1, open_, close) + 1)
+
+
+def _group_rest(latex: str, start: int) -> int:
+    """Where the group around ``start`` closes (its ``}``, or the end of ``latex``)."""
+    return _closing(latex, start)
 
 
 def _verbatim_argument(latex: str, start: int, *, optional: bool = True) -> int:

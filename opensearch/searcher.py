@@ -38,6 +38,7 @@ from opensearchpy.exceptions import ConnectionError as OSConnectionError
 from opensearchpy.exceptions import NotFoundError, TransportError
 
 from opensearch import queries
+from opensearch.client import transport_reason
 from opensearch.errors import ClusterUnavailableError, MappingError, QueryError
 from opensearch.explain import (
     fusion_breakdown,
@@ -323,11 +324,11 @@ class Searcher:
         try:
             return request()
         except NotFoundError as exc:
-            raise MappingError(f"no index {self.index}: {_reason(exc)}") from exc
+            raise MappingError(f"no index {self.index}: {transport_reason(exc)}") from exc
         except OSConnectionError as exc:
             raise ClusterUnavailableError(f"OpenSearch does not answer: {exc}") from exc
         except TransportError as exc:
-            raise QueryError(f"OpenSearch refused the search: {_reason(exc)}") from exc
+            raise QueryError(f"OpenSearch refused the search: {transport_reason(exc)}") from exc
 
     def _msearch(self, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
         lines: list[dict[str, Any]] = []
@@ -372,13 +373,3 @@ def _retrieved(response: dict[str, Any]) -> _Retrieved:
     return _Retrieved(
         ranked=[(hit["_id"], float(hit["_score"])) for hit in hits],
     )
-
-
-def _reason(exc: TransportError) -> str:
-    info = getattr(exc, "info", None)
-    if isinstance(info, dict):
-        error = info.get("error")
-        if isinstance(error, dict):
-            root = (error.get("root_cause") or [error])[0]
-            return str(root.get("reason") or error.get("reason") or exc)[:500]
-    return str(getattr(exc, "error", exc))[:500]

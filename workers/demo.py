@@ -21,6 +21,7 @@ from opensearch.client import connect
 from opensearch.documents import equation_actions, failure_actions
 from opensearch.errors import QueryError
 from opensearch.queries import Mode
+from opensearch.results import Hit
 from opensearch.schema import (
     VectorSpec,
     ensure_equation_index,
@@ -30,6 +31,7 @@ from opensearch.schema import (
 from opensearch.searcher import ModelQueryEncoder, Searcher, SearchRequest
 from opensearch.stack import Stack
 from opensearch.vector_fields import set_default_vector_field
+from workers.embedding import vectors_of
 
 logger = logging.getLogger(__name__)
 
@@ -41,25 +43,11 @@ QUERIES = (
 )
 
 
-def embed(encoder: Encoder, parsed: list[ParsedEquation]) -> list[list[float]]:
-    """The model's vectors of ``parsed`` (float32, rounded to 6 digits for the JSON body)."""
-    return encoder.encode([p.graph for p in parsed]).round(6).tolist()
-
-
-@dataclass
-class DemoHit:
-    rank: int
-    score: float
-    eq_id: str
-    doc_id: str
-    latex: str
-
-
 @dataclass
 class DemoQuery:
     latex: str
     mode: str
-    hits: list[DemoHit]
+    hits: list[Hit]
 
 
 @dataclass
@@ -116,7 +104,9 @@ def run_demo(stack: Stack | None = None, bring_up: bool = True, k: int = 3) -> D
     failures_index = ensure_failures_index(client, settings)
     writer = BulkWriter(client, settings, refresh="end")
     written = writer.write(
-        equation_actions(alias, [p.to_dict() for p in kept], {spec.field: embed(encoder, kept)})
+        equation_actions(
+            alias, [p.to_dict() for p in kept], {spec.field: vectors_of(encoder, kept)}
+        )
     )
     writer.write(failure_actions(failures_index, rejected))
     if written.failures:
@@ -147,9 +137,5 @@ def run_demo(stack: Stack | None = None, bring_up: bool = True, k: int = 3) -> D
             except QueryError as exc:
                 logger.warning("demo query %s failed: %s", latex, exc)
                 continue
-            hits = [
-                DemoHit(rank=h.rank, score=h.score, eq_id=h.eq_id, doc_id=h.doc_id, latex=h.latex)
-                for h in response.hits
-            ]
-            report.queries.append(DemoQuery(latex=latex, mode=mode.value, hits=hits))
+            report.queries.append(DemoQuery(latex=latex, mode=mode.value, hits=response.hits))
     return report

@@ -24,13 +24,14 @@ from opensearchpy import OpenSearch
 
 from export.runtime import Encoder
 from indexer.opensearch_source import iter_opensearch_index
-from indexer.parse import Featuriser, ParsedEquation
+from indexer.parse import Featuriser
 from indexer.records import Failure
 from opensearch.bulk_writer import BulkWriter
 from opensearch.documents import failure_actions
 from opensearch.enrichment import DocumentMath, enrichment_actions, ensure_math_mapping
 from opensearch.schema import VectorSpec, ensure_failures_index
 from opensearch.settings import OpenSearchSettings
+from workers.embedding import embedded
 
 logger = logging.getLogger(__name__)
 
@@ -80,17 +81,17 @@ def enrich_index(
         """Documents as soon as they are complete: a document's equations come together."""
         current: DocumentMath | None = None
         items = iter_opensearch_index(client, index, field_name, mode=mode)
-        for batch in _batches(featuriser.parse_stream(items, batch_size), batch_size):
-            kept = [item for item in batch if isinstance(item, ParsedEquation)]
-            failures.extend(item for item in batch if isinstance(item, Failure))
-            vectors = encoder.encode([p.graph for p in kept]).round(6).tolist() if kept else []
-            for parsed, vector in zip(kept, vectors, strict=True):
-                if current is None or parsed.record.doc_id != current.doc_id:
-                    if current is not None:
-                        yield current
-                    current = DocumentMath(doc_id=parsed.record.doc_id)
-                current.add(parsed.to_dict(), vector)
-                report.equations += 1
+        for item in embedded(featuriser, encoder, items, batch_size):
+            if isinstance(item, Failure):
+                failures.append(item)
+                continue
+            parsed, vector = item
+            if current is None or parsed.record.doc_id != current.doc_id:
+                if current is not None:
+                    yield current
+                current = DocumentMath(doc_id=parsed.record.doc_id)
+            current.add(parsed.to_dict(), vector)
+            report.equations += 1
         if current is not None:
             yield current
 
@@ -115,14 +116,3 @@ def enrich_index(
         len(failures),
     )
     return report
-
-
-def _batches(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
-    batch: list[Any] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch

@@ -23,13 +23,14 @@ from opensearchpy import OpenSearch
 
 from export.runtime import Encoder
 from indexer.opensearch_source import iter_opensearch_index
-from indexer.parse import Featuriser, ParsedEquation
+from indexer.parse import Featuriser
 from indexer.records import Failure
 from opensearch.bulk_writer import BulkWriter
 from opensearch.documents import failure_actions, vector_update_actions
 from opensearch.schema import VectorSpec, ensure_failures_index
 from opensearch.settings import OpenSearchSettings
 from opensearch.vector_fields import add_vector_field
+from workers.embedding import embedded
 
 logger = logging.getLogger(__name__)
 
@@ -69,25 +70,15 @@ def reembed(
     failures: list[Failure] = []
 
     def actions() -> Iterator[dict[str, Any]]:
-        """Vector updates, a batch of equations at a time (one writer, one refresh at the end)."""
-        batch: list[ParsedEquation] = []
+        """Vector updates as the equations are embedded (one writer, one refresh at the end)."""
         records = iter_opensearch_index(client, alias, "latex", mode="latex", progress=progress)
-        for item in featuriser.parse_stream(_with_ids(records), batch_size):
+        for item in embedded(featuriser, encoder, _with_ids(records), batch_size):
             if isinstance(item, Failure):
                 failures.append(item)
                 continue
+            parsed, vector = item
             report.equations += 1
-            batch.append(item)
-            if len(batch) >= batch_size:
-                yield from _updates(batch)
-                batch = []
-        yield from _updates(batch)
-
-    def _updates(batch: list[ParsedEquation]) -> Iterator[dict[str, Any]]:
-        if not batch:
-            return
-        vectors = encoder.encode([p.graph for p in batch]).round(6).tolist()
-        yield from vector_update_actions(alias, spec.field, [p.eq_id for p in batch], vectors)
+            yield from vector_update_actions(alias, spec.field, [parsed.eq_id], [vector])
 
     result = writer.write(actions())
     report.updated = result.created + result.updated

@@ -17,6 +17,7 @@ from opensearch.documents import equation_actions
 from opensearch.schema import VectorSpec, ensure_equation_index
 from opensearch.searcher import Searcher
 from workers.demo import demo_records
+from workers.embedding import vectors_of
 
 
 @pytest.fixture(scope="session")
@@ -38,7 +39,7 @@ def demo_dicts(demo_parsed: list[ParsedEquation]) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="session")
 def demo_vectors(encoder: Encoder, demo_parsed: list[ParsedEquation]) -> list[list[float]]:
-    return encoder.encode([p.graph for p in demo_parsed]).round(6).tolist()
+    return vectors_of(encoder, demo_parsed)
 
 
 def new_alias(settings: OpenSearchSettings) -> str:

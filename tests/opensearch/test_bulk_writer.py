@@ -77,6 +77,18 @@ def empty(
     return Empty(alias=fresh_alias, concrete=concrete, spec=spec)
 
 
+@pytest.fixture
+def blocked(client: OpenSearch, empty: Empty, no_disk_monitor: None) -> Iterator[Empty]:
+    """The empty index under a read_only_allow_delete block: the node answers writes with 429."""
+    client.indices.put_settings(
+        index=empty.concrete, body={"index.blocks.read_only_allow_delete": True}
+    )
+    yield empty
+    client.indices.put_settings(
+        index=empty.concrete, body={"index.blocks.read_only_allow_delete": None}
+    )
+
+
 def test_transient_statuses() -> None:
     assert is_transient(429) and is_transient(503) and is_transient("N/A")
     assert not is_transient(400) and not is_transient(404) and not is_transient(409)
@@ -126,17 +138,14 @@ def test_a_refused_item_is_a_failure_record_and_the_rest_is_written(
     assert client.count(index=fresh_alias)["count"] == 19
 
 
-@pytest.mark.usefixtures("no_disk_monitor")
 def test_a_real_429_is_retried_until_the_block_is_lifted(
     client: OpenSearch,
     settings: OpenSearchSettings,
-    empty: Empty,
+    blocked: Empty,
     demo_dicts: list,
     demo_vectors: list,
 ) -> None:
-    fresh_alias, spec, concrete = empty.alias, empty.spec, empty.concrete
-    block = {"index.blocks.read_only_allow_delete": True}
-    client.indices.put_settings(index=concrete, body=block)
+    fresh_alias, spec, concrete = blocked.alias, blocked.spec, blocked.concrete
     sleeps: list[float] = []
 
     def lift() -> None:
@@ -163,25 +172,17 @@ def test_a_real_429_is_retried_until_the_block_is_lifted(
     assert client.count(index=fresh_alias)["count"] == 50
 
 
-@pytest.mark.usefixtures("no_disk_monitor")
 def test_a_write_still_refused_after_the_last_retry_raises(
     client: OpenSearch,
     settings: OpenSearchSettings,
-    empty: Empty,
+    blocked: Empty,
     demo_dicts: list,
     demo_vectors: list,
 ) -> None:
-    fresh_alias, spec, concrete = empty.alias, empty.spec, empty.concrete
-    client.indices.put_settings(index=concrete, body={"index.blocks.read_only_allow_delete": True})
-    try:
-        writer = BulkWriter(client, _fast(settings, bulk_max_retries=2, bulk_backoff=0.05))
-        with pytest.raises(WriteError, match=r"after 2 retries .*429"):
-            writer.write(
-                equation_actions(fresh_alias, demo_dicts[:5], {spec.field: demo_vectors[:5]})
-            )
-    finally:
-        client.indices.put_settings(
-            index=concrete, body={"index.blocks.read_only_allow_delete": None}
+    writer = BulkWriter(client, _fast(settings, bulk_max_retries=2, bulk_backoff=0.05))
+    with pytest.raises(WriteError, match=r"after 2 retries .*429"):
+        writer.write(
+            equation_actions(blocked.alias, demo_dicts[:5], {blocked.spec.field: demo_vectors[:5]})
         )
 
 

@@ -1,0 +1,43 @@
+"""The embed stage shared by the jobs: featurised equations in, their model vectors out.
+
+Vectors are rounded to 6 decimals (float32 carries about 7 significant digits; the JSON bodies
+stay short), the form every job writes to OpenSearch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+from export.runtime import Encoder
+from indexer.parse import Featuriser, ParsedEquation
+from indexer.records import EquationRecord, Failure
+
+
+def vectors_of(encoder: Encoder, parsed: Sequence[ParsedEquation]) -> list[list[float]]:
+    """The model's vectors of ``parsed``, as JSON-ready lists."""
+    if not parsed:
+        return []
+    return encoder.encode([p.graph for p in parsed]).round(6).tolist()
+
+
+def embedded(
+    featuriser: Featuriser,
+    encoder: Encoder,
+    items: Iterable[EquationRecord | Failure],
+    batch_size: int = 256,
+) -> Iterator[tuple[ParsedEquation, list[float]] | Failure]:
+    """Featurise and embed a stream in batches, in order; failures pass through as they are."""
+    batch: list[ParsedEquation | Failure] = []
+
+    def flush() -> Iterator[tuple[ParsedEquation, list[float]] | Failure]:
+        kept = [item for item in batch if isinstance(item, ParsedEquation)]
+        vectors = iter(vectors_of(encoder, kept))
+        for item in batch:
+            yield item if isinstance(item, Failure) else (item, next(vectors))
+
+    for item in featuriser.parse_stream(items, batch_size):
+        batch.append(item)
+        if len(batch) >= batch_size:
+            yield from flush()
+            batch = []
+    yield from flush()
