@@ -23,7 +23,14 @@ from indexer.errors import IndexerError
 from opensearch.cli_bench_query import add_bench_query, run_bench_query
 from opensearch.cli_search import add_models, add_search, run_models, run_search
 from opensearch.errors import MathsearchOpenSearchError
-from workers.queues import QUEUES
+from workers.cli_index import (
+    add_bench_index,
+    add_index,
+    add_worker,
+    run_bench_index_command,
+    run_index_command,
+    run_worker,
+)
 
 logger = logging.getLogger("mathsearch")
 
@@ -43,6 +50,8 @@ examples:
   mathsearch models add gcn-v2.onnx --use       re-embed into a new field, then switch to it
   mathsearch bench query --sizes 10000,100000 latency per mode at each index size
   mathsearch worker --queues parse,embed --concurrency 2
+  mathsearch index ../shared/data/hepth2003/equation.txt --index hepth   (through the workers)
+  mathsearch index paper.tex --index papers --inline                      (no broker)
 
 environment: MATHSEARCH_OPENSEARCH_URL, MATHSEARCH_REDIS_URL and friends (see README.md).
 """
@@ -96,14 +105,21 @@ def _parser() -> argparse.ArgumentParser:
     demo = commands.add_parser(
         "demo",
         help="the main job on the bundled real corpus",
-        description="Start the stack, index the bundled hep-th equations and run hybrid "
-        "(fusion and RRF) queries, printing the results.",
-        epilog="examples:\n  mathsearch demo\n  mathsearch demo --k 5 --json",
+        description="Start the stack and Celery workers, index the bundled real hep-th equations "
+        "through the parse and embed queues, enrich a library index with math.* fields, and "
+        "run hybrid (fusion, RRF, rescore) queries, printing the results.",
+        epilog="examples:\n  mathsearch demo\n  mathsearch demo --k 5 --json\n"
+        "  mathsearch demo --corpus ../shared/data/hepth2003/equation.txt",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     demo.add_argument("--k", type=int, default=3, help="results per query (default 3)")
     demo.add_argument("--json", action="store_true", help="machine-readable output")
     demo.add_argument("--no-stack-up", action="store_true", help="use the running cluster as is")
+    demo.add_argument(
+        "--corpus",
+        help="index this source instead of the bundled sample "
+        "(e.g. ../shared/data/hepth2003/equation.txt)",
+    )
 
     add_commands(commands)
     add_train(commands)
@@ -116,32 +132,18 @@ def _parser() -> argparse.ArgumentParser:
         help="benchmarks (speed, memory) of the pipeline stages",
         epilog="examples:\n  mathsearch bench parse\n  mathsearch bench parse --limit 2000 --json\n"
         "  mathsearch bench embed --batch-sizes 1,256\n"
-        "  mathsearch bench query --sizes 10000 --queries 50",
+        "  mathsearch bench query --sizes 10000 --queries 50\n"
+        "  mathsearch bench index --limit 3000 --processes 1,2,4",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     bench_cmds = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
     add_bench(bench_cmds)
     add_bench_embed(bench_cmds)
     add_bench_query(bench_cmds)
+    add_bench_index(bench_cmds)
 
-    worker = commands.add_parser(
-        "worker",
-        help="start Celery workers",
-        description="Start a Celery worker on the Redis broker of MATHSEARCH_REDIS_URL.",
-        epilog="examples:\n  mathsearch worker\n  mathsearch worker --queues embed --concurrency 1",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    worker.add_argument(
-        "--queues", default=",".join(QUEUES), help="comma-separated queues (default: %(default)s)"
-    )
-    worker.add_argument(
-        "--concurrency",
-        type=int,
-        default=None,
-        help="worker processes (default MATHSEARCH_WORKER_CONCURRENCY, else the CPU count)",
-    )
-    worker.add_argument("--loglevel", default="INFO")
-    worker.add_argument("--hostname", default=None, help="Celery node name (default: celery@host)")
+    add_index(commands)
+    add_worker(commands)
     return parser
 
 
@@ -196,21 +198,38 @@ def _stack(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from workers.demo import run_demo
 
-    report = run_demo(bring_up=not args.no_stack_up, k=args.k)
+    report = run_demo(
+        bring_up=not args.no_stack_up,
+        k=args.k,
+        corpus=args.corpus,
+        progress=not args.json and sys.stderr.isatty(),
+    )
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
         return 0
     for line in report.stack:
         print(line)
+    job = report.job
     skipped = ", ".join(f"{n} {reason}" for reason, n in report.rejected.items()) or "none"
     print(
-        f"\nindexed {report.indexed} real hep-th equations into {report.index} "
-        f"(failure records: {skipped})"
+        f"\nworkers: {report.workers}\n"
+        f"indexed {report.indexed} of {job['equations']} real hep-th equations into "
+        f"{report.index} through the parse and embed queues in {job['seconds']:.1f} s "
+        f"({job['batches']} batches, {job['eq_per_s']:.0f} equations/s)\n"
+        f"failure records (in {report.index.rsplit('-demo', 1)[0]}-failures): {skipped}"
     )
     model = report.model
     print(
         f"vectors: {model['name']} (KDD 2020 graph CNN, {model['dim']}-d, {model['similarity']}) "
-        f"in {model['field']}, ONNX Runtime on {', '.join(model['providers'])}\n"
+        f"in {model['field']}, ONNX Runtime on {', '.join(model['providers'])}"
+    )
+    enriched = report.enrichment
+    example = enriched["example"]
+    print(
+        f"enrichment: {enriched['documents']} library documents in {enriched['index']} got "
+        f"math.* by partial updates ({enriched['equations']} equations); e.g. "
+        f"{example['doc_id']}: {example['equation_count']} equations, a "
+        f"{example['vector_dim']}-d document vector, symbols {', '.join(example['symbols'])}\n"
     )
     print("the stack keeps running: `./deploy/run.sh mathsearch stack down` stops it\n")
     for query in report.queries:
@@ -223,28 +242,13 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _worker(args: argparse.Namespace) -> int:
-    from workers.app import app
-    from workers.settings import WorkerSettings
-
-    concurrency = args.concurrency or WorkerSettings.from_env().concurrency
-    argv = [
-        "worker",
-        f"--queues={args.queues}",
-        f"--loglevel={args.loglevel}",
-        f"--concurrency={concurrency}",
-    ]
-    if args.hostname:
-        argv.append(f"--hostname={args.hostname}")
-    app.worker_main(argv)
-    return 0
-
-
 def _bench(args: argparse.Namespace) -> int:
     if args.bench_command == "embed":
         return run_bench_embed(args)
     if args.bench_command == "query":
         return run_bench_query(args)
+    if args.bench_command == "index":
+        return run_bench_index_command(args)
     return run_bench_parse(args)
 
 
@@ -264,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     handlers = {
         "stack": _stack,
         "demo": _demo,
-        "worker": _worker,
+        "worker": run_worker,
+        "index": run_index_command,
         "extract": run_extract,
         "parse": run_parse,
         "vocab": run_vocab,

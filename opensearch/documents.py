@@ -130,17 +130,29 @@ def vector_update_actions(
         }
 
 
-def failure_actions(index: str, failures: Iterable[Failure | Mapping[str, Any]]) -> Iterator[dict]:
-    """Upserts of failure records (id = equation id: one record per equation, re-runs no-op)."""
+def failure_id(target: str | None, eq_id: str) -> str:
+    """The failure record's id: one per equation and target index (``<target>/<eq_id>``)."""
+    return f"{target}/{eq_id}" if target else eq_id
+
+
+def failure_actions(
+    index: str, failures: Iterable[Failure | Mapping[str, Any]], *, target: str | None = None
+) -> Iterator[dict]:
+    """Upserts of failure records for equations bound for ``target`` (an index or alias).
+
+    The id is :func:`failure_id` (target + equation id): one record per equation and target,
+    so a re-run is a no-op and two corpora that reuse equation ids do not collide.
+    """
     for failure in failures:
         item = failure if isinstance(failure, Failure) else Failure.from_dict(dict(failure))
         source = {
             "eq_id": item.eq_id,
             "doc_id": item.doc_id,
+            "index": target or "",
             "stage": item.stage,
             "reason": item.reason,
             "detail": item.detail[:2000],
             "source": item.source,
             "excerpt": item.excerpt,
         }
-        yield upsert_action(index, item.eq_id, source, stamp="failed_at")
+        yield upsert_action(index, failure_id(target, item.eq_id), source, stamp="failed_at")

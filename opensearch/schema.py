@@ -242,6 +242,7 @@ def failures_index_body() -> dict[str, Any]:
             "properties": {
                 "eq_id": {"type": "keyword"},
                 "doc_id": {"type": "keyword"},
+                "index": {"type": "keyword"},
                 "stage": {"type": "keyword"},
                 "reason": {"type": "keyword"},
                 "detail": {"type": "text"},
@@ -263,4 +264,13 @@ def ensure_failures_index(client: OpenSearch, settings: OpenSearchSettings | Non
         except TransportError as exc:
             if getattr(exc, "error", "") != "resource_already_exists_exception":
                 raise MappingError(f"cannot create {name}: {exc}") from exc
+    else:  # a failures index from an older version: add the fields it lacks
+        mapped = client.indices.get_mapping(index=name)[name]["mappings"].get("properties", {})
+        missing = {
+            field: spec
+            for field, spec in failures_index_body()["mappings"]["properties"].items()
+            if field not in mapped
+        }
+        if missing:
+            client.indices.put_mapping(index=name, body={"properties": missing})
     return name

@@ -1,4 +1,13 @@
-"""The Celery application: Redis broker, JSON only, late acknowledgement."""
+"""The Celery application: Redis broker, JSON only, late acknowledgement, routed queues.
+
+Batches go to the ``parse`` queue (CPU) and then to the ``embed`` queue (ONNX Runtime on GPU or
+CPU, followed by the bulk write); both names carry ``MATHSEARCH_QUEUE_PREFIX``. A batch is
+acknowledged only when its task returns (``acks_late``); a pool process that dies mid-batch
+gets its batch requeued at once (``reject_on_worker_lost``) and a worker that dies hard gets its
+batches redelivered after ``MATHSEARCH_VISIBILITY_TIMEOUT`` seconds. Every task is idempotent
+(upserts by equation id, per-batch progress entries), so a redelivery changes nothing twice.
+Workers send task events, so Flower (``celery -A workers.app flower``) can watch them.
+"""
 
 from __future__ import annotations
 
@@ -24,16 +33,19 @@ def create_app(settings: WorkerSettings | None = None) -> Celery:
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
-        task_default_queue=DEFAULT,
+        task_default_queue=settings.queue(DEFAULT),
         task_routes={
-            "mathsearch.parse.*": {"queue": PARSE},
-            "mathsearch.embed.*": {"queue": EMBED},
+            "mathsearch.parse.*": {"queue": settings.queue(PARSE)},
+            "mathsearch.embed.*": {"queue": settings.queue(EMBED)},
         },
         task_time_limit=settings.task_time_limit,
+        task_soft_time_limit=max(1, settings.task_time_limit - 10),
         result_expires=3600,
         worker_send_task_events=True,
         task_send_sent_event=True,
         broker_connection_retry_on_startup=True,
+        broker_connection_max_retries=None,
+        broker_transport_options={"visibility_timeout": settings.visibility_timeout},
         worker_hijack_root_logger=False,
     )
     return app

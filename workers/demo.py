@@ -1,37 +1,45 @@
-"""`mathsearch demo`: the stack, the bundled real corpus indexed, a few hybrid queries.
+"""`mathsearch demo`: the stack, workers, the bundled real corpus indexed, hybrid queries.
 
-The equations go through the real featurisation (indexer.parse: LaTeX -> MathML graph, math
-tokens, symbols) and the shipped default model (``export/models/gcn-v1.onnx``, the KDD 2020 graph
-CNN trained by the project on hep-th, run by the torch-free :class:`export.runtime.Encoder`). Its
-vectors go into the model card's field (``vec_gcn_v1``, 64-d, inner product) and are the kNN half
-of the hybrid queries.
+1. ``mathsearch stack up`` (OpenSearch with k-NN + neural-search, Redis);
+2. Celery workers in their own processes (``mathsearch worker``; ones already running are used);
+3. the bundled real hep-th equations (or ``corpus``) through the pipeline - parse queue
+   (LaTeX -> MathML graph, math tokens, symbols; :mod:`indexer.parse`), embed queue (the shipped
+   default model ``export/models/gcn-v1.onnx``, the KDD 2020 graph CNN trained by the project on
+   hep-th, in ONNX Runtime) and bulk writes - into the demo equation index; failures become
+   records in the failures index;
+4. enrichment of a library's own document index: the same papers stored as documents with their
+   equations in a full-text ``body`` get ``math.*`` fields by partial updates;
+5. hybrid queries (``fusion`` and ``rrf`` through the node's neural-search pipelines,
+   ``rescore``) whose results a person can read.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from opensearchpy import OpenSearch
 
 from export.runtime import Encoder
 from indexer.hepth import bundled_sample_lines, iter_hepth
+from indexer.opensearch_source import iter_opensearch_index
 from indexer.parse import Featuriser, ParsedEquation
 from indexer.records import EquationRecord, Failure
-from opensearch.bulk_writer import BulkWriter
 from opensearch.client import connect
-from opensearch.documents import equation_actions, failure_actions
 from opensearch.errors import QueryError
 from opensearch.queries import Mode
 from opensearch.results import Hit
-from opensearch.schema import (
-    VectorSpec,
-    ensure_equation_index,
-    ensure_failures_index,
-    resolve_alias,
-)
+from opensearch.schema import resolve_alias
 from opensearch.searcher import ModelQueryEncoder, Searcher, SearchRequest
 from opensearch.stack import Stack
-from opensearch.vector_fields import set_default_vector_field
-from workers.embedding import vectors_of
+from workers.index_job import IndexJobError, IndexReport, run_index
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +64,9 @@ class DemoReport:
     index: str
     indexed: int
     rejected: dict[str, int]
+    workers: str = ""
+    job: dict[str, Any] = field(default_factory=dict)
+    enrichment: dict[str, Any] = field(default_factory=dict)
     model: dict[str, object] = field(default_factory=dict)
     queries: list[DemoQuery] = field(default_factory=list)
 
@@ -84,8 +95,111 @@ def demo_records(
     return parsed, failures
 
 
-def run_demo(stack: Stack | None = None, bring_up: bool = True, k: int = 3) -> DemoReport:
-    """Bring the stack up, index the bundled corpus (idempotently), run the hybrid queries."""
+class DemoWorkers:
+    """Workers for the demo: the running ones, or ``mathsearch worker`` started (and stopped)."""
+
+    def __init__(self, concurrency: int = 2) -> None:
+        self.concurrency = concurrency
+        self.process: subprocess.Popen | None = None
+
+    def __enter__(self) -> str:
+        from workers.index_job import _Queue
+        from workers.settings import WorkerSettings
+
+        queue = _Queue(WorkerSettings.from_env())
+        try:
+            queue.check_workers()
+            return "workers already running"
+        except IndexJobError:
+            pass
+        command = [sys.executable, "-m", "indexer.cli", "worker", "--loglevel=WARNING"]
+        command += [f"--concurrency={self.concurrency}", "--metrics-port=0", "--hostname=demo@%h"]
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy()
+        )
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                error = (self.process.stderr.read() if self.process.stderr else b"").decode()
+                raise IndexJobError(f"the demo worker exited: {error[-1500:]}")
+            try:
+                queue.check_workers()
+                return f"started `mathsearch worker --concurrency {self.concurrency}`"
+            except IndexJobError:
+                time.sleep(1)
+        raise IndexJobError("the demo worker did not start consuming within 120 s")
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is None:
+            return
+        self.process.send_signal(signal.SIGTERM)  # warm shutdown
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def library_documents(items: Iterable[EquationRecord | Failure]) -> dict[str, dict[str, Any]]:
+    """The sample's papers as a library would store them: a title and a body with display math."""
+    papers: dict[str, list[str]] = {}
+    for item in items:
+        if isinstance(item, EquationRecord) and item.latex:
+            papers.setdefault(item.doc_id, []).append(item.latex)
+    return {
+        doc_id: {
+            "title": f"arXiv hep-th/{doc_id}",
+            "body": "We find\n"
+            + "\nand\n".join(f"\\begin{{equation}}\n{latex}\n\\end{{equation}}" for latex in eqs)
+            + "\nwhich completes the argument.",
+        }
+        for doc_id, eqs in papers.items()
+    }
+
+
+def enrichment_example(
+    client: OpenSearch, prefix: str, items: list[EquationRecord | Failure], progress: bool
+) -> dict[str, Any]:
+    """Store the papers in a plain library index, then enrich it through the workers."""
+    papers = f"{prefix}-demo-papers"
+    documents = library_documents(items)
+    if not client.indices.exists(index=papers):
+        client.indices.create(index=papers, body={"mappings": {"properties": {
+            "title": {"type": "text"}, "body": {"type": "text"}}}})  # fmt: skip
+    for doc_id, source in documents.items():
+        if not client.exists(index=papers, id=doc_id):
+            client.index(index=papers, id=doc_id, body=source)
+    client.indices.refresh(index=papers)
+    report = run_index(
+        iter_opensearch_index(client, papers, "body", mode="text"),
+        f"{prefix}-demo-paper-equations",
+        enrich_index=papers,
+        progress=progress,
+    )
+    example_id = max(documents, key=lambda d: len(documents[d]["body"]))
+    math = client.get(index=papers, id=example_id)["_source"].get("math", {})
+    return {
+        "index": papers,
+        "documents": len(documents),
+        "equations": report.written,
+        "failed": report.failed,
+        "example": {
+            "doc_id": example_id,
+            "equation_count": math.get("equation_count"),
+            "symbols": (math.get("symbols") or [])[:12],
+            "vector_dim": len(math.get("vector") or []),
+        },
+    }
+
+
+def run_demo(
+    stack: Stack | None = None,
+    bring_up: bool = True,
+    k: int = 3,
+    corpus: str | None = None,
+    progress: bool = False,
+) -> DemoReport:
+    """Bring the stack up, index the corpus through the workers, enrich, run hybrid queries."""
     stack = stack or Stack.from_env()
     # keep a cluster the user already runs (e.g. `stack up --nodes 3`) instead of replacing it
     messages = stack.up(stack.running_size() or 1) if bring_up else []
@@ -94,28 +208,18 @@ def run_demo(stack: Stack | None = None, bring_up: bool = True, k: int = 3) -> D
     alias = f"{settings.index_prefix}-demo-equations"
     if client.indices.exists(index=alias) and resolve_alias(client, alias) is None:
         client.indices.delete(index=alias)  # a concrete index left by an older demo
-    featuriser = Featuriser()
+    sample = list(iter_hepth(bundled_sample_lines()))
+    if corpus:
+        from indexer.extract import extract
+
+        items: Iterable[EquationRecord | Failure] = extract([corpus])
+    else:
+        items = sample
+    with DemoWorkers() as workers:
+        job = run_index(items, alias, settings=settings, progress=progress)
+        enrichment = enrichment_example(client, settings.index_prefix, sample, progress)
     encoder = Encoder()
     card = encoder.card
-    spec = VectorSpec.from_card(card)
-    kept, rejected = demo_records(featuriser)
-    ensure_equation_index(client, alias, [spec], settings)
-    set_default_vector_field(client, alias, spec.field)
-    failures_index = ensure_failures_index(client, settings)
-    writer = BulkWriter(client, settings, refresh="end")
-    written = writer.write(
-        equation_actions(
-            alias, [p.to_dict() for p in kept], {spec.field: vectors_of(encoder, kept)}
-        )
-    )
-    writer.write(failure_actions(failures_index, rejected))
-    if written.failures:
-        logger.warning(
-            "%d demo documents failed to index: %s", len(written.failures), written.failures[:3]
-        )
-    reasons: dict[str, int] = {}
-    for item in rejected:
-        reasons[item.reason] = reasons.get(item.reason, 0) + 1
     model = {
         "name": card.name,
         "field": card.vector_field,
@@ -124,7 +228,14 @@ def run_demo(stack: Stack | None = None, bring_up: bool = True, k: int = 3) -> D
         "providers": encoder.providers,
     }
     report = DemoReport(
-        stack=messages, index=alias, indexed=written.written, rejected=reasons, model=model
+        stack=messages,
+        index=alias,
+        indexed=job.written,
+        rejected=failure_reasons(client, settings.index_prefix, alias) if job.failed else {},
+        workers=workers,
+        job=_job_summary(job),
+        enrichment=enrichment,
+        model=model,
     )
     searcher = Searcher(client, alias, encoder=ModelQueryEncoder(encoder))
     for latex in QUERIES:
@@ -139,3 +250,19 @@ def run_demo(stack: Stack | None = None, bring_up: bool = True, k: int = 3) -> D
                 continue
             report.queries.append(DemoQuery(latex=latex, mode=mode.value, hits=response.hits))
     return report
+
+
+def failure_reasons(client: OpenSearch, prefix: str, alias: str) -> dict[str, int]:
+    """Failure records of the equations bound for ``alias``, counted by reason."""
+    body = {
+        "size": 0,
+        "query": {"term": {"index": alias}},
+        "aggs": {"reasons": {"terms": {"field": "reason", "size": 20}}},
+    }
+    answer = client.search(index=f"{prefix}-failures", body=body)
+    return {b["key"]: b["doc_count"] for b in answer["aggregations"]["reasons"]["buckets"]}
+
+
+def _job_summary(job: IndexReport) -> dict[str, Any]:
+    keys = ("equations", "written", "failed", "batches", "seconds", "stage_seconds", "mode")
+    return {key: job.to_dict()[key] for key in keys} | {"eq_per_s": round(job.eq_per_s, 1)}

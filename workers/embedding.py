@@ -6,11 +6,27 @@ stay short), the form every job writes to OpenSearch.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator, Sequence
 
 from export.runtime import Encoder
 from indexer.parse import Featuriser, ParsedEquation
 from indexer.records import EquationRecord, Failure
+
+logger = logging.getLogger(__name__)
+
+_ENCODER: list[Encoder] = []
+
+
+def process_encoder() -> Encoder:
+    """This process's encoder: the ONNX session is loaded once per (worker) process.
+
+    The model is ``MATHSEARCH_MODEL`` (else the shipped default) on ``MATHSEARCH_EMBED_DEVICE``.
+    """
+    if not _ENCODER:
+        _ENCODER.append(Encoder())
+        logger.info("ONNX session ready: %s on %s", _ENCODER[0].path.name, _ENCODER[0].providers)
+    return _ENCODER[0]
 
 
 def vectors_of(encoder: Encoder, parsed: Sequence[ParsedEquation]) -> list[list[float]]:

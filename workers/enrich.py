@@ -102,7 +102,7 @@ def enrich_index(
 
     result = writer.write(enrichment_actions(index, counted(documents()), model_field=spec.field))
     if failures:
-        writer.write(failure_actions(failures_index, failures))
+        writer.write(failure_actions(failures_index, failures, target=index))
     for failure in failures:
         report.failures[failure.reason] = report.failures.get(failure.reason, 0) + 1
     report.written = result.created + result.updated

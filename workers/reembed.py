@@ -88,7 +88,8 @@ def reembed(
         for f in result.failures
     )
     if failures:
-        writer.write(failure_actions(ensure_failures_index(client, settings), failures))
+        failures_index = ensure_failures_index(client, settings)
+        writer.write(failure_actions(failures_index, failures, target=alias))
     for failure in failures:
         report.failures[failure.reason] = report.failures.get(failure.reason, 0) + 1
     if make_default:

@@ -1,13 +1,29 @@
 """Settings of the workers package, read from ``MATHSEARCH_*`` environment variables.
 
-==============================  ========================================  ========================
-variable                        meaning                                   default
-==============================  ========================================  ========================
-MATHSEARCH_REDIS_URL            Celery broker (Redis)                     redis://127.0.0.1:6379/0
-MATHSEARCH_RESULT_BACKEND       Celery result backend                     MATHSEARCH_REDIS_URL
-MATHSEARCH_WORKER_CONCURRENCY   processes per ``mathsearch worker``       number of CPUs
-MATHSEARCH_TASK_TIME_LIMIT      hard time limit of one task, seconds      600
-==============================  ========================================  ========================
+==================================  =====================================  ========================
+variable                            meaning                                default
+==================================  =====================================  ========================
+MATHSEARCH_REDIS_URL                Celery broker (Redis)                  redis://127.0.0.1:6379/0
+MATHSEARCH_RESULT_BACKEND           Celery result backend                  MATHSEARCH_REDIS_URL
+MATHSEARCH_WORKER_CONCURRENCY       processes per ``mathsearch worker``    number of CPUs
+MATHSEARCH_TASK_TIME_LIMIT          hard time limit of one batch, s        300
+MATHSEARCH_VISIBILITY_TIMEOUT       a batch taken by a worker that died    600
+                                    hard is redelivered after this, s
+MATHSEARCH_QUEUE_PREFIX             prefix of the queue names (isolates    "" (queues ``parse``,
+                                    deployments sharing one Redis)         ``embed``, ``default``)
+MATHSEARCH_BATCH_SIZE               equations per task                     128
+MATHSEARCH_MAX_QUEUED_BATCHES       backpressure: ``mathsearch index``     16
+                                    waits while more batches than this
+                                    wait in the queues
+MATHSEARCH_TASK_MAX_RETRIES         retries of a batch on transient        12
+                                    errors (OpenSearch or Redis away)
+MATHSEARCH_TASK_RETRY_BACKOFF       first retry delay, s (doubles)         2
+MATHSEARCH_TASK_RETRY_MAX_BACKOFF   longest retry delay, s                 120
+MATHSEARCH_METRICS_PORT             Prometheus ``/metrics`` of a worker    9808 (0: off)
+==================================  =====================================  ========================
+
+``MATHSEARCH_BATCH_SIZE`` defaults to 128: ``mathsearch bench index --batch-sizes`` measured it
+against 32, 64 and 256 (docs/workers.md).
 """
 
 from __future__ import annotations
@@ -18,12 +34,32 @@ from dataclasses import dataclass
 from opensearch.errors import ConfigurationError
 
 
+def _cpus() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
 @dataclass(frozen=True)
 class WorkerSettings:
     redis_url: str = "redis://127.0.0.1:6379/0"
     result_backend: str = "redis://127.0.0.1:6379/0"
-    concurrency: int = max(1, os.cpu_count() or 1)
-    task_time_limit: int = 600
+    concurrency: int = _cpus()
+    task_time_limit: int = 300
+    visibility_timeout: int = 600
+    queue_prefix: str = ""
+    batch_size: int = 128
+    max_queued_batches: int = 16
+    task_max_retries: int = 12
+    retry_backoff: float = 2.0
+    retry_max_backoff: float = 120.0
+    metrics_port: int = 9808
+
+    def queue(self, name: str) -> str:
+        """The broker's name of queue ``name`` (``parse``, ``embed``, ``default``)."""
+        return f"{self.queue_prefix}{name}"
+
+    def retry_delay(self, retries: int) -> float:
+        """Exponential backoff of the ``retries``-th retry (0-based), capped."""
+        return min(self.retry_max_backoff, self.retry_backoff * 2**retries)
 
     @classmethod
     def from_env(cls) -> WorkerSettings:
@@ -31,16 +67,31 @@ class WorkerSettings:
         redis_url = env.get("MATHSEARCH_REDIS_URL") or cls.redis_url
         if not redis_url.startswith(("redis://", "rediss://", "unix://")):
             raise ConfigurationError(f"MATHSEARCH_REDIS_URL={redis_url!r} is not a redis:// URL")
-        try:
-            concurrency = int(env.get("MATHSEARCH_WORKER_CONCURRENCY") or cls.concurrency)
-            time_limit = int(env.get("MATHSEARCH_TASK_TIME_LIMIT") or cls.task_time_limit)
-        except ValueError as exc:
-            raise ConfigurationError(f"worker setting is not an integer: {exc}") from exc
-        if concurrency < 1:
-            raise ConfigurationError("MATHSEARCH_WORKER_CONCURRENCY must be at least 1")
+
+        def number(name: str, default: float, kind: type = int, minimum: float = 0) -> float:
+            raw = env.get(f"MATHSEARCH_{name}")
+            try:
+                value = kind(raw) if raw not in (None, "") else default
+            except ValueError as exc:
+                raise ConfigurationError(f"MATHSEARCH_{name}={raw!r} is not a number") from exc
+            if value < minimum:
+                raise ConfigurationError(f"MATHSEARCH_{name} must be at least {minimum}")
+            return value
+
+        prefix = env.get("MATHSEARCH_QUEUE_PREFIX", cls.queue_prefix)
+        if prefix and not prefix.replace("-", "").replace("_", "").replace(".", "").isalnum():
+            raise ConfigurationError(f"MATHSEARCH_QUEUE_PREFIX={prefix!r}: letters, digits, -_.")
         return cls(
             redis_url=redis_url,
             result_backend=env.get("MATHSEARCH_RESULT_BACKEND") or redis_url,
-            concurrency=concurrency,
-            task_time_limit=time_limit,
+            concurrency=int(number("WORKER_CONCURRENCY", _cpus(), minimum=1)),
+            task_time_limit=int(number("TASK_TIME_LIMIT", cls.task_time_limit, minimum=1)),
+            visibility_timeout=int(number("VISIBILITY_TIMEOUT", cls.visibility_timeout, minimum=1)),
+            queue_prefix=prefix,
+            batch_size=int(number("BATCH_SIZE", cls.batch_size, minimum=1)),
+            max_queued_batches=int(number("MAX_QUEUED_BATCHES", cls.max_queued_batches, minimum=1)),
+            task_max_retries=int(number("TASK_MAX_RETRIES", cls.task_max_retries)),
+            retry_backoff=number("TASK_RETRY_BACKOFF", cls.retry_backoff, float),
+            retry_max_backoff=number("TASK_RETRY_MAX_BACKOFF", cls.retry_max_backoff, float),
+            metrics_port=int(number("METRICS_PORT", cls.metrics_port)),
         )

@@ -1,0 +1,171 @@
+"""Fixtures of the worker tests: real equations, real `mathsearch worker` processes."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opensearchpy import OpenSearch
+
+from indexer.hepth import iter_hepth
+from indexer.records import EquationRecord, Failure
+from opensearch import OpenSearchSettings
+from workers.app import create_app
+from workers.settings import WorkerSettings
+
+CORPUS = Path(__file__).parents[1] / "resources" / "export" / "hepth2003-every12th.txt"
+
+
+@pytest.fixture(scope="session")
+def corpus() -> list[EquationRecord | Failure]:
+    """1,225 real hep-th 2003 items (every 12th equation; 49 are extraction failures)."""
+    return list(iter_hepth(str(CORPUS)))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class WorkerProcess:
+    """`mathsearch worker` in its own process group, on queues with a prefix of its own."""
+
+    def __init__(self, settings: WorkerSettings, env: dict[str, str], log: Path) -> None:
+        self.settings = settings
+        self.env = env
+        self.log = log
+        self.process: subprocess.Popen | None = None
+
+    def start(self, concurrency: int = 1, metrics_port: int = 0) -> WorkerProcess:
+        name = f"test-{uuid.uuid4().hex[:6]}@%h"
+        command = [sys.executable, "-m", "indexer.cli", "worker", f"--concurrency={concurrency}"]
+        command += [f"--metrics-port={metrics_port}", f"--hostname={name}", "--loglevel=INFO"]
+        handle = self.log.open("a")
+        self.process = subprocess.Popen(
+            command, env=self.env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        app = create_app(self.settings)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                pytest.fail(f"worker exited:\n{self.output()}")
+            answers = app.control.inspect(timeout=1.0).active_queues() or {}
+            names = {q["name"] for queues in answers.values() for q in queues}
+            if self.settings.queue("parse") in names:
+                return self
+        pytest.fail(f"worker did not start consuming:\n{self.output()}")
+
+    def children(self) -> list[int]:
+        if self.process is None:
+            return []
+        pids = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    stat = (entry / "stat").read_text()
+                except OSError:
+                    continue
+                if int(stat.rsplit(")", 1)[1].split()[1]) == self.process.pid:
+                    pids.append(int(entry.name))
+        return pids
+
+    def kill_hard(self) -> None:
+        """SIGKILL the whole worker: main process and pool."""
+        if self.process is not None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:]
+
+
+@pytest.fixture
+def pipeline(worker_settings: WorkerSettings, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """Queues of this test only; ``spawn(**env)`` starts workers on them (stopped afterwards)."""
+    prefix = f"t{uuid.uuid4().hex[:6]}-"
+    settings = dataclasses.replace(worker_settings, queue_prefix=prefix)
+    workers: list[WorkerProcess] = []
+
+    def spawn(concurrency: int = 1, metrics_port: int = 0, **overrides: str) -> WorkerProcess:
+        env = {
+            **os.environ,
+            "MATHSEARCH_QUEUE_PREFIX": prefix,
+            "MATHSEARCH_REDIS_URL": settings.redis_url,
+            "MATHSEARCH_RESULT_BACKEND": settings.redis_url,
+            **overrides,
+        }
+        log = tmp_path / f"worker-{len(workers)}.log"
+        worker = WorkerProcess(settings, env, log)
+        workers.append(worker)
+        return worker.start(concurrency, metrics_port)
+
+    yield {"settings": settings, "spawn": spawn, "workers": workers}
+    for worker in workers:
+        worker.stop()
+
+
+def accounted(
+    client: OpenSearch,
+    alias: str,
+    settings: OpenSearchSettings,
+    items: list[EquationRecord | Failure],
+) -> tuple[set[str], set[str]]:
+    """Every input id is in the index or in the failures index, exactly once (asserted)."""
+    client.indices.refresh(index=f"{alias},{settings.index_prefix}-failures")
+    indexed = _ids(client, alias, {"match_all": {}}, "_id")
+    failed = _ids(client, f"{settings.index_prefix}-failures", {"term": {"index": alias}}, "eq_id")
+    expected = {item.eq_id for item in items}
+    assert len(expected) == len(items), "the input has duplicate ids"
+    assert not indexed & failed, f"in both places: {sorted(indexed & failed)[:5]}"
+    missing, extra = expected - indexed - failed, (indexed | failed) - expected
+    assert not missing and not extra, f"missing {sorted(missing)[:5]}, extra {sorted(extra)[:5]}"
+    return indexed, failed
+
+
+def _ids(client: OpenSearch, index: str, query: dict, key: str) -> set[str]:
+    answer = client.search(index=index, body={"query": query, "size": 10000, "_source": ["eq_id"]})
+    hits = answer["hits"]["hits"]
+    assert answer["hits"]["total"]["value"] == len(hits) < 10000
+    values = [hit["_id"] if key == "_id" else hit["_source"][key] for hit in hits]
+    assert len(values) == len(set(values)), "an equation is recorded twice"
+    return set(values)
+
+
+def versions(client: OpenSearch, alias: str) -> dict[str, int]:
+    answer = client.search(
+        index=alias, body={"query": {"match_all": {}}, "size": 10000, "version": True}
+    )
+    return {hit["_id"]: hit["_version"] for hit in answer["hits"]["hits"]}
+
+
+def drop_failures(client: OpenSearch, settings: OpenSearchSettings, alias: str) -> None:
+    """Delete the failure records of ``alias`` (the node has no _delete_by_query module)."""
+    index = f"{settings.index_prefix}-failures"
+    client.indices.refresh(index=index)
+    answer = client.search(
+        index=index, body={"query": {"term": {"index": alias}}, "size": 10000, "_source": False}
+    )
+    body = [{"delete": {"_index": index, "_id": hit["_id"]}} for hit in answer["hits"]["hits"]]
+    if body:
+        client.bulk(body=body, refresh=True)

@@ -1,0 +1,155 @@
+"""The indexing pipeline against the real node and Redis: inline, through workers, enrichment."""
+
+from __future__ import annotations
+
+import urllib.request
+import uuid
+
+import pytest
+from opensearchpy import OpenSearch
+
+from indexer.opensearch_source import iter_opensearch_index
+from opensearch import OpenSearchSettings
+from opensearch.documents import failure_actions, failure_id
+from opensearch.schema import VectorSpec, ensure_equation_index, ensure_failures_index
+from workers.embedding import process_encoder
+from workers.index_job import IndexJobError, run_index
+from workers.pipeline import JobSpec, embed_write_stage, parse_stage, write_outcome
+from workers.settings import WorkerSettings
+
+from .conftest import accounted, drop_failures, free_port, versions
+
+pytestmark = pytest.mark.services
+
+
+@pytest.fixture
+def alias(client: OpenSearch, settings: OpenSearchSettings):
+    name = f"{settings.index_prefix}-test-pipe-{uuid.uuid4().hex[:8]}"
+    yield name
+    client.indices.delete(index=f"{name}-0*", ignore_unavailable=True)
+    client.indices.delete_index_template(name=f"{name}-template", ignore=404)
+    drop_failures(client, settings, name)
+
+
+def test_inline_job_accounts_for_every_equation_and_a_rerun_changes_nothing(
+    client, settings, alias, corpus
+) -> None:
+    items = corpus[:300]
+    report = run_index(items, alias, inline=True, batch_size=64, progress=False)
+    assert report.complete and report.equations == 300
+    indexed, failed = accounted(client, alias, settings, items)
+    assert report.written == len(indexed) > 250 and report.failed == len(failed) > 0
+    assert report.batches == -(-sum(1 for i in items if hasattr(i, "latex")) // 64)
+    assert set(report.stage_seconds) == {"parse", "embed", "write"}
+    hit = client.get(index=alias, id=sorted(indexed)[0])["_source"]
+    assert len(hit["vec_gcn_v1"]) == 64 and hit["math_tokens"] and hit["mathml"].startswith("<math")
+    before = versions(client, alias)
+    again = run_index(items, alias, inline=True, batch_size=64, progress=False)
+    assert versions(client, alias) == before
+    assert (again.written, again.failed) == (report.written, report.failed)
+    accounted(client, alias, settings, items)
+
+
+def test_job_through_worker_processes_with_metrics(client, settings, alias, corpus, pipeline):
+    port = free_port()
+    pipeline["spawn"](concurrency=2, metrics_port=port)
+    items = corpus[300:700]
+    report = run_index(
+        items, alias, worker_settings=pipeline["settings"], batch_size=32, progress=False
+    )
+    assert report.mode == "workers" and report.complete
+    indexed, failed = accounted(client, alias, settings, items)
+    assert report.written == len(indexed) and report.failed == len(failed)
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    samples = {
+        line.split(" ")[0]: float(line.split(" ")[1])
+        for line in text.splitlines()
+        if line.startswith("mathsearch_") and " " in line
+    }
+    prefix = pipeline["settings"].queue_prefix
+    parsed_ok = samples['mathsearch_equations_total{outcome="ok",stage="parse"}']
+    written_ok = samples['mathsearch_equations_total{outcome="ok",stage="write"}']
+    assert parsed_ok == written_ok == len(indexed)
+    assert samples[f'mathsearch_queue_depth{{queue="{prefix}parse"}}'] == 0
+    assert samples['mathsearch_batch_seconds_count{stage="embed"}'] == report.batches
+
+
+def test_no_worker_is_a_clear_error(client, alias, corpus, worker_settings) -> None:
+    lonely = WorkerSettings(**{**worker_settings.__dict__, "queue_prefix": "nobody-"})
+    with pytest.raises(IndexJobError, match="no worker consumes"):
+        run_index(corpus[:5], alias, worker_settings=lonely, progress=False)
+
+
+def test_enrichment_of_a_library_index_through_the_workers(client, settings, alias, pipeline):
+    library = f"{settings.index_prefix}-test-lib-{uuid.uuid4().hex[:8]}"
+    docs = {
+        "p1": "We have \\begin{equation} E = mc^2 \\end{equation} and "
+        "\\begin{equation} \\frac{a}{b} + x^2 \\end{equation} here.",
+        "p2": "Only \\[ \\int_0^1 f(x)\\,dx \\] and a broken \\[ \\frac{a}{b \\] one.",
+        "p3": "No mathematics at all.",
+    }
+    for doc_id, body in docs.items():
+        client.index(index=library, id=doc_id, body={"body": body, "year": 2003})
+    client.indices.refresh(index=library)
+    untouched = client.get(index=library, id="p3")["_version"]
+    pipeline["spawn"]()
+    try:
+        items = list(iter_opensearch_index(client, library, "body", mode="text"))
+        report = run_index(
+            items,
+            alias,
+            enrich_index=library,
+            worker_settings=pipeline["settings"],
+            batch_size=1,
+            progress=False,
+        )
+        assert report.complete
+        accounted(client, alias, settings, items)
+        p1 = client.get(index=library, id="p1")["_source"]
+        assert p1["year"] == 2003 and p1["math"]["equation_count"] == 2
+        assert len(p1["math"]["vector"]) == 64
+        assert client.get(index=library, id="p2")["_source"]["math"]["equation_count"] == 1
+        assert client.get(index=library, id="p3")["_version"] == untouched
+    finally:
+        client.indices.delete(index=library, ignore_unavailable=True)
+
+
+def test_bad_graphs_model_mismatch_and_stale_failure_records(
+    client, settings, alias, corpus
+) -> None:
+    spec = VectorSpec.from_card(process_encoder().card)
+    ensure_equation_index(client, alias, [spec], settings)
+    failures_index = ensure_failures_index(client, settings)
+    job = JobSpec.create(alias, spec.field, failures_index)
+    records = [item.to_dict() for item in corpus[:40] if hasattr(item, "latex")][:6]
+    payload = parse_stage(job, "b0", records)
+    assert len(payload["parsed"]) == 6
+    payload["parsed"][0]["graph"] = {"tags": [1], "attrs": []}  # corrupt in transit
+    # a failure record left by an earlier run for an equation that now goes through
+    stale = payload["parsed"][1]
+    list(client.bulk(body=list(_bulk(failure_actions(failures_index, [
+        {"eq_id": stale["eq_id"], "doc_id": "", "stage": "convert", "reason": "old"}
+    ], target=alias))), refresh=True)["items"])  # fmt: skip
+    entry = embed_write_stage(job, "b0", payload, client=client)
+    assert (entry["written"], entry["failed"]) == (5, 1)
+    assert entry["failures_by_stage"] == {"embed": 1}
+    assert not client.exists(index=failures_index, id=failure_id(alias, stale["eq_id"]))
+    record = client.get(index=failures_index, id=failure_id(alias, records[0]["eq_id"]))
+    assert record["_source"]["reason"] == "invalid-graph"
+    # a worker whose model writes another field refuses the batch instead of mixing vectors
+    other = JobSpec.create(alias, "vec_other_v9", failures_index)
+    refused = embed_write_stage(other, "b1", parse_stage(other, "b1", records[2:4]), client=client)
+    # both equations are already in the index: no failure record is added for them
+    assert (refused["written"], refused["failed"]) == (2, 0)
+    # the same for equations the index does not hold: recorded, once
+    new = [item.to_dict() for item in corpus[40:80] if hasattr(item, "latex")][:2]
+    refused = embed_write_stage(other, "b2", parse_stage(other, "b2", new), client=client)
+    assert refused["failed"] == 2
+    held, recorded = write_outcome(client, other, [], [], [])
+    assert (held, recorded) == (0, [])
+
+
+def _bulk(actions):
+    for action in actions:
+        yield {"update": {"_index": action["_index"], "_id": action["_id"]}}
+        yield {"doc": action["doc"], "upsert": action["upsert"]}

@@ -1,0 +1,309 @@
+"""``mathsearch index``: a source's equations through the pipeline into an equation index.
+
+The client side of the pipeline. It reads any source the indexer supports (files, or a library's
+OpenSearch index, whose documents are enriched with ``math.*`` on the way), cuts the equations
+into batches and either
+
+* enqueues them on the ``parse`` queue for the Celery workers, waiting while more than
+  ``max_queued`` batches wait in the queues (backpressure on queue depth), or
+* with ``inline=True`` runs the same stages in this process (no broker, small jobs).
+
+A progress bar shows enqueued / parsed / embedded / written / failed equations; the job ends
+when every batch is done (or was given up after its retries: its equations are then written as
+failure records here) and the index is refreshed, i.e. searchable. Extraction failures (an
+unreadable file, a macro fragment) are written as failure records by the client.
+
+Example::
+
+    report = run_index(extract(["paper.tex"]), "mathsearch-equations", inline=True)
+    report.written, report.failed, report.eq_per_s
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+from opensearchpy import OpenSearch
+from tqdm import tqdm
+
+from export.model_card import load_card
+from export.settings import ExportSettings
+from indexer.records import EquationRecord, Failure
+from opensearch.client import connect
+from opensearch.enrichment import ensure_math_mapping
+from opensearch.errors import MathsearchOpenSearchError
+from opensearch.schema import VectorSpec, ensure_equation_index, ensure_failures_index
+from opensearch.settings import OpenSearchSettings
+from workers.job_progress import LocalProgress, Progress, RedisProgress, Snapshot
+from workers.pipeline import JobSpec, batch_failures, embed_write_stage, parse_stage, write_outcome
+from workers.queues import EMBED, PARSE
+from workers.settings import WorkerSettings
+
+logger = logging.getLogger(__name__)
+
+
+class IndexJobError(MathsearchOpenSearchError):
+    """The job cannot start (no worker, Redis away) or did not finish."""
+
+
+@dataclass
+class IndexReport:
+    """What one ``mathsearch index`` run did."""
+
+    job_id: str
+    index: str
+    mode: str
+    equations: int = 0
+    written: int = 0
+    failed: int = 0
+    batches: int = 0
+    failures_by_stage: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    lost_batches: list[str] = field(default_factory=list)
+    missing_batches: list[str] = field(default_factory=list)
+    enriched_index: str | None = None
+
+    @property
+    def eq_per_s(self) -> float:
+        return self.equations / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing_batches and self.written + self.failed == self.equations
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "eq_per_s": round(self.eq_per_s, 1), "complete": self.complete}
+
+
+def batches(
+    items: Iterable[EquationRecord | Failure], size: int, *, whole_documents: bool = False
+) -> Iterator[list[EquationRecord] | Failure]:
+    """Batches of ``size`` records; failures pass through one by one.
+
+    With ``whole_documents`` a batch never splits a document (enrichment needs all of a
+    document's equations together), so it may exceed ``size``.
+    """
+    batch: list[EquationRecord] = []
+    for item in items:
+        if isinstance(item, Failure):
+            yield item
+            continue
+        if len(batch) >= size and (not whole_documents or item.doc_id != batch[-1].doc_id):
+            yield batch
+            batch = []
+        batch.append(item)
+    if batch:
+        yield batch
+
+
+class _Queue:
+    """The broker side: send parse tasks, read queue depth, check for workers."""
+
+    def __init__(self, settings: WorkerSettings) -> None:
+        from workers.app import create_app
+
+        self.settings = settings
+        self.app = create_app(settings)
+        self.redis = redis.Redis.from_url(settings.redis_url, socket_timeout=10)
+        self.queues = [settings.queue(PARSE), settings.queue(EMBED)]
+
+    def check_workers(self) -> None:
+        try:
+            self.redis.ping()
+        except redis.RedisError as exc:
+            raise IndexJobError(
+                f"Redis at {self.settings.redis_url} does not answer ({exc}): "
+                "`mathsearch stack up`, or run the job with --inline"
+            ) from exc
+        answers = self.app.control.inspect(timeout=2.0).active_queues() or {}
+        consumed = {queue["name"] for queues in answers.values() for queue in queues}
+        if self.queues[0] not in consumed:
+            raise IndexJobError(
+                f"no worker consumes the {self.queues[0]!r} queue: start one with "
+                f"`mathsearch worker --queues {','.join(self.queues)}`, or use --inline"
+            )
+        if self.queues[1] not in consumed:
+            logger.warning("no worker consumes %r yet: batches wait there", self.queues[1])
+
+    def depth(self) -> int | None:
+        """Batches waiting in the parse and embed queues (None while Redis is away)."""
+        from workers.metrics import queue_depths
+
+        try:
+            return sum(queue_depths(self.redis, self.queues))
+        except redis.RedisError as exc:
+            logger.warning("queue depth unavailable (%s); waiting", exc)
+            return None
+
+    def send(self, job: JobSpec, batch: str, records: list[dict[str, Any]]) -> None:
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                self.app.send_task(
+                    "mathsearch.parse.batch",
+                    args=[job.to_dict(), batch, records],
+                    queue=self.queues[0],
+                    retry=True,
+                    retry_policy={"max_retries": 3, "interval_start": 0.5, "interval_max": 2},
+                )
+                return
+            except Exception as exc:  # kombu/redis errors while Redis restarts
+                if time.monotonic() > deadline:
+                    raise IndexJobError(f"cannot enqueue batch {batch}: {exc}") from exc
+                logger.warning("enqueue of %s failed (%s); retrying", batch, exc)
+                time.sleep(2)
+
+
+def run_index(
+    items: Iterable[EquationRecord | Failure],
+    index: str,
+    *,
+    inline: bool = False,
+    enrich_index: str | None = None,
+    client: OpenSearch | None = None,
+    settings: OpenSearchSettings | None = None,
+    worker_settings: WorkerSettings | None = None,
+    batch_size: int | None = None,
+    max_queued: int | None = None,
+    stall_timeout: float = 600.0,
+    progress: bool = True,
+) -> IndexReport:
+    """Run one indexing job (see the module docstring); returns its report.
+
+    Raises:
+        IndexJobError: no worker consumes the parse queue, or Redis does not answer.
+    """
+    settings = settings or OpenSearchSettings.from_env()
+    worker_settings = worker_settings or WorkerSettings.from_env()
+    client = client or connect(settings)
+    size = batch_size or worker_settings.batch_size
+    limit = max_queued or worker_settings.max_queued_batches
+    # the model's card names the vector field (the workers load the same MATHSEARCH_MODEL)
+    spec = VectorSpec.from_card(load_card(ExportSettings.from_env().model))
+    ensure_equation_index(client, index, [spec], settings)
+    failures_index = ensure_failures_index(client, settings)
+    if enrich_index:
+        ensure_math_mapping(client, enrich_index, spec)
+    job = JobSpec.create(index, spec.field, failures_index, enrich_index=enrich_index)
+    queue = None if inline else _Queue(worker_settings)
+    if queue is not None:
+        queue.check_workers()
+    tracker: Progress = LocalProgress() if queue is None else RedisProgress(queue.redis, job.job_id)
+    report = IndexReport(
+        job.job_id, index, "inline" if inline else "workers", enriched_index=enrich_index
+    )
+    sent: dict[str, list[dict[str, Any]]] = {}
+    extraction: list[Failure] = []
+    bar = tqdm(total=0, unit="eq", desc="indexing", disable=not progress, dynamic_ncols=True)
+    start = time.perf_counter()
+    try:
+        for item in batches(items, size, whole_documents=enrich_index is not None):
+            if isinstance(item, Failure):
+                extraction.append(item)
+                continue
+            batch = f"b{len(sent)}"
+            records = [record.to_dict() for record in item]
+            sent[batch] = records
+            report.equations += len(records)
+            bar.total = report.equations + len(extraction)
+            if queue is None:
+                payload = parse_stage(job, batch, records, tracker)
+                embed_write_stage(
+                    job, batch, payload, client=client, settings=settings, progress=tracker
+                )
+            else:
+                while (depth := queue.depth()) is None or depth >= limit:
+                    _show(bar, tracker, report.equations)
+                    time.sleep(0.1)
+                queue.send(job, batch, records)
+            _show(bar, tracker, report.equations)
+        snap = _wait(tracker, sent, bar, report.equations, stall_timeout)
+    finally:
+        bar.close()
+    report.batches = len(sent)
+    report.written, report.failed = snap.written, snap.failed
+    report.failures_by_stage = dict(snap.failures_by_stage)
+    report.stage_seconds = {k: round(v, 3) for k, v in snap.seconds.items()}
+    report.missing_batches = sorted(set(sent) - snap.finished)
+    # batches given up after their last retry, and extraction failures: recorded here
+    given_up: list[Failure] = []
+    for batch, entry in snap.lost.items():
+        report.lost_batches.append(batch)
+        given_up += batch_failures(entry["records"], "write", "gave-up", entry["reason"])
+        given_up += [Failure.from_dict(item) for item in entry.get("failures") or []]
+    if extraction or given_up:
+        _, recorded = write_outcome(client, job, [], [], extraction + given_up, settings=settings)
+        for failure in recorded:
+            report.failures_by_stage[failure.stage] = (
+                report.failures_by_stage.get(failure.stage, 0) + 1
+            )
+        report.failed += len(recorded)
+        report.equations += len(extraction)
+    targets = [index, failures_index] + ([enrich_index] if enrich_index else [])
+    client.indices.refresh(index=",".join(targets))
+    report.seconds = time.perf_counter() - start
+    if isinstance(tracker, RedisProgress):
+        tracker.delete()
+    logger.info(
+        "job %s: %d equations, %d written, %d failed in %.1f s",
+        job.job_id,
+        report.equations,
+        report.written,
+        report.failed,
+        report.seconds,
+    )
+    return report
+
+
+def _show(bar: tqdm, tracker: Progress, enqueued: int) -> None:
+    if bar.disable:
+        return
+    try:
+        snap = tracker.snapshot()
+    except redis.RedisError:
+        return
+    bar.n = snap.written + snap.failed
+    bar.set_postfix(
+        enqueued=enqueued,
+        parsed=snap.parsed,
+        embedded=snap.embedded,
+        written=snap.written,
+        failed=snap.failed,
+        refresh=False,
+    )
+    bar.refresh()
+
+
+def _wait(
+    tracker: Progress,
+    sent: dict[str, list[dict[str, Any]]],
+    bar: tqdm,
+    enqueued: int,
+    stall_timeout: float,
+) -> Snapshot:
+    """Poll until every batch is done or lost, or nothing moved for ``stall_timeout`` s."""
+    last: tuple[int, ...] = ()
+    moved = time.monotonic()
+    while True:
+        try:
+            snap = tracker.snapshot()
+        except redis.RedisError as exc:  # Redis restarting: keep waiting
+            logger.warning("progress unavailable (%s); waiting", exc)
+            time.sleep(1)
+            continue
+        _show(bar, tracker, enqueued)
+        if set(sent) <= snap.finished:
+            return snap
+        state = (snap.parsed, snap.embedded, snap.written, snap.failed, len(snap.finished))
+        if state != last:
+            last, moved = state, time.monotonic()
+        elif time.monotonic() - moved > stall_timeout:
+            logger.error("no progress for %.0f s; giving up waiting", stall_timeout)
+            return snap
+        time.sleep(0.2)
