@@ -18,10 +18,7 @@ import dataclasses
 import logging
 import os
 import shutil
-import signal
 import subprocess
-import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Sequence
@@ -37,8 +34,9 @@ from opensearch.documents import equation_actions
 from opensearch.schema import VectorSpec, ensure_equation_index
 from opensearch.settings import OpenSearchSettings
 from workers.embedding import process_encoder
-from workers.index_job import IndexJobError, _Queue, run_index
+from workers.index_job import run_index
 from workers.settings import WorkerSettings
+from workers.worker_process import start_worker, stop_worker
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +90,8 @@ def pipeline_run(
     ws = dataclasses.replace(worker_settings, queue_prefix=f"bench{uuid.uuid4().hex[:6]}-")
     try:
         if processes is not None:
-            worker = _start_worker(ws, processes)
+            worker = start_worker(ws, processes, hostname=f"bench{processes}")
+            time.sleep(2)  # the pool's other processes come up just after the first consumes
         report = run_index(
             records,
             alias,
@@ -106,8 +105,7 @@ def pipeline_run(
         searchable = client.count(index=alias)["count"]
     finally:
         if worker is not None:
-            worker.send_signal(signal.SIGTERM)
-            worker.wait(timeout=120)
+            stop_worker(worker, timeout=120)
         _drop(client, alias)
     return {
         "processes": processes or "inline",
@@ -164,29 +162,6 @@ def run_bench_index(
     report["best"] = best["processes"]
     report["ratio_vs_pya0"] = round(best["eq_per_s"] / max(report["pya0"]["eq_per_s"], 1e-9), 2)
     return report
-
-
-def _start_worker(ws: WorkerSettings, processes: int) -> subprocess.Popen:
-    env = {**os.environ, "MATHSEARCH_QUEUE_PREFIX": ws.queue_prefix}
-    command = [sys.executable, "-m", "indexer.cli", "worker", f"--concurrency={processes}"]
-    command += ["--metrics-port=0", "--loglevel=WARNING", f"--hostname=bench{processes}@%h"]
-    log = Path(tempfile.gettempdir()) / f"mathsearch-{ws.queue_prefix}worker.log"
-    with log.open("w") as handle:
-        worker = subprocess.Popen(command, env=env, stdout=handle, stderr=subprocess.STDOUT)
-    queue = _Queue(ws)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if worker.poll() is not None:
-            raise IndexJobError(f"bench worker exited: {log.read_text()[-800:]}")
-        try:
-            queue.check_workers()
-            # every pool process up: ping answers from the node are not enough, wait for warmth
-            time.sleep(2)
-            return worker
-        except IndexJobError:
-            time.sleep(0.5)
-    worker.kill()
-    raise IndexJobError("bench worker did not start within 120 s")
 
 
 def _drop(client: OpenSearch, alias: str) -> None:

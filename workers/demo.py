@@ -16,11 +16,7 @@
 from __future__ import annotations
 
 import logging
-import os
-import signal
 import subprocess
-import sys
-import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -39,7 +35,9 @@ from opensearch.results import Hit
 from opensearch.schema import resolve_alias
 from opensearch.searcher import ModelQueryEncoder, Searcher, SearchRequest
 from opensearch.stack import Stack
-from workers.index_job import IndexJobError, IndexReport, run_index
+from workers.index_job import IndexJobError, IndexReport, _Queue, run_index
+from workers.settings import WorkerSettings
+from workers.worker_process import start_worker, stop_worker
 
 logger = logging.getLogger(__name__)
 
@@ -103,41 +101,18 @@ class DemoWorkers:
         self.process: subprocess.Popen | None = None
 
     def __enter__(self) -> str:
-        from workers.index_job import _Queue
-        from workers.settings import WorkerSettings
-
-        queue = _Queue(WorkerSettings.from_env())
+        settings = WorkerSettings.from_env()
         try:
-            queue.check_workers()
+            _Queue(settings).check_workers()
             return "workers already running"
         except IndexJobError:
             pass
-        command = [sys.executable, "-m", "indexer.cli", "worker", "--loglevel=WARNING"]
-        command += [f"--concurrency={self.concurrency}", "--metrics-port=0", "--hostname=demo@%h"]
-        self.process = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy()
-        )
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                error = (self.process.stderr.read() if self.process.stderr else b"").decode()
-                raise IndexJobError(f"the demo worker exited: {error[-1500:]}")
-            try:
-                queue.check_workers()
-                return f"started `mathsearch worker --concurrency {self.concurrency}`"
-            except IndexJobError:
-                time.sleep(1)
-        raise IndexJobError("the demo worker did not start consuming within 120 s")
+        self.process = start_worker(settings, self.concurrency, hostname="demo")
+        return f"started `mathsearch worker --concurrency {self.concurrency}`"
 
     def __exit__(self, *exc: object) -> None:
-        if self.process is None:
-            return
-        self.process.send_signal(signal.SIGTERM)  # warm shutdown
-        try:
-            self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        if self.process is not None:
+            stop_worker(self.process)
 
 
 def library_documents(items: Iterable[EquationRecord | Failure]) -> dict[str, dict[str, Any]]:

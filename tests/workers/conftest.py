@@ -7,8 +7,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,8 +18,9 @@ from opensearchpy import OpenSearch
 from indexer.hepth import iter_hepth
 from indexer.records import EquationRecord, Failure
 from opensearch import OpenSearchSettings
-from workers.app import create_app
+from workers.index_job import IndexJobError
 from workers.settings import WorkerSettings
+from workers.worker_process import start_worker, stop_worker
 
 CORPUS = Path(__file__).parents[1] / "resources" / "export" / "hepth2003-every12th.txt"
 
@@ -48,23 +47,20 @@ class WorkerProcess:
         self.process: subprocess.Popen | None = None
 
     def start(self, concurrency: int = 1, metrics_port: int = 0) -> WorkerProcess:
-        name = f"test-{uuid.uuid4().hex[:6]}@%h"
-        command = [sys.executable, "-m", "indexer.cli", "worker", f"--concurrency={concurrency}"]
-        command += [f"--metrics-port={metrics_port}", f"--hostname={name}", "--loglevel=INFO"]
-        handle = self.log.open("a")
-        self.process = subprocess.Popen(
-            command, env=self.env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        app = create_app(self.settings)
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                pytest.fail(f"worker exited:\n{self.output()}")
-            answers = app.control.inspect(timeout=1.0).active_queues() or {}
-            names = {q["name"] for queues in answers.values() for q in queues}
-            if self.settings.queue("parse") in names:
-                return self
-        pytest.fail(f"worker did not start consuming:\n{self.output()}")
+        try:
+            self.process = start_worker(
+                self.settings,
+                concurrency,
+                metrics_port=metrics_port,
+                hostname=f"test-{uuid.uuid4().hex[:6]}",
+                env=self.env,
+                log=self.log,
+                loglevel="INFO",
+                timeout=90,
+            )
+        except IndexJobError as exc:
+            pytest.fail(str(exc))
+        return self
 
     def children(self) -> list[int]:
         if self.process is None:
@@ -87,14 +83,8 @@ class WorkerProcess:
             self.process.wait()
 
     def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+        if self.process is not None:
+            stop_worker(self.process)
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")[-4000:]
