@@ -42,3 +42,12 @@ def index_name(client: OpenSearch, settings: OpenSearchSettings) -> Iterator[str
     name = f"{settings.index_prefix}-test-{uuid.uuid4().hex[:10]}"
     yield name
     client.indices.delete(index=name, ignore_unavailable=True)
+
+
+@pytest.fixture
+def no_disk_monitor(client: OpenSearch) -> Iterator[None]:
+    """Switch off the disk monitor, which may lift a read_only_allow_delete block by itself."""
+    key = "cluster.routing.allocation.disk.threshold_enabled"
+    client.cluster.put_settings(body={"transient": {key: False}})
+    yield
+    client.cluster.put_settings(body={"transient": {key: None}})

@@ -60,15 +60,6 @@ class Empty:
 
 
 @pytest.fixture
-def no_disk_monitor(client: OpenSearch) -> Iterator[None]:
-    """Switch off the disk monitor, which may lift a read_only_allow_delete block by itself."""
-    key = "cluster.routing.allocation.disk.threshold_enabled"
-    client.cluster.put_settings(body={"transient": {key: False}})
-    yield
-    client.cluster.put_settings(body={"transient": {key: None}})
-
-
-@pytest.fixture
 def empty(
     client: OpenSearch, settings: OpenSearchSettings, fresh_alias: str, encoder: Encoder
 ) -> Empty:

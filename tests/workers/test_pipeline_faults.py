@@ -158,15 +158,6 @@ def spawn_on(pipeline: dict, settings: Any, env: dict[str, str]) -> None:
     worker.start(1, 0)
 
 
-@pytest.fixture
-def no_disk_monitor(client: OpenSearch) -> Iterator[None]:
-    """Switch off the disk monitor, which may lift a read_only_allow_delete block by itself."""
-    key = "cluster.routing.allocation.disk.threshold_enabled"
-    client.cluster.put_settings(body={"transient": {key: False}})
-    yield
-    client.cluster.put_settings(body={"transient": {key: None}})
-
-
 def block(client: OpenSearch, alias: str, on: bool) -> None:
     client.indices.put_settings(
         index=resolve_alias(client, alias),
