@@ -34,6 +34,7 @@ from opensearch.queries import Mode
 from opensearch.results import Hit
 from opensearch.schema import resolve_alias
 from opensearch.searcher import ModelQueryEncoder, Searcher, SearchRequest
+from opensearch.settings import OpenSearchSettings
 from opensearch.stack import Stack
 from workers.index_job import IndexJobError, IndexReport, _Queue, run_index
 from workers.settings import WorkerSettings
@@ -133,14 +134,20 @@ def library_documents(items: Iterable[EquationRecord | Failure]) -> dict[str, di
 
 
 def enrichment_example(
-    client: OpenSearch, prefix: str, items: list[EquationRecord | Failure], progress: bool
+    client: OpenSearch,
+    settings: OpenSearchSettings,
+    items: list[EquationRecord | Failure],
+    progress: bool,
 ) -> dict[str, Any]:
     """Store the papers in a plain library index, then enrich it through the workers."""
+    prefix = settings.index_prefix
     papers = f"{prefix}-demo-papers"
     documents = library_documents(items)
     if not client.indices.exists(index=papers):
-        client.indices.create(index=papers, body={"mappings": {"properties": {
-            "title": {"type": "text"}, "body": {"type": "text"}}}})  # fmt: skip
+        client.indices.create(index=papers, body={
+            "settings": {"number_of_replicas": settings.replicas},
+            "mappings": {"properties": {"title": {"type": "text"}, "body": {"type": "text"}}},
+        })  # fmt: skip
     for doc_id, source in documents.items():
         if not client.exists(index=papers, id=doc_id):
             client.index(index=papers, id=doc_id, body=source)
@@ -192,7 +199,7 @@ def run_demo(
         items = sample
     with DemoWorkers() as workers:
         job = run_index(items, alias, settings=settings, progress=progress)
-        enrichment = enrichment_example(client, settings.index_prefix, sample, progress)
+        enrichment = enrichment_example(client, settings, sample, progress)
     encoder = Encoder()
     card = encoder.card
     model = {

@@ -88,6 +88,7 @@ def test_enrichment_of_a_library_index_through_the_workers(client, settings, ali
         "p2": "Only \\[ \\int_0^1 f(x)\\,dx \\] and a broken \\[ \\frac{a}{b \\] one.",
         "p3": "No mathematics at all.",
     }
+    client.indices.create(index=library, body={"settings": {"number_of_replicas": 0}})
     for doc_id, body in docs.items():
         client.index(index=library, id=doc_id, body={"body": body, "year": 2003})
     client.indices.refresh(index=library)
