@@ -27,13 +27,13 @@ from typing import Any
 
 from opensearchpy import OpenSearch
 
-from indexer.parse import Featuriser
+from indexer.parse import Featuriser, ParsedEquation
 from indexer.records import EquationRecord
 from opensearch.bulk_writer import BulkWriter
 from opensearch.documents import equation_actions
 from opensearch.schema import VectorSpec, ensure_equation_index
 from opensearch.settings import OpenSearchSettings
-from workers.embedding import process_encoder
+from workers.embedding import process_encoder, vectors_of
 from workers.index_job import run_index
 from workers.settings import WorkerSettings
 from workers.worker_process import start_worker, stop_worker
@@ -47,14 +47,14 @@ def stage_limits(
     """Each stage alone in this process: equations/s of parse, embed and write."""
     featuriser = Featuriser()
     start = time.perf_counter()
-    parsed = [p for p in featuriser.parse_batch(records) if not hasattr(p, "stage")]
+    parsed = [p for p in featuriser.parse_batch(records) if isinstance(p, ParsedEquation)]
     parse_s = time.perf_counter() - start
     encoder = process_encoder()
     start = time.perf_counter()
     vectors: list[list[float]] = []
     for first in range(0, len(parsed), size):
         chunk = parsed[first : first + size]
-        vectors += encoder.encode([p.graph for p in chunk]).round(6).tolist()
+        vectors += vectors_of(encoder, chunk)
     embed_s = time.perf_counter() - start
     alias = f"{settings.index_prefix}-bench-write-{uuid.uuid4().hex[:6]}"
     spec = VectorSpec.from_card(encoder.card)

@@ -36,7 +36,7 @@ from opensearch.schema import resolve_alias
 from opensearch.searcher import ModelQueryEncoder, Searcher, SearchRequest
 from opensearch.settings import OpenSearchSettings
 from opensearch.stack import Stack
-from workers.index_job import IndexJobError, IndexReport, _Queue, run_index
+from workers.index_job import Broker, IndexJobError, IndexReport, run_index
 from workers.settings import WorkerSettings
 from workers.worker_process import start_worker, stop_worker
 
@@ -104,7 +104,7 @@ class DemoWorkers:
     def __enter__(self) -> str:
         settings = WorkerSettings.from_env()
         try:
-            _Queue(settings).check_workers()
+            Broker(settings).check_workers()
             return "workers already running"
         except IndexJobError:
             pass

@@ -10,6 +10,7 @@ import logging
 from collections.abc import Iterable, Iterator, Sequence
 
 from export.runtime import Encoder
+from indexer.mathml_graph import EquationGraph
 from indexer.parse import Featuriser, ParsedEquation
 from indexer.records import EquationRecord, Failure
 
@@ -31,9 +32,14 @@ def process_encoder() -> Encoder:
 
 def vectors_of(encoder: Encoder, parsed: Sequence[ParsedEquation]) -> list[list[float]]:
     """The model's vectors of ``parsed``, as JSON-ready lists."""
-    if not parsed:
+    return graph_vectors(encoder, [p.graph for p in parsed])
+
+
+def graph_vectors(encoder: Encoder, graphs: Sequence[EquationGraph]) -> list[list[float]]:
+    """The model's vectors of ``graphs``, rounded to 6 decimals, as JSON-ready lists."""
+    if not graphs:
         return []
-    return encoder.encode([p.graph for p in parsed]).round(6).tolist()
+    return encoder.encode(graphs).round(6).tolist()
 
 
 def embedded(

@@ -102,8 +102,8 @@ def batches(
         yield batch
 
 
-class _Queue:
-    """The broker side: send parse tasks, read queue depth, check for workers."""
+class Broker:
+    """The client's side of the broker: send parse tasks, read queue depth, check for workers."""
 
     def __init__(self, settings: WorkerSettings) -> None:
         from workers.app import create_app
@@ -191,16 +191,16 @@ def run_index(
     if enrich_index:
         ensure_math_mapping(client, enrich_index, spec)
     job = JobSpec.create(index, spec.field, failures_index, enrich_index=enrich_index)
-    queue = None if inline else _Queue(worker_settings)
+    queue = None if inline else Broker(worker_settings)
     if queue is not None:
         queue.check_workers()
     tracker: Progress = LocalProgress() if queue is None else RedisProgress(queue.redis, job.job_id)
     report = IndexReport(
         job.job_id, index, "inline" if inline else "workers", enriched_index=enrich_index
     )
-    sent: dict[str, list[dict[str, Any]]] = {}
+    sent: set[str] = set()  # batch ids only: the records leave with their task
     extraction: list[Failure] = []
-    bar = tqdm(total=0, unit="eq", desc="indexing", disable=not progress, dynamic_ncols=True)
+    bar = _ProgressBar(progress)
     start = time.perf_counter()
     try:
         for item in batches(items, size, whole_documents=enrich_index is not None):
@@ -209,9 +209,8 @@ def run_index(
                 continue
             batch = f"b{len(sent)}"
             records = [record.to_dict() for record in item]
-            sent[batch] = records
+            sent.add(batch)
             report.equations += len(records)
-            bar.total = report.equations + len(extraction)
             if queue is None:
                 payload = parse_stage(job, batch, records, tracker)
                 embed_write_stage(
@@ -219,10 +218,10 @@ def run_index(
                 )
             else:
                 while (depth := queue.depth()) is None or depth >= limit:
-                    _show(bar, tracker, report.equations)
+                    bar.poll(tracker, report.equations)
                     time.sleep(0.1)
                 queue.send(job, batch, records)
-            _show(bar, tracker, report.equations)
+            bar.poll(tracker, report.equations)
         snap = _wait(tracker, sent, bar, report.equations, stall_timeout)
     finally:
         bar.close()
@@ -230,7 +229,7 @@ def run_index(
     report.written, report.failed = snap.written, snap.failed
     report.failures_by_stage = dict(snap.failures_by_stage)
     report.stage_seconds = {k: round(v, 3) for k, v in snap.seconds.items()}
-    report.missing_batches = sorted(set(sent) - snap.finished)
+    report.missing_batches = sorted(sent - snap.finished)
     # batches given up after their last retry, and extraction failures: recorded here
     given_up: list[Failure] = []
     for batch, entry in snap.lost.items():
@@ -261,29 +260,48 @@ def run_index(
     return report
 
 
-def _show(bar: tqdm, tracker: Progress, enqueued: int) -> None:
-    if bar.disable:
-        return
-    try:
-        snap = tracker.snapshot()
-    except redis.RedisError:
-        return
-    bar.n = snap.written + snap.failed
-    bar.set_postfix(
-        enqueued=enqueued,
-        parsed=snap.parsed,
-        embedded=snap.embedded,
-        written=snap.written,
-        failed=snap.failed,
-        refresh=False,
-    )
-    bar.refresh()
+class _ProgressBar:
+    """enqueued / parsed / embedded / written / failed, on stderr."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.bar = tqdm(
+            total=0, unit="eq", desc="indexing", disable=not enabled, dynamic_ncols=True
+        )
+        self.shown = 0.0
+
+    def show(self, snap: Snapshot, enqueued: int) -> None:
+        if self.bar.disable:
+            return
+        self.bar.total = enqueued
+        self.bar.n = snap.written + snap.failed
+        self.bar.set_postfix(
+            enqueued=enqueued,
+            parsed=snap.parsed,
+            embedded=snap.embedded,
+            written=snap.written,
+            failed=snap.failed,
+            refresh=False,
+        )
+        self.bar.refresh()
+
+    def close(self) -> None:
+        self.bar.close()
+
+    def poll(self, tracker: Progress, enqueued: int) -> None:
+        """Refresh while enqueuing, at most twice a second (a snapshot reads every batch)."""
+        if self.bar.disable or time.monotonic() - self.shown < 0.5:
+            return
+        self.shown = time.monotonic()
+        try:
+            self.show(tracker.snapshot(), enqueued)
+        except redis.RedisError:
+            return
 
 
 def _wait(
     tracker: Progress,
-    sent: dict[str, list[dict[str, Any]]],
-    bar: tqdm,
+    sent: set[str],
+    bar: _ProgressBar,
     enqueued: int,
     stall_timeout: float,
 ) -> Snapshot:
@@ -297,8 +315,8 @@ def _wait(
             logger.warning("progress unavailable (%s); waiting", exc)
             time.sleep(1)
             continue
-        _show(bar, tracker, enqueued)
-        if set(sent) <= snap.finished:
+        bar.show(snap, enqueued)
+        if sent <= snap.finished:
             return snap
         state = (snap.parsed, snap.embedded, snap.written, snap.failed, len(snap.finished))
         if state != last:

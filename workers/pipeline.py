@@ -43,7 +43,7 @@ from opensearch.documents import equation_actions, failure_actions, failure_id
 from opensearch.enrichment import enrichment_actions, group_by_document
 from opensearch.settings import OpenSearchSettings
 from workers import metrics
-from workers.embedding import process_encoder
+from workers.embedding import graph_vectors, process_encoder
 from workers.job_progress import Progress
 from workers.parsing import parse_records
 
@@ -120,14 +120,14 @@ def embed(parsed: Sequence[dict[str, Any]]) -> tuple[list[dict], list[list[float
         return [], [], failures
     encoder = process_encoder()
     try:
-        return kept, encoder.encode(graphs).round(6).tolist(), failures
+        return kept, graph_vectors(encoder, graphs), failures
     except Exception:  # one bad graph must not sink the batch: find it
         logger.warning("batch of %d failed to embed; embedding one by one", len(kept))
     alone: list[dict[str, Any]] = []
     vectors: list[list[float]] = []
     for item, graph in zip(kept, graphs, strict=True):
         try:
-            vectors.append(encoder.encode([graph]).round(6).tolist()[0])
+            vectors.append(graph_vectors(encoder, [graph])[0])
             alone.append(item)
         except Exception as exc:
             failures.append(_failure(item, "embed", "encoder-error", exc))

@@ -21,6 +21,7 @@ from opensearchpy import OpenSearch
 from opensearchpy.exceptions import ConnectionError as OSConnectionError
 from opensearchpy.exceptions import TransportError
 
+from indexer.records import Failure
 from opensearch.client import connect
 from opensearch.errors import WriteError
 from workers.app import app
@@ -103,7 +104,7 @@ def embed_batch(self: Any, job: dict, batch: str, payload: dict) -> dict:
         reason = "batch-time-limit" if isinstance(exc, SoftTimeLimitExceeded) else "internal-error"
         parsed = payload.get("parsed") or []
         failures = batch_failures(parsed, "embed", reason, f"{type(exc).__name__}: {exc}")
-        failures += [_as_failure(item) for item in payload.get("failures") or []]
+        failures += [Failure.from_dict(item) for item in payload.get("failures") or []]
         try:
             held, recorded = write_outcome(_client(), spec, [], [], failures)
         except Exception as again:
@@ -112,12 +113,6 @@ def embed_batch(self: Any, job: dict, batch: str, payload: dict) -> dict:
         entry["failures_by_stage"] = {"embed": len(recorded)}
         _progress(spec).mark("done", batch, entry)
         return entry
-
-
-def _as_failure(item: dict) -> Any:
-    from indexer.records import Failure
-
-    return Failure.from_dict(item)
 
 
 def _retry(

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from workers.index_job import IndexJobError, _Queue
+from workers.index_job import Broker, IndexJobError
 from workers.settings import WorkerSettings
 
 
@@ -58,7 +58,7 @@ def start_worker(
             command, env=environment, stdout=handle, stderr=subprocess.STDOUT,
             start_new_session=True,
         )  # fmt: skip
-    queue = _Queue(settings)
+    queue = Broker(settings)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:

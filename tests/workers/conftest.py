@@ -98,19 +98,14 @@ def pipeline(worker_settings: WorkerSettings, tmp_path: Path) -> Iterator[dict[s
     workers: list[WorkerProcess] = []
 
     def spawn(concurrency: int = 1, metrics_port: int = 0, **overrides: str) -> WorkerProcess:
-        env = {
-            **os.environ,
-            "MATHSEARCH_QUEUE_PREFIX": prefix,
-            "MATHSEARCH_REDIS_URL": settings.redis_url,
-            "MATHSEARCH_RESULT_BACKEND": settings.redis_url,
-            **overrides,
-        }
+        """A worker on ``state["settings"]`` (a test may point it at another Redis)."""
         log = tmp_path / f"worker-{len(workers)}.log"
-        worker = WorkerProcess(settings, env, log)
+        worker = WorkerProcess(state["settings"], {**os.environ, **overrides}, log)
         workers.append(worker)
         return worker.start(concurrency, metrics_port)
 
-    yield {"settings": settings, "spawn": spawn, "workers": workers}
+    state: dict[str, Any] = {"settings": settings, "spawn": spawn, "workers": workers}
+    yield state
     for worker in workers:
         worker.stop()
 

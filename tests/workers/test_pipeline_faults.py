@@ -7,6 +7,7 @@ every retry, whose batches are given up and recorded, then indexed by a re-run.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import threading
@@ -123,12 +124,9 @@ def test_redis_restart_mid_job(client, settings, alias, corpus, pipeline, tmp_pa
     spec = RedisSpec(url, tmp_path / "redis")
     redis_start(spec)
     try:
-        own = pipeline["settings"].__class__(
-            **{**pipeline["settings"].__dict__, "redis_url": url, "result_backend": url}
-        )
+        own = dataclasses.replace(pipeline["settings"], redis_url=url, result_backend=url)
         pipeline["settings"] = own
-        env = {**FAST_RETRIES, "MATHSEARCH_REDIS_URL": url, "MATHSEARCH_RESULT_BACKEND": url}
-        spawn_on(pipeline, own, env)
+        pipeline["spawn"](**FAST_RETRIES)
         job = Job(items=corpus, index=alias, worker_settings=own, batch_size=20)
         job.start()
         wait_for(lambda: indexed_count(client, alias) > 100, "the first batches")
@@ -142,20 +140,6 @@ def test_redis_restart_mid_job(client, settings, alias, corpus, pipeline, tmp_pa
         for worker in pipeline["workers"]:
             worker.stop()
         redis_stop(spec)
-
-
-def spawn_on(pipeline: dict, settings: Any, env: dict[str, str]) -> None:
-    from .conftest import WorkerProcess
-
-    full = {
-        **os.environ,
-        "MATHSEARCH_QUEUE_PREFIX": settings.queue_prefix,
-        **env,
-    }
-    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"worker-{uuid.uuid4().hex[:6]}.log"
-    worker = WorkerProcess(settings, full, log)
-    pipeline["workers"].append(worker)
-    worker.start(1, 0)
 
 
 def block(client: OpenSearch, alias: str, on: bool) -> None:
