@@ -63,6 +63,18 @@ case "$mode" in
     exec mathsearch "$@"
     ;;
   test)
+    # The search page is tested in Debian's headless chromium, driven by its chromedriver.
+    if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+      if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "==> installing Debian's chromium and chromium-driver (the search page test)"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get install -y -q chromium chromium-driver >/dev/null \
+          || { apt-get update -q >/dev/null && apt-get install -y -q chromium chromium-driver >/dev/null; }
+      else
+        echo "deploy/run.sh: chromium and chromedriver are missing; install Debian's chromium" \
+          "and chromium-driver (as root) so the search page test can run" >&2
+      fi
+    fi
     echo "==> ruff"
     ruff check .
     ruff format --check .

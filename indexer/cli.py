@@ -22,6 +22,8 @@ from indexer.cli_parse import (
 from indexer.errors import IndexerError
 from opensearch.cli_bench_query import add_bench_query, run_bench_query
 from opensearch.cli_search import add_models, add_search, run_models, run_search
+from opensearch.cli_serve import add_serve, run_serve
+from opensearch.cli_tune import add_tune, run_tune
 from opensearch.errors import MathsearchOpenSearchError
 from workers.cli_index import (
     add_bench_index,
@@ -127,6 +129,8 @@ def _parser() -> argparse.ArgumentParser:
     add_export(commands)
     add_search(commands)
     add_models(commands)
+    add_serve(commands)
+    add_tune(commands)
     bench = commands.add_parser(
         "bench",
         help="benchmarks (speed, memory) of the pipeline stages",
@@ -231,7 +235,10 @@ def _demo(args: argparse.Namespace) -> int:
         f"{example['doc_id']}: {example['equation_count']} equations, a "
         f"{example['vector_dim']}-d document vector, symbols {', '.join(example['symbols'])}\n"
     )
-    print("the stack keeps running: `./deploy/run.sh mathsearch stack down` stops it\n")
+    print(
+        "the stack keeps running: `./deploy/run.sh mathsearch stack down` stops it; search it "
+        f"in a browser with `./deploy/run.sh mathsearch serve --index {report.index}`\n"
+    )
     for query in report.queries:
         print(f"query [{query.mode}]  {query.latex}")
         for hit in query.hits:
@@ -278,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
         "eval": run_eval,
         "search": run_search,
         "models": run_models,
+        "serve": run_serve,
+        "tune": run_tune,
         "export": run_export,
     }
     try:

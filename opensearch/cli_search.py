@@ -14,6 +14,12 @@ from opensearch.queries import RANGE_FIELDS, Filters, Mode
 
 __all__ = ["add_models", "add_search", "run_models", "run_search"]
 
+#: Flags that set a ranking parameter (``--profile`` supplies those not given).
+RANKING_FLAGS = ("mode", "k", "alpha", "window", "depth", "normalization", "combination")
+RANKING_FLAGS += ("rank_constant", "max_df")
+_FLAG_TYPES: dict[str, Any] = {"mode": Mode, "normalization": Normalization}
+_FLAG_TYPES["combination"] = Combination
+
 
 def add_search(commands: Any) -> None:
     """Register ``search`` on the ``mathsearch`` subparsers."""
@@ -32,31 +38,39 @@ def add_search(commands: Any) -> None:
               mathsearch search 'x^2+y^2' --mode fusion --normalization z_score --fusion-side client
               mathsearch search 'a_n' --mode knn --doc hep-th/0301001 --range position=0:5 --json
               mathsearch search 'E = mc^2' --mode fusion --fusion-side client --max-df 0.05
+              mathsearch search 'E = mc^2' --profile report/best_profile.json --k 5
+
+            Without --profile every ranking parameter has the default shown; with it, the
+            profile's value (a flag given explicitly still wins).
             """),
         formatter_class=RAW_HELP,
     )
     parser.add_argument("latex", metavar="LATEX", help="the query equation (LaTeX)")
     parser.add_argument("--text", default="", help="words matched against the equations' context")
     parser.add_argument(
-        "--mode", choices=[m.value for m in Mode], default=Mode.FUSION.value, help="default fusion"
-    )
-    parser.add_argument("-k", "--k", type=int, default=10, help="results (default 10)")
-    parser.add_argument(
-        "--alpha", type=float, default=0.5, help="the vector's share, 0..1 (default 0.5)"
-    )
-    parser.add_argument(
-        "--window", type=int, default=100, help="rescore window (default 100, as the seed)"
+        "--profile",
+        metavar="P",
+        help="search profile (e.g. best_profile.json of `mathsearch tune`): its parameters are "
+        "the defaults, flags given explicitly win",
     )
     parser.add_argument(
-        "--depth", type=int, default=100, help="hits per subquery in fusion / rrf (default 100)"
+        "--mode", choices=[m.value for m in Mode], help="default fusion (or the profile's)"
+    )
+    parser.add_argument("-k", "--k", type=int, help="results (default 10)")
+    parser.add_argument("--alpha", type=float, help="the vector's share, 0..1 (default 0.5)")
+    parser.add_argument("--window", type=int, help="rescore window (default 100, as the seed)")
+    parser.add_argument("--depth", type=int, help="hits per subquery in fusion / rrf (default 100)")
+    parser.add_argument(
+        "--normalization",
+        choices=[n.value for n in Normalization],
+        help="fusion normalisation (default min_max)",
     )
     parser.add_argument(
-        "--normalization", choices=[n.value for n in Normalization], default="min_max"
+        "--combination",
+        choices=[c.value for c in Combination],
+        help="fusion combination (default arithmetic_mean)",
     )
-    parser.add_argument(
-        "--combination", choices=[c.value for c in Combination], default="arithmetic_mean"
-    )
-    parser.add_argument("--rank-constant", type=int, default=60, help="RRF constant (default 60)")
+    parser.add_argument("--rank-constant", type=int, help="RRF constant (default 60)")
     parser.add_argument(
         "--fusion-side",
         choices=("auto", "server", "client"),
@@ -126,11 +140,27 @@ def _bound(text: str) -> Any:
         return text  # dates stay strings
 
 
+def ranking_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The ranking parameters given explicitly on the command line (``None`` = not given).
+
+    >>> ranking_flags(argparse.Namespace(mode="rrf", k=5, alpha=None))
+    {'mode': <Mode.RRF: 'rrf'>, 'k': 5}
+    """
+    out: dict[str, Any] = {}
+    for name in RANKING_FLAGS:
+        value = getattr(args, name, None)
+        if value is not None:
+            convert = _FLAG_TYPES.get(name)
+            out[name] = convert(value) if convert else value
+    return out
+
+
 def run_search(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch search``."""
     from opensearch.client import connect
     from opensearch.schema import equations_alias
-    from opensearch.searcher import ModelQueryEncoder, Searcher, SearchRequest
+    from opensearch.search_profile import SearchProfile
+    from opensearch.searcher import ModelQueryEncoder, Searcher
     from opensearch.settings import OpenSearchSettings
 
     try:
@@ -138,23 +168,16 @@ def run_search(args: argparse.Namespace) -> int:
         settings = OpenSearchSettings.from_env()
         alias = equations_alias(settings, args.index)
         searcher = Searcher(connect(settings), alias, encoder=ModelQueryEncoder(args.model))
-        request = SearchRequest(
-            latex=args.latex,
+        profile = SearchProfile.load(args.profile) if args.profile else SearchProfile()
+        request = profile.request(
+            args.latex,
             text=args.text,
-            mode=Mode(args.mode),
-            k=args.k,
-            alpha=args.alpha,
-            window=max(args.window, args.k),
-            depth=max(args.depth, args.k),
-            normalization=Normalization(args.normalization),
-            combination=Combination(args.combination),
-            rank_constant=args.rank_constant,
             filters=filters,
             group=args.group,
             explain=args.explain,
             vector_field=args.field,
             fusion_side=args.fusion_side,
-            max_df=args.max_df,
+            **ranking_flags(args),
         )
         response = searcher.search(request)
     except MappingError as exc:

@@ -36,7 +36,8 @@ class Hit:
     """One equation of the result list.
 
     ``matched_tokens`` are the query's math tokens this equation has; ``highlight`` is the
-    equation's token string with them in ``<em>...</em>``.
+    equation's token string with them in ``<em>...</em>``; ``mathml`` is the stored
+    Presentation MathML (fetched only when the request asks for it).
     """
 
     rank: int
@@ -44,6 +45,7 @@ class Hit:
     doc_id: str
     score: float
     latex: str = ""
+    mathml: str = ""
     position: int | None = None
     section: str = ""
     matched_tokens: list[str] = field(default_factory=list)
@@ -54,6 +56,8 @@ class Hit:
         data = asdict(self)
         if self.explanation is None:
             del data["explanation"]
+        if not self.mathml:
+            del data["mathml"]
         return data
 
 

@@ -32,6 +32,7 @@ class SearchRequest:
     vector_field: str | None = None
     fusion_side: str = "auto"
     max_df: float | None = None
+    mathml: bool = False
 
     def validate(self) -> None:
         """Raise :class:`QueryError` for parameters no mode accepts."""

@@ -137,7 +137,7 @@ class Searcher:
     def default_field(self) -> str:
         """The index's default vector field (from its ``_meta``; cached)."""
         if self._default_field is None:
-            meta = index_meta(self.client, self.index)
+            meta = self._call(lambda: index_meta(self.client, self.index))
             field_name = meta.get("default_vector_field")
             if not field_name:
                 raise MappingError(f"{self.index} has no default vector field")
@@ -170,7 +170,7 @@ class Searcher:
     def _single(
         self, request: SearchRequest, tokens: list[str], field_name: str, vector: list[float]
     ) -> list[Hit]:
-        common = {"size": request.k, "filters": request.filters, "source": SOURCE_FIELDS}
+        common = {"size": request.k, "filters": request.filters, "source": _fields(request)}
         if request.mode is Mode.BM25:
             body = queries.bm25_body(tokens, request.text, **common)
         elif request.mode is Mode.KNN:
@@ -198,7 +198,7 @@ class Searcher:
             )
         body = queries.hybrid_body(
             tokens, request.text, field_name, vector, size=request.k, depth=request.depth,
-            filters=request.filters, source=SOURCE_FIELDS, pipeline=pipeline,
+            filters=request.filters, source=_fields(request), pipeline=pipeline,
         )  # fmt: skip
         body["query"]["hybrid"]["pagination_depth"] = request.depth
         return self._hits(self._search(body), tokens)
@@ -234,7 +234,7 @@ class Searcher:
     ) -> list[Hit]:
         lists = self._subqueries(request, tokens, field_name, vector)
         fused = self._fused(request, lists, limit=request.k)
-        sources = self._sources_of([f.doc_id for f in fused])
+        sources = self._sources_of([f.doc_id for f in fused], _fields(request))
         raw_hits = [
             {"_id": f.doc_id, "_score": f.score, "_source": sources.get(f.doc_id, {})}
             for f in fused
@@ -294,13 +294,13 @@ class Searcher:
         found = self._search({"size": len(ids), "_source": False, "query": query})
         return {hit["_id"]: float(hit["_score"]) for hit in found["hits"]["hits"]}
 
-    def _sources_of(self, ids: list[str]) -> dict[str, dict[str, Any]]:
+    def _sources_of(
+        self, ids: list[str], source: Sequence[str] = SOURCE_FIELDS
+    ) -> dict[str, dict[str, Any]]:
         if not ids:
             return {}
         found = self._call(
-            lambda: self.client.mget(
-                index=self.index, body={"ids": ids}, _source=list(SOURCE_FIELDS)
-            )
+            lambda: self.client.mget(index=self.index, body={"ids": ids}, _source=list(source))
         )
         return {doc["_id"]: doc.get("_source", {}) for doc in found["docs"] if doc.get("found")}
 
@@ -359,6 +359,7 @@ class Searcher:
                     doc_id=str(source.get("doc_id", "")),
                     score=float(raw["_score"] or 0.0),
                     latex=str(source.get("latex", "")),
+                    mathml=str(source.get("mathml", "")),
                     position=source.get("position"),
                     section=str(source.get("section", "")),
                     matched_tokens=matched_tokens(tokens, doc_tokens),
@@ -366,6 +367,11 @@ class Searcher:
                 )
             )
         return hits
+
+
+def _fields(request: SearchRequest) -> tuple[str, ...]:
+    """The stored fields a hit needs: :data:`SOURCE_FIELDS`, plus ``mathml`` when asked."""
+    return (*SOURCE_FIELDS, "mathml") if request.mathml else SOURCE_FIELDS
 
 
 def _retrieved(response: dict[str, Any]) -> _Retrieved:

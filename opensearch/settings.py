@@ -27,6 +27,13 @@ MATHSEARCH_BULK_MAX_RETRIES        retries of a 429 / 5xx / unreachable write  8
 MATHSEARCH_BULK_BACKOFF            first retry delay, seconds (doubles)        0.5
 MATHSEARCH_BULK_MAX_BACKOFF        longest retry delay, seconds                30
 MATHSEARCH_REFRESH                 after writing: false, wait_for, true, end   end
+MATHSEARCH_SERVE_HOST              address ``mathsearch serve`` listens on     127.0.0.1
+MATHSEARCH_SERVE_PORT              its port                                    8080
+MATHSEARCH_SERVE_MAX_BODY          largest request body, bytes                 16384
+MATHSEARCH_SERVE_MAX_LATEX         longest query LaTeX / words, characters     2000
+MATHSEARCH_SERVE_MAX_K             most results one search may ask for         100
+MATHSEARCH_SERVE_RATE              requests per second per client (0: off)     10
+MATHSEARCH_SERVE_BURST             requests a client may send at once          20
 =================================  ==========================================  =====================
 
 The cache and state folders default to ``/var/cache/mathsearch`` and ``/var/lib/mathsearch``
@@ -136,6 +143,13 @@ class OpenSearchSettings:
     bulk_backoff: float = 0.5
     bulk_max_backoff: float = 30.0
     refresh: str = "end"
+    serve_host: str = "127.0.0.1"
+    serve_port: int = 8080
+    serve_max_body: int = 16384
+    serve_max_latex: int = 2000
+    serve_max_k: int = 100
+    serve_rate: float = 10.0
+    serve_burst: int = 20
 
     @classmethod
     def from_env(cls) -> OpenSearchSettings:
@@ -185,6 +199,13 @@ class OpenSearchSettings:
             bulk_backoff=_env_float("MATHSEARCH_BULK_BACKOFF", cls.bulk_backoff),
             bulk_max_backoff=_env_float("MATHSEARCH_BULK_MAX_BACKOFF", cls.bulk_max_backoff),
             refresh=env.get("MATHSEARCH_REFRESH") or cls.refresh,
+            serve_host=env.get("MATHSEARCH_SERVE_HOST") or cls.serve_host,
+            serve_port=_env_int("MATHSEARCH_SERVE_PORT", cls.serve_port),
+            serve_max_body=_env_int("MATHSEARCH_SERVE_MAX_BODY", cls.serve_max_body, minimum=256),
+            serve_max_latex=_env_int("MATHSEARCH_SERVE_MAX_LATEX", cls.serve_max_latex, minimum=1),
+            serve_max_k=_env_int("MATHSEARCH_SERVE_MAX_K", cls.serve_max_k, minimum=1),
+            serve_rate=_env_float("MATHSEARCH_SERVE_RATE", cls.serve_rate),
+            serve_burst=_env_int("MATHSEARCH_SERVE_BURST", cls.serve_burst, minimum=1),
         )
         settings.validate()
         return settings

@@ -1,0 +1,156 @@
+"""The JSON shapes of ``mathsearch serve``'s API (pydantic models; they make the OpenAPI schema).
+
+Request bodies refuse unknown fields, so a misspelt parameter is a 422 with its name rather than
+a silently ignored default. Unset ranking fields come from the server's search profile.
+
+Example::
+
+    body = SearchBody.model_validate({"latex": "x^2+y^2", "mode": "rrf", "k": 5})
+    body.mode  # Mode.RRF
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from opensearch.fusion import Combination, Normalization
+from opensearch.queries import Filters, Mode
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class FiltersBody(_Strict):
+    """Restrictions applied in every mode (inside the kNN search too)."""
+
+    doc_ids: list[str] = Field(default_factory=list, description="only these documents")
+    terms: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="keyword field -> allowed values (doc_id, eq_id, section, symbols, "
+        "keywords, model_versions, source)",
+    )
+    ranges: dict[str, tuple[int | str | None, int | str | None]] = Field(
+        default_factory=dict, description="position / indexed_at -> [low, high] (null: open)"
+    )
+
+    def to_filters(self) -> Filters:
+        return Filters(
+            doc_ids=tuple(self.doc_ids),
+            terms={name: tuple(values) for name, values in self.terms.items()},
+            ranges=dict(self.ranges),
+        )
+
+
+class SearchBody(_Strict):
+    """POST /search: a LaTeX query (and words) with the ranking parameters to override."""
+
+    latex: str = Field("", description="the query equation (LaTeX, no $ delimiters)")
+    text: str = Field("", description="words matched against the equations' context")
+    mode: Mode | None = Field(None, description="knn, bm25, rescore, knn-rescore, fusion, rrf")
+    alpha: float | None = Field(None, ge=0.0, le=1.0, description="the vector's share")
+    k: int | None = Field(None, ge=1, description="results (documents when grouped)")
+    window: int | None = Field(None, ge=1, description="rescore window")
+    depth: int | None = Field(None, ge=1, description="hits per subquery in fusion / rrf")
+    normalization: Normalization | None = None
+    combination: Combination | None = None
+    rank_constant: int | None = Field(None, ge=1, description="RRF rank constant")
+    max_df: float | None = Field(None, gt=0.0, le=1.0, description="drop tokens above this df")
+    filters: FiltersBody | None = None
+    group: bool = Field(False, description="group the hits by document")
+    explain: bool = Field(False, description="each hit's score breakdown")
+    field: str | None = Field(None, description="vector field (default: the index's)")
+
+    def overrides(self) -> dict[str, Any]:
+        """The ranking parameters the body sets (for :meth:`SearchProfile.request`)."""
+        names = ("mode", "alpha", "k", "window", "depth", "normalization", "combination")
+        out = {name: getattr(self, name) for name in names if getattr(self, name) is not None}
+        for name in ("rank_constant", "max_df"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        if self.filters is not None:
+            out["filters"] = self.filters.to_filters()
+        if self.field:
+            out["vector_field"] = self.field
+        out.update(text=self.text, group=self.group, explain=self.explain)
+        return out
+
+
+class RenderBody(_Strict):
+    """POST /render: LaTeX to show as MathML (the page's live preview)."""
+
+    latex: str = Field(..., description="LaTeX, no $ delimiters")
+
+
+class RenderOut(BaseModel):
+    latex: str
+    mathml: str
+    unknown_macros: list[str] = Field(default_factory=list)
+
+
+class BreakdownOut(BaseModel):
+    bm25: float | None = None
+    knn: float | None = None
+    bm25_normalized: float | None = None
+    knn_normalized: float | None = None
+    score: float
+    formula: str
+
+
+class HitOut(BaseModel):
+    rank: int
+    eq_id: str
+    doc_id: str
+    score: float
+    latex: str
+    mathml: str = ""
+    position: int | None = None
+    section: str = ""
+    matched_tokens: list[str] = Field(default_factory=list)
+    highlight: str = ""
+    explanation: BreakdownOut | None = None
+
+
+class GroupOut(BaseModel):
+    rank: int
+    doc_id: str
+    score: float
+    hits: list[HitOut]
+
+
+class SearchOut(BaseModel):
+    mode: str
+    k: int
+    vector_field: str | None
+    took_ms: float
+    fused: str | None = None
+    parameters: dict[str, Any]
+    query_tokens: list[str] = Field(default_factory=list)
+    hits: list[HitOut]
+    groups: list[GroupOut] | None = None
+
+
+class ErrorDetail(BaseModel):
+    status: int
+    reason: str
+    details: list[dict[str, Any]] | None = None
+
+
+class ErrorOut(BaseModel):
+    """Every 4xx / 5xx answer: ``{"error": {"status", "reason", "details"?}}``."""
+
+    error: ErrorDetail
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorOut, "description": text}
+    for code, text in (
+        (411, "POST without Content-Length"),
+        (413, "body too large"),
+        (422, "invalid request (the reason says which field and why)"),
+        (429, "rate limited (see Retry-After)"),
+        (503, "OpenSearch or the index is unavailable"),
+    )
+}

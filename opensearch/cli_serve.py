@@ -1,0 +1,85 @@
+"""``mathsearch serve``: run the HTTP API and the search page (uvicorn)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import textwrap
+from typing import Any
+
+from indexer.cli_io import RAW_HELP, fail
+
+__all__ = ["add_serve", "run_serve"]
+
+logger = logging.getLogger(__name__)
+
+
+def add_serve(commands: Any) -> None:
+    """Register ``serve`` on the ``mathsearch`` subparsers."""
+    parser = commands.add_parser(
+        "serve",
+        help="HTTP API (POST /search, /render, GET /equations/ID, /health, /metrics) + page",
+        description="Serve one equation index over HTTP: the JSON API (schema at "
+        "/openapi.json) and the search page at / (LaTeX box with live MathML preview, mode and "
+        "weight controls, results grouped by document with their score breakdown). Limits and "
+        "rate come from MATHSEARCH_SERVE_* (docs/serving.md).",
+        epilog=textwrap.dedent("""\
+            examples:
+              mathsearch serve                                   http://127.0.0.1:8080/
+              mathsearch serve --index mathsearch-demo-equations --port 9000
+              mathsearch serve --profile report/best_profile.json --host 0.0.0.0
+              curl -s localhost:8080/search -H 'content-type: application/json' \\
+                  -d '{"latex": "E = mc^2", "mode": "rrf", "k": 5}'
+            """),
+        formatter_class=RAW_HELP,
+    )
+    parser.add_argument("--index", help="equation index alias (default <prefix>-equations)")
+    parser.add_argument("--host", help="listen address (default MATHSEARCH_SERVE_HOST, 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port (default MATHSEARCH_SERVE_PORT, 8080)")
+    parser.add_argument(
+        "--profile", metavar="P", help="search profile (JSON from `mathsearch tune`)"
+    )
+    parser.add_argument("--model", help="ONNX model for the queries (default MATHSEARCH_MODEL)")
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Handler of ``mathsearch serve``: serves until interrupted."""
+    from dataclasses import replace
+
+    import uvicorn
+
+    from opensearch.errors import MathsearchOpenSearchError
+    from opensearch.http_api import create_app
+    from opensearch.query_encoder import ModelQueryEncoder
+    from opensearch.schema import equations_alias
+    from opensearch.search_profile import SearchProfile
+    from opensearch.settings import OpenSearchSettings
+
+    try:
+        settings = OpenSearchSettings.from_env()
+        if args.host:
+            settings = replace(settings, serve_host=args.host)
+        if args.port is not None:
+            settings = replace(settings, serve_port=args.port)
+        profile = SearchProfile.load(args.profile) if args.profile else SearchProfile()
+        index = equations_alias(settings, args.index)
+        encoder = ModelQueryEncoder(args.model)
+        encoder.features("x")  # load the model now: a missing model fails here, not per query
+        app = create_app(settings, index, profile=profile, encoder=encoder)
+    except MathsearchOpenSearchError as exc:
+        return fail(str(exc))
+    except Exception as exc:
+        from export.errors import ExportError
+
+        if isinstance(exc, ExportError):
+            return fail(str(exc))
+        raise
+    logger.info(
+        "serving %s on http://%s:%d/ (profile: %s)",
+        index,
+        settings.serve_host,
+        settings.serve_port,
+        args.profile or "defaults",
+    )
+    uvicorn.run(app, host=settings.serve_host, port=settings.serve_port, log_level="warning")
+    return 0

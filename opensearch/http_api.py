@@ -1,0 +1,365 @@
+"""``mathsearch serve``: the HTTP API and the search page over one equation index.
+
+Routes (the OpenAPI schema is at ``/openapi.json``; no Swagger UI, which would load from a CDN):
+
+* ``POST /search`` - :class:`~opensearch.api_schema.SearchBody` in,
+  :class:`~opensearch.api_schema.SearchOut` out; unset ranking fields come from the search
+  profile (``--profile``), hits carry their stored MathML.
+* ``POST /render`` - LaTeX to Presentation MathML with the indexer's own converter (the page's
+  live preview); unreadable LaTeX is a 422 with the converter's reason.
+* ``GET /equations/{eq_id}`` - an equation's stored fields (no vectors); 404 when unknown.
+* ``GET /health`` - 200 when the cluster answers and the index exists, else 503, with why.
+* ``GET /config`` - modes, normalisations, combinations, the profile's defaults and the limits.
+* ``GET /metrics`` - Prometheus text: requests by route and status, latency, rejections.
+* ``GET /`` and ``/static/*`` - the search page (``opensearch/web/``), nothing fetched from
+  outside (every answer carries ``Content-Security-Policy: default-src 'self'``).
+
+Limits (``MATHSEARCH_SERVE_*``, see :mod:`opensearch.settings`): a POST needs a
+``Content-Length`` (411) no larger than ``MAX_BODY`` (413); LaTeX and words longer than
+``MAX_LATEX`` characters and ``k`` above ``MAX_K`` are 422s; each client (by address) gets
+``RATE`` requests per second with bursts of ``BURST`` on the API routes (429 + ``Retry-After``).
+Every error is ``{"error": {"status", "reason", "details"?}}``.
+
+Example::
+
+    app = create_app(OpenSearchSettings.from_env(), index="mathsearch-demo-equations")
+    uvicorn.run(app, host="127.0.0.1", port=8080)
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from opensearchpy import OpenSearch
+from opensearchpy.exceptions import ConnectionError as OSConnectionError
+from opensearchpy.exceptions import NotFoundError, TransportError
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from opensearch.api_schema import (
+    ERROR_RESPONSES,
+    RenderBody,
+    RenderOut,
+    SearchBody,
+    SearchOut,
+)
+from opensearch.client import connect, transport_reason
+from opensearch.errors import ClusterUnavailableError, MappingError, QueryError
+from opensearch.fusion import Combination, Normalization
+from opensearch.queries import Mode
+from opensearch.query_encoder import ModelQueryEncoder, QueryEncoder, QueryFeatures
+from opensearch.rate_limit import RateLimiter
+from opensearch.search_profile import SearchProfile
+from opensearch.searcher import Searcher
+from opensearch.settings import OpenSearchSettings
+
+logger = logging.getLogger(__name__)
+
+WEB_DIR = Path(__file__).with_name("web")
+LIMITED_PREFIXES = ("/search", "/render", "/equations")
+CSP = "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'"
+_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+def error(status: int, reason: str, details: list[dict[str, Any]] | None = None) -> JSONResponse:
+    """The API's error answer."""
+    body: dict[str, Any] = {"status": status, "reason": reason}
+    if details:
+        body["details"] = details
+    return JSONResponse({"error": body}, status_code=status)
+
+
+class _LockedEncoder:
+    """One featurisation at a time (the featuriser and converters are not thread-safe)."""
+
+    def __init__(self, inner: QueryEncoder) -> None:
+        self.inner = inner
+        self.lock = threading.Lock()
+
+    def features(self, latex: str) -> QueryFeatures:
+        with self.lock:
+            return self.inner.features(latex)
+
+
+class _Metrics:
+    """The server's own registry (several apps in one process stay apart)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "mathsearch_http_requests",
+            "HTTP requests by route, method and status",
+            ["route", "method", "status"],
+            registry=self.registry,
+        )
+        self.seconds = Histogram(
+            "mathsearch_http_request_seconds",
+            "Seconds per request by route",
+            ["route"],
+            buckets=_BUCKETS,
+            registry=self.registry,
+        )
+        self.rejected = Counter(
+            "mathsearch_http_rejected",
+            "Requests refused before routing, by reason",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.searches = Histogram(
+            "mathsearch_search_seconds",
+            "Seconds per search by mode (featurisation + cluster)",
+            ["mode"],
+            buckets=_BUCKETS,
+            registry=self.registry,
+        )
+
+
+class _Renderer:
+    """LaTeX -> MathML with the configured converter, one conversion at a time."""
+
+    def __init__(self) -> None:
+        self._converter: Any = None
+        self.lock = threading.Lock()
+
+    def render(self, latex: str) -> RenderOut:
+        from indexer.converters import make_converter
+        from indexer.errors import IndexerError
+        from indexer.mathml_tree import to_mathml
+
+        with self.lock:
+            if self._converter is None:
+                self._converter = make_converter()
+            result = self._converter.convert_batch([latex])[0]
+        if isinstance(result, IndexerError):
+            reason = getattr(result, "reason", "") or "unreadable"
+            raise QueryError(f"cannot read the LaTeX ({reason}): {result}")
+        return RenderOut(
+            latex=latex,
+            mathml=to_mathml(result.tree, display=True),
+            unknown_macros=list(result.unknown_macros),
+        )
+
+
+def create_app(
+    settings: OpenSearchSettings,
+    index: str,
+    *,
+    profile: SearchProfile | None = None,
+    client: OpenSearch | None = None,
+    encoder: QueryEncoder | None = None,
+) -> FastAPI:
+    """The ASGI app serving ``index`` (an equation alias); see the module docstring."""
+    profile = profile or SearchProfile()
+    client = client or connect(settings)
+    searcher = Searcher(client, index, encoder=_LockedEncoder(encoder or ModelQueryEncoder()))
+    limiter = RateLimiter(settings.serve_rate, settings.serve_burst)
+    metrics = _Metrics()
+    renderer = _Renderer()
+    app = FastAPI(
+        title="mathsearch",
+        summary="Math-aware search over an OpenSearch equation index: hybrid kNN + BM25.",
+        version=_version(),
+        docs_url=None,
+        redoc_url=None,
+    )
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        details = [
+            {"field": ".".join(str(p) for p in e.get("loc", ()) if p != "body"), "msg": e["msg"]}
+            for e in exc.errors()
+        ]
+        first = details[0] if details else {"field": "", "msg": "invalid request"}
+        where = f"{first['field']}: " if first["field"] else ""
+        return error(422, f"{where}{first['msg']}", details)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return error(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(QueryError)
+    async def _query(_: Request, exc: QueryError) -> JSONResponse:
+        return error(422, str(exc))
+
+    @app.exception_handler(MappingError)
+    async def _mapping(_: Request, exc: MappingError) -> JSONResponse:
+        return error(503, str(exc))
+
+    @app.exception_handler(ClusterUnavailableError)
+    async def _down(_: Request, exc: ClusterUnavailableError) -> JSONResponse:
+        return error(503, str(exc))
+
+    @app.middleware("http")
+    async def _guard(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        started = time.perf_counter()
+        path = request.url.path
+        refused = _refusal(request, settings, limiter)
+        if refused is not None:
+            metrics.rejected.labels(refused[1]).inc()
+            response: Response = refused[0]
+        else:
+            response = await call_next(request)
+        # the page loads nothing from outside; the browser enforces it too
+        response.headers.setdefault("Content-Security-Policy", CSP)
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        route = request.scope.get("route")
+        name = getattr(route, "path", None) or ("/static" if path.startswith("/static") else "?")
+        metrics.requests.labels(name, request.method, str(response.status_code)).inc()
+        metrics.seconds.labels(name).observe(time.perf_counter() - started)
+        return response
+
+    @app.post("/search", response_model=SearchOut, responses=ERROR_RESPONSES, tags=["search"])
+    def search(body: SearchBody) -> dict[str, Any]:
+        """Search the equation index with a LaTeX query (and words), in any hybrid mode."""
+        _check_lengths(settings, body.latex, body.text)
+        overrides = body.overrides()
+        if overrides.get("k", profile.k) > settings.serve_max_k:
+            raise QueryError(f"k must be at most {settings.serve_max_k}")
+        request = profile.request(body.latex, mathml=True, **overrides)
+        response = searcher.search(request)
+        metrics.searches.labels(response.mode).observe(response.took_ms / 1000)
+        data = response.to_dict()
+        data["query_tokens"] = response.query_tokens
+        return data
+
+    @app.post("/render", response_model=RenderOut, responses=ERROR_RESPONSES, tags=["search"])
+    def render(body: RenderBody) -> RenderOut:
+        """LaTeX to Presentation MathML with the indexer's converter (the live preview)."""
+        _check_lengths(settings, body.latex, "")
+        if not body.latex.strip():
+            raise QueryError("empty LaTeX")
+        return renderer.render(body.latex)
+
+    @app.get("/equations/{eq_id:path}", responses=ERROR_RESPONSES, tags=["equations"])
+    def equation(eq_id: str) -> dict[str, Any]:
+        """One equation's stored fields (vectors left out); 404 when the index lacks it."""
+        try:
+            found = client.search(
+                index=index,
+                body={"size": 1, "query": {"ids": {"values": [eq_id]}}},
+                _source_excludes=["vec_*"],
+            )
+        except NotFoundError as exc:
+            raise MappingError(f"no index {index}: {transport_reason(exc)}") from exc
+        except OSConnectionError as exc:
+            raise ClusterUnavailableError(f"OpenSearch does not answer: {exc}") from exc
+        hits = found["hits"]["hits"]
+        if not hits:
+            raise StarletteHTTPException(404, f"no equation {eq_id!r} in {index}")
+        return {"eq_id": eq_id, **hits[0]["_source"]}
+
+    @app.get("/health", tags=["operations"])
+    def health() -> JSONResponse:
+        """200 when the cluster answers and the index exists; 503 with the reason otherwise."""
+        report, healthy = _health(client, searcher, index)
+        return JSONResponse(report, status_code=200 if healthy else 503)
+
+    @app.get("/config", tags=["operations"])
+    def config() -> dict[str, Any]:
+        """What the page needs: modes, techniques, the profile's defaults, the limits."""
+        return {
+            "index": index,
+            "modes": [mode.value for mode in Mode],
+            "normalizations": [n.value for n in Normalization],
+            "combinations": [c.value for c in Combination],
+            "defaults": {k: v for k, v in profile.to_dict().items() if k != "format"},
+            "limits": {
+                "max_latex_chars": settings.serve_max_latex,
+                "max_k": settings.serve_max_k,
+                "max_body_bytes": settings.serve_max_body,
+                "rate_per_s": settings.serve_rate,
+                "burst": settings.serve_burst,
+            },
+        }
+
+    @app.get("/metrics", tags=["operations"])
+    def prometheus() -> Response:
+        """Prometheus text exposition of the server's metrics."""
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/", include_in_schema=False)
+    def page() -> Response:
+        index_html = WEB_DIR / "index.html"
+        if not index_html.is_file():
+            return error(404, "the search page is not installed")
+        return FileResponse(index_html, media_type="text/html")
+
+    if WEB_DIR.is_dir():
+        app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
+    return app
+
+
+def _refusal(
+    request: Request, settings: OpenSearchSettings, limiter: RateLimiter
+) -> tuple[JSONResponse, str] | None:
+    """The answer to a request refused before routing (size, length, rate), with its reason."""
+    if request.method == "POST":
+        length = request.headers.get("content-length")
+        if length is None:
+            return error(411, "a POST needs a Content-Length header"), "no-length"
+        if not length.isdigit() or int(length) > settings.serve_max_body:
+            reason = f"the body is {length} bytes, the limit is {settings.serve_max_body}"
+            return error(413, reason), "too-large"
+    if request.url.path.startswith(LIMITED_PREFIXES):
+        client = request.client.host if request.client else "?"
+        wait = limiter.acquire(client)
+        if wait > 0:
+            response = error(429, f"rate limited: at most {settings.serve_rate:g} requests/s")
+            response.headers["Retry-After"] = str(max(1, math.ceil(wait)))
+            return response, "rate"
+    return None
+
+
+def _check_lengths(settings: OpenSearchSettings, latex: str, text: str) -> None:
+    for name, value in (("latex", latex), ("text", text)):
+        if len(value) > settings.serve_max_latex:
+            raise QueryError(
+                f"{name} has {len(value)} characters, the limit is {settings.serve_max_latex}"
+            )
+
+
+def _health(client: OpenSearch, searcher: Searcher, index: str) -> tuple[dict[str, Any], bool]:
+    report: dict[str, Any] = {"status": "unavailable", "index": index}
+    try:
+        cluster = client.cluster.health()
+        report["cluster"] = {"name": cluster["cluster_name"], "status": cluster["status"]}
+        report["equations"] = int(client.count(index=index)["count"])
+        report["vector_field"] = searcher.default_field()
+    except OSConnectionError as exc:
+        report["reason"] = f"OpenSearch does not answer: {exc}"
+        return report, False
+    except TransportError as exc:
+        report["reason"] = transport_reason(exc)
+        return report, False
+    except MappingError as exc:
+        report["reason"] = str(exc)
+        return report, False
+    report["status"] = "ok" if report["cluster"]["status"] != "red" else "degraded"
+    return report, report["status"] == "ok"
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mathsearch")
+    except PackageNotFoundError:
+        return "0"

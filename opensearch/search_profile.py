@@ -1,0 +1,117 @@
+"""Search profiles: a named set of ranking parameters, written by ``tune``, loaded by ``--profile``.
+
+A profile is a JSON file holding the parameters of :class:`~opensearch.search_request.SearchRequest`
+that shape the ranking (mode, alpha, window, depth, normalisation, combination, rank constant,
+k, max_df) plus where they came from (``source``: e.g. the tune report and the metric it
+maximised). ``mathsearch search --profile P`` and ``mathsearch serve --profile P`` start from the
+profile; flags or request fields given explicitly still win.
+
+Example::
+
+    profile = SearchProfile(mode=Mode.FUSION, alpha=0.3, normalization=Normalization.L2)
+    profile.save("best.json")
+    request = SearchProfile.load("best.json").request(r"x^2 + y^2", k=5)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from opensearch.errors import ConfigurationError, QueryError
+from opensearch.fusion import Combination, Normalization
+from opensearch.queries import Mode
+from opensearch.search_request import SearchRequest
+
+logger = logging.getLogger(__name__)
+
+PROFILE_FORMAT = "mathsearch-search-profile/1"
+
+
+@dataclass(frozen=True)
+class SearchProfile:
+    """Ranking parameters with :class:`SearchRequest`'s defaults; ``source`` says who chose them."""
+
+    mode: Mode = Mode.FUSION
+    k: int = 10
+    alpha: float = 0.5
+    window: int = 100
+    depth: int = 100
+    normalization: Normalization = Normalization.MIN_MAX
+    combination: Combination = Combination.ARITHMETIC_MEAN
+    rank_constant: int = 60
+    max_df: float | None = None
+    source: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def request(self, latex: str, **overrides: Any) -> SearchRequest:
+        """A :class:`SearchRequest` for ``latex`` with this profile's parameters.
+
+        ``overrides`` (any :class:`SearchRequest` field) replace the profile's values; window
+        and depth are raised to ``k`` when ``k`` exceeds them.
+        """
+        values: dict[str, Any] = {
+            name: getattr(self, name) for name in _RANKING_FIELDS if name in _REQUEST_FIELDS
+        }
+        values.update(overrides)
+        k = int(values.get("k", self.k))
+        values["window"] = max(int(values["window"]), k)
+        values["depth"] = max(int(values["depth"]), k)
+        return SearchRequest(latex=latex, **values)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["mode"] = self.mode.value
+        data["normalization"] = self.normalization.value
+        data["combination"] = self.combination.value
+        return {"format": PROFILE_FORMAT, **data}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SearchProfile:
+        """Parse a profile; unknown keys or bad values raise :class:`ConfigurationError`."""
+        if not isinstance(data, dict):
+            raise ConfigurationError("a search profile is a JSON object")
+        data = {key: value for key, value in data.items() if key != "format"}
+        unknown = sorted(set(data) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ConfigurationError(f"unknown search profile keys: {', '.join(unknown)}")
+        try:
+            profile = cls(**data)
+            profile = replace(
+                profile,
+                mode=Mode(profile.mode),
+                normalization=Normalization(profile.normalization),
+                combination=Combination(profile.combination),
+            )
+            profile.request("x").validate()
+        except (TypeError, ValueError, QueryError) as exc:
+            raise ConfigurationError(f"bad search profile: {exc}") from exc
+        return profile
+
+    @classmethod
+    def load(cls, path: str | Path) -> SearchProfile:
+        """Read a profile file written by :meth:`save` (or by ``mathsearch tune``)."""
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigurationError(f"cannot read search profile {path}: {exc}") from exc
+        except json.JSONDecodeError as exc:
+            raise ConfigurationError(f"search profile {path} is not JSON: {exc}") from exc
+        try:
+            return cls.from_dict(data)
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"{path}: {exc}") from exc
+
+    def save(self, path: str | Path) -> Path:
+        """Write the profile as JSON; returns the path."""
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+        logger.info("wrote search profile %s", target)
+        return target
+
+
+_RANKING_FIELDS = tuple(f.name for f in fields(SearchProfile) if f.name != "source")
+_REQUEST_FIELDS = {f.name for f in fields(SearchRequest)}
