@@ -7,7 +7,9 @@ torch at import time (``mathsearch --help`` stays light); the numbers come from
 * ``eval ranking``: rebuild the corpus of a training run, take the same held-out papers and score
   hold-out triplets with the trained model, the untrained model of the same seed and BoW;
 * ``eval knn-accuracy``: leave-one-out 1-NN accuracy and ranking score on labelled formulas;
-* ``eval retrieval``: mean P@k and uMAP of ranking a corpus for judged queries.
+* ``eval retrieval``: mean P@k and uMAP of ranking a corpus for judged queries; with
+  ``--task`` the index form of :mod:`opensearch.cli_retrieval_eval` (real relevance data, every
+  ranking mode of the live index against Approach Zero).
 
 Exit status 0 on success, 1 with one ``mathsearch: error: ...`` line otherwise.
 """
@@ -23,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from encoders.cli_train import _positive_int  # one argparse type for both commands
-from indexer.cli_io import emit
+from indexer.cli_io import emit, fail
 from indexer.errors import IndexerError
 from indexer.extract import FORMATS
+from opensearch.cli_retrieval_eval import INDEX_EXAMPLES, add_index_options, run_index_form
 
 logger = logging.getLogger(__name__)
 
@@ -133,31 +136,54 @@ def add_eval(commands: Any) -> None:
 
     retrieval = kinds.add_parser(
         "retrieval",
-        help="mean P@k and uMAP of ranking a corpus for judged queries (section 6.3)",
-        description="Q.json is {query_id: latex}, R.json {query_id: [eq_id, ...]}. Every "
-        "corpus equation is ranked per query (model: inner product of embeddings; BoW: "
-        "cosine); reports mean P@k and mean uMAP (unnormalised AP over the first 1000).",
+        help="P@k and uMAP of judged queries: in memory, or on an index vs Approach Zero "
+        "(section 6.3)",
+        description="In-memory form (--queries, --relevance, --corpus): Q.json is {query_id: "
+        "latex}, R.json {query_id: [eq_id, ...]}. Every corpus equation is ranked per query "
+        "(model: inner product of embeddings; BoW: cosine); reports mean P@k and mean uMAP "
+        "(unnormalised AP over the first 1000). Index form (--task): see below.",
         epilog=textwrap.dedent("""\
             examples:
+              in-memory form:
               mathsearch eval retrieval --queries q.json --relevance r.json \\
                   --corpus ../shared/data/hepth2003/*.txt --format hepth
               mathsearch eval retrieval --queries q.json --relevance r.json --corpus eq.txt \\
                   --format hepth --checkpoint runs/gcn/checkpoint.pt --k 10 --json
-            """),
+            """)
+        + INDEX_EXAMPLES,
         formatter_class=raw,
     )
-    retrieval.add_argument("--queries", required=True, metavar="Q", help="queries JSON")
-    retrieval.add_argument("--relevance", required=True, metavar="R", help="relevance JSON")
+    retrieval.add_argument("--queries", metavar="Q", help="queries JSON (in-memory form)")
+    retrieval.add_argument("--relevance", metavar="R", help="relevance JSON (in-memory form)")
     retrieval.add_argument(
-        "--corpus", required=True, nargs="+", metavar="SRC", help="sources of the corpus"
+        "--corpus", nargs="+", metavar="SRC", help="sources of the corpus (in-memory form)"
     )
     _corpus_options(retrieval)
     retrieval.add_argument("--k", type=_positive_int, default=10, help="P@k cut-off (10)")
     _common(retrieval, checkpoint_required=False)
+    add_index_options(retrieval)
 
 
 def run_eval(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch eval``; 0 on success, 1 with a one-line reason otherwise."""
+    if args.eval_command == "retrieval":
+        if args.task:  # the index form: no torch, the work is in opensearch/
+            from encoders.held_out import held_out_papers
+
+            return run_index_form(args, held_out=held_out_papers)
+        missing = [
+            flag
+            for flag, value in (
+                ("--queries", args.queries), ("--relevance", args.relevance),
+                ("--corpus", args.corpus),
+            )
+            if not value
+        ]  # fmt: skip
+        if missing:
+            return fail(
+                f"eval retrieval needs {', '.join(missing)} (in-memory form) or --task "
+                "same-document|equivalence (index form)"
+            )
     from encoders.corpus import CorpusError
     from encoders.eval_inputs import EvalInputError
     from encoders.evaluation import EvaluationError

@@ -33,3 +33,11 @@ class MappingError(MathsearchOpenSearchError):
 
 class WriteError(MathsearchOpenSearchError):
     """A bulk write could not be completed (the per-item failures are data, not this)."""
+
+
+class EvaluationError(MathsearchOpenSearchError):
+    """Evaluation input that cannot be used (a malformed file, an unknown measure, no judgments)."""
+
+
+class TrecFileError(EvaluationError):
+    """A topics, qrels or run file that cannot be read (with the file and line)."""

@@ -40,7 +40,8 @@ from typing import Any
 
 import ir_measures
 
-from opensearch.trec_files import EvaluationError, Qrels, Run
+from opensearch.errors import EvaluationError
+from opensearch.trec_files import Qrels, Run
 
 logger = logging.getLogger(__name__)
 

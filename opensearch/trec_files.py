@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from opensearch.errors import MathsearchOpenSearchError
+from opensearch.errors import TrecFileError
 
 logger = logging.getLogger(__name__)
 
@@ -34,14 +34,6 @@ Run = dict[str, list[tuple[str, float]]]
 
 #: Relevance judgments: ``qid -> {docid: grade}`` (grade > 0 is relevant).
 Qrels = dict[str, dict[str, int]]
-
-
-class EvaluationError(MathsearchOpenSearchError):
-    """Evaluation input that cannot be used (a malformed file, an unknown measure, no judgments)."""
-
-
-class TrecFileError(EvaluationError):
-    """A topics, qrels or run file that cannot be read (with the file and line)."""
 
 
 @dataclass(frozen=True)

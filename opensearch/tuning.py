@@ -26,6 +26,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from opensearch.errors import EvaluationError
 from opensearch.ir_metrics import (
     DEFAULT_DELTA,
     DEFAULT_MEASURES,
@@ -36,7 +37,7 @@ from opensearch.ir_metrics import (
 )
 from opensearch.searcher import Searcher
 from opensearch.topic_runs import cache_features, run_topics
-from opensearch.trec_files import EvaluationError, Qrels, Topic, write_run
+from opensearch.trec_files import Qrels, Topic, write_run
 from opensearch.tuning_grid import Configuration
 
 logger = logging.getLogger(__name__)
