@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from opensearch.fusion import Combination, Normalization
 from opensearch.queries import Filters, Mode
+from opensearch.results import DocumentGroup, Hit
+from opensearch.search_profile import RANKING_FIELDS
 
 
 class _Strict(BaseModel):
@@ -65,11 +67,9 @@ class SearchBody(_Strict):
 
     def overrides(self) -> dict[str, Any]:
         """The ranking parameters the body sets (for :meth:`SearchProfile.request`)."""
-        names = ("mode", "alpha", "k", "window", "depth", "normalization", "combination")
-        out = {name: getattr(self, name) for name in names if getattr(self, name) is not None}
-        for name in ("rank_constant", "max_df"):
-            if getattr(self, name) is not None:
-                out[name] = getattr(self, name)
+        out = {
+            name: getattr(self, name) for name in RANKING_FIELDS if getattr(self, name) is not None
+        }
         if self.filters is not None:
             out["filters"] = self.filters.to_filters()
         if self.field:
@@ -90,37 +90,9 @@ class RenderOut(BaseModel):
     unknown_macros: list[str] = Field(default_factory=list)
 
 
-class BreakdownOut(BaseModel):
-    bm25: float | None = None
-    knn: float | None = None
-    bm25_normalized: float | None = None
-    knn_normalized: float | None = None
-    score: float
-    formula: str
-
-
-class HitOut(BaseModel):
-    rank: int
-    eq_id: str
-    doc_id: str
-    score: float
-    latex: str
-    mathml: str = ""
-    position: int | None = None
-    section: str = ""
-    matched_tokens: list[str] = Field(default_factory=list)
-    highlight: str = ""
-    explanation: BreakdownOut | None = None
-
-
-class GroupOut(BaseModel):
-    rank: int
-    doc_id: str
-    score: float
-    hits: list[HitOut]
-
-
 class SearchOut(BaseModel):
+    """POST /search's answer; hits and groups are :mod:`opensearch.results`' dataclasses."""
+
     mode: str
     k: int
     vector_field: str | None
@@ -128,8 +100,8 @@ class SearchOut(BaseModel):
     fused: str | None = None
     parameters: dict[str, Any]
     query_tokens: list[str] = Field(default_factory=list)
-    hits: list[HitOut]
-    groups: list[GroupOut] | None = None
+    hits: list[Hit]
+    groups: list[DocumentGroup] | None = None
 
 
 class ErrorDetail(BaseModel):

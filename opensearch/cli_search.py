@@ -11,14 +11,16 @@ from indexer.cli_io import RAW_HELP, emit, fail
 from opensearch.errors import MappingError, MathsearchOpenSearchError
 from opensearch.fusion import Combination, Normalization
 from opensearch.queries import RANGE_FIELDS, Filters, Mode
+from opensearch.search_profile import RANKING_FIELDS
 
 __all__ = ["add_models", "add_search", "run_models", "run_search"]
 
-#: Flags that set a ranking parameter (``--profile`` supplies those not given).
-RANKING_FLAGS = ("mode", "k", "alpha", "window", "depth", "normalization", "combination")
-RANKING_FLAGS += ("rank_constant", "max_df")
-_FLAG_TYPES: dict[str, Any] = {"mode": Mode, "normalization": Normalization}
-_FLAG_TYPES["combination"] = Combination
+#: Converters of the ranking flags whose values are enum names.
+_FLAG_TYPES: dict[str, Any] = {
+    "mode": Mode,
+    "normalization": Normalization,
+    "combination": Combination,
+}
 
 
 def add_search(commands: Any) -> None:
@@ -147,7 +149,7 @@ def ranking_flags(args: argparse.Namespace) -> dict[str, Any]:
     {'mode': <Mode.RRF: 'rrf'>, 'k': 5}
     """
     out: dict[str, Any] = {}
-    for name in RANKING_FLAGS:
+    for name in RANKING_FIELDS:
         value = getattr(args, name, None)
         if value is not None:
             convert = _FLAG_TYPES.get(name)

@@ -41,8 +41,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from opensearchpy import OpenSearch
-from opensearchpy.exceptions import ConnectionError as OSConnectionError
-from opensearchpy.exceptions import NotFoundError, TransportError
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -59,8 +57,13 @@ from opensearch.api_schema import (
     SearchBody,
     SearchOut,
 )
-from opensearch.client import connect, transport_reason
-from opensearch.errors import ClusterUnavailableError, MappingError, QueryError
+from opensearch.client import connect
+from opensearch.errors import (
+    ClusterUnavailableError,
+    MappingError,
+    MathsearchOpenSearchError,
+    QueryError,
+)
 from opensearch.fusion import Combination, Normalization
 from opensearch.queries import Mode
 from opensearch.query_encoder import ModelQueryEncoder, QueryEncoder, QueryFeatures
@@ -251,16 +254,13 @@ def create_app(
     @app.get("/equations/{eq_id:path}", responses=ERROR_RESPONSES, tags=["equations"])
     def equation(eq_id: str) -> dict[str, Any]:
         """One equation's stored fields (vectors left out); 404 when the index lacks it."""
-        try:
-            found = client.search(
+        found = searcher.call(
+            lambda: client.search(
                 index=index,
                 body={"size": 1, "query": {"ids": {"values": [eq_id]}}},
                 _source_excludes=["vec_*"],
             )
-        except NotFoundError as exc:
-            raise MappingError(f"no index {index}: {transport_reason(exc)}") from exc
-        except OSConnectionError as exc:
-            raise ClusterUnavailableError(f"OpenSearch does not answer: {exc}") from exc
+        )
         hits = found["hits"]["hits"]
         if not hits:
             raise StarletteHTTPException(404, f"no equation {eq_id!r} in {index}")
@@ -269,7 +269,7 @@ def create_app(
     @app.get("/health", tags=["operations"])
     def health() -> JSONResponse:
         """200 when the cluster answers and the index exists; 503 with the reason otherwise."""
-        report, healthy = _health(client, searcher, index)
+        report, healthy = _health(searcher)
         return JSONResponse(report, status_code=200 if healthy else 503)
 
     @app.get("/config", tags=["operations"])
@@ -336,20 +336,16 @@ def _check_lengths(settings: OpenSearchSettings, latex: str, text: str) -> None:
             )
 
 
-def _health(client: OpenSearch, searcher: Searcher, index: str) -> tuple[dict[str, Any], bool]:
-    report: dict[str, Any] = {"status": "unavailable", "index": index}
+def _health(searcher: Searcher) -> tuple[dict[str, Any], bool]:
+    report: dict[str, Any] = {"status": "unavailable", "index": searcher.index}
+    client = searcher.client
     try:
-        cluster = client.cluster.health()
+        cluster = searcher.call(client.cluster.health)
         report["cluster"] = {"name": cluster["cluster_name"], "status": cluster["status"]}
-        report["equations"] = int(client.count(index=index)["count"])
+        counted = searcher.call(lambda: client.count(index=searcher.index))
+        report["equations"] = int(counted["count"])
         report["vector_field"] = searcher.default_field()
-    except OSConnectionError as exc:
-        report["reason"] = f"OpenSearch does not answer: {exc}"
-        return report, False
-    except TransportError as exc:
-        report["reason"] = transport_reason(exc)
-        return report, False
-    except MappingError as exc:
+    except MathsearchOpenSearchError as exc:
         report["reason"] = str(exc)
         return report, False
     report["status"] = "ok" if report["cluster"]["status"] != "red" else "degraded"

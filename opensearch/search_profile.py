@@ -35,15 +35,16 @@ PROFILE_FORMAT = "mathsearch-search-profile/1"
 class SearchProfile:
     """Ranking parameters with :class:`SearchRequest`'s defaults; ``source`` says who chose them."""
 
-    mode: Mode = Mode.FUSION
-    k: int = 10
-    alpha: float = 0.5
-    window: int = 100
-    depth: int = 100
-    normalization: Normalization = Normalization.MIN_MAX
-    combination: Combination = Combination.ARITHMETIC_MEAN
-    rank_constant: int = 60
-    max_df: float | None = None
+    # one set of defaults: the request's
+    mode: Mode = SearchRequest.mode
+    k: int = SearchRequest.k
+    alpha: float = SearchRequest.alpha
+    window: int = SearchRequest.window
+    depth: int = SearchRequest.depth
+    normalization: Normalization = SearchRequest.normalization
+    combination: Combination = SearchRequest.combination
+    rank_constant: int = SearchRequest.rank_constant
+    max_df: float | None = SearchRequest.max_df
     source: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def request(self, latex: str, **overrides: Any) -> SearchRequest:
@@ -52,9 +53,7 @@ class SearchProfile:
         ``overrides`` (any :class:`SearchRequest` field) replace the profile's values; window
         and depth are raised to ``k`` when ``k`` exceeds them.
         """
-        values: dict[str, Any] = {
-            name: getattr(self, name) for name in _RANKING_FIELDS if name in _REQUEST_FIELDS
-        }
+        values: dict[str, Any] = {name: getattr(self, name) for name in RANKING_FIELDS}
         values.update(overrides)
         k = int(values.get("k", self.k))
         values["window"] = max(int(values["window"]), k)
@@ -113,5 +112,6 @@ class SearchProfile:
         return target
 
 
-_RANKING_FIELDS = tuple(f.name for f in fields(SearchProfile) if f.name != "source")
-_REQUEST_FIELDS = {f.name for f in fields(SearchRequest)}
+#: The ranking parameters a profile holds (every one a :class:`SearchRequest` field), the names
+#: of the matching ``search`` flags and ``POST /search`` fields.
+RANKING_FIELDS = tuple(f.name for f in fields(SearchProfile) if f.name != "source")

@@ -102,7 +102,7 @@ class Searcher:
         features = self.encoder.features(request.latex) if request.latex.strip() else None
         tokens = features.tokens if features else []
         if request.max_df is not None and request.mode is not Mode.KNN and tokens:
-            tokens = self._call(lambda: self.token_stats.prune(tokens, request.max_df))
+            tokens = self.call(lambda: self.token_stats.prune(tokens, request.max_df))
         field_name = request.vector_field or self.default_field()
         vector = self._vector(request, features, field_name)
         # grouping ranks documents by their best equation: fetch a deeper list to fill k groups
@@ -137,7 +137,7 @@ class Searcher:
     def default_field(self) -> str:
         """The index's default vector field (from its ``_meta``; cached)."""
         if self._default_field is None:
-            meta = self._call(lambda: index_meta(self.client, self.index))
+            meta = self.call(lambda: index_meta(self.client, self.index))
             field_name = meta.get("default_vector_field")
             if not field_name:
                 raise MappingError(f"{self.index} has no default vector field")
@@ -299,7 +299,7 @@ class Searcher:
     ) -> dict[str, dict[str, Any]]:
         if not ids:
             return {}
-        found = self._call(
+        found = self.call(
             lambda: self.client.mget(index=self.index, body={"ids": ids}, _source=list(source))
         )
         return {doc["_id"]: doc.get("_source", {}) for doc in found["docs"] if doc.get("found")}
@@ -317,10 +317,12 @@ class Searcher:
         }
 
     def _search(self, body: dict[str, Any]) -> dict[str, Any]:
-        return self._call(lambda: self.client.search(index=self.index, body=body))
+        return self.call(lambda: self.client.search(index=self.index, body=body))
 
-    def _call(self, request: Callable[[], _T]) -> _T:
-        """Run one cluster request; its failures as this package's typed errors."""
+    def call(self, request: Callable[[], _T]) -> _T:
+        """Run one cluster request against this index; its failures as this package's typed
+        errors (no index: :class:`MappingError`; no answer: :class:`ClusterUnavailableError`;
+        refused: :class:`QueryError`)."""
         try:
             return request()
         except NotFoundError as exc:
@@ -334,7 +336,7 @@ class Searcher:
         lines: list[dict[str, Any]] = []
         for body in bodies:
             lines.extend(({}, body))
-        found = self._call(lambda: self.client.msearch(index=self.index, body=lines))
+        found = self.call(lambda: self.client.msearch(index=self.index, body=lines))
         responses = found["responses"]
         for response in responses:
             error = response.get("error")

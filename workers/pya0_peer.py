@@ -39,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 INDEX_DIR = "pya0-index"
 INSTALL_HINT = "install it with `pip install pya0==0.3.7` (it is in the `bench` extra)"
-_EXIT_NO_PYA0 = 3
+EXIT_NO_PYA0 = 3  # exit status of a child that cannot import pya0
 _STDERR_TAIL = 20
 _PROBE_TOPK = 50
 
@@ -109,7 +109,7 @@ def index_with_pya0(
         logger.info("pya0 peer: indexing %d equations under %s", len(equations), workdir)
         done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
         tail = "\n".join(done.stderr.strip().splitlines()[-_STDERR_TAIL:])
-        if done.returncode == _EXIT_NO_PYA0:
+        if done.returncode == EXIT_NO_PYA0:
             raise Pya0Unavailable(f"pya0 is not importable in the child; {INSTALL_HINT}\n{tail}")
         if done.returncode != 0:
             raise Pya0Error(f"pya0 child exited with {done.returncode}; stderr ends:\n{tail}")
@@ -174,6 +174,19 @@ def _index(pya0: Any, records: list[tuple[str, str]], workdir: Path, every: int)
     )
 
 
+def child_start(source: Path) -> tuple[Any, list[dict[str, Any]]]:
+    """What a pya0 child does first: log to stderr, import pya0 (``None`` when it cannot; the
+    child then exits with :data:`EXIT_NO_PYA0`) and read its JSON Lines input."""
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s: %(message)s")
+    try:
+        import pya0
+    except ImportError as exc:
+        logger.error("cannot import pya0 (%s); %s", exc, INSTALL_HINT)
+        return None, []
+    with source.open(encoding="utf-8") as fh:
+        return pya0, [json.loads(line) for line in fh if line.strip()]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Child entry point: ``python -m workers.pya0_peer IN.jsonl WORKDIR OUT.json``."""
     parser = argparse.ArgumentParser(
@@ -184,14 +197,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("target", type=Path, help="where the result JSON is written")
     parser.add_argument("--maintain-every", type=int, default=0)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s: %(message)s")
-    try:
-        import pya0
-    except ImportError as exc:
-        logger.error("cannot import pya0 (%s); %s", exc, INSTALL_HINT)
-        return _EXIT_NO_PYA0
-    with args.source.open(encoding="utf-8") as fh:
-        rows = [json.loads(line) for line in fh if line.strip()]
+    pya0, rows = child_start(args.source)
+    if pya0 is None:
+        return EXIT_NO_PYA0
     records = [(str(row["id"]), str(row["latex"])) for row in rows]
     args.workdir.mkdir(parents=True, exist_ok=True)
     result = _index(pya0, records, args.workdir, args.maintain_every)

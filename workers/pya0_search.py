@@ -36,11 +36,17 @@ from pathlib import Path
 from typing import Any
 
 from opensearch.trec_files import Run, Topic
-from workers.pya0_peer import INDEX_DIR, INSTALL_HINT, Pya0Error, Pya0Unavailable
+from workers.pya0_peer import (
+    EXIT_NO_PYA0,
+    INDEX_DIR,
+    INSTALL_HINT,
+    Pya0Error,
+    Pya0Unavailable,
+    child_start,
+)
 
 logger = logging.getLogger(__name__)
 
-_EXIT_NO_PYA0 = 3
 _EXIT_NO_INDEX = 2  # also argparse's: neither improves on a retry
 _TAIL = 20
 _NO_HIT = 2  # pya0's ret_code for an empty result (also for a query its parser refuses)
@@ -170,7 +176,7 @@ def _child(
                 break
             time.sleep(_POLL)
     tail = "\n".join(errors.read_text(encoding="utf-8", errors="replace").splitlines()[-_TAIL:])
-    if child.returncode == _EXIT_NO_PYA0:
+    if child.returncode == EXIT_NO_PYA0:
         raise Pya0Unavailable(f"pya0 is not importable in the child; {INSTALL_HINT}\n{tail}")
     if child.returncode == _EXIT_NO_INDEX:
         raise Pya0Error(f"the pya0 child cannot open {index_dir}:\n{tail}")
@@ -226,14 +232,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("target", type=Path, help="JSONL answers, one {'qid', 'hits'} a line")
     parser.add_argument("--k", type=int, default=100)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s: %(message)s")
-    try:
-        import pya0
-    except ImportError as exc:
-        logger.error("cannot import pya0 (%s); %s", exc, INSTALL_HINT)
-        return _EXIT_NO_PYA0
-    with args.source.open(encoding="utf-8") as fh:
-        rows = [json.loads(line) for line in fh if line.strip()]
+    pya0, rows = child_start(args.source)
+    if pya0 is None:
+        return EXIT_NO_PYA0
     index = pya0.index_open(str(args.index_dir), option="r")
     if index is None:
         logger.error("pya0 cannot open the index at %s", args.index_dir)
