@@ -162,10 +162,18 @@ def add_eval(commands: Any) -> None:
     retrieval.add_argument("--k", type=_positive_int, default=10, help="P@k cut-off (10)")
     _common(retrieval, checkpoint_required=False)
     add_index_options(retrieval)
+    from encoders.family_cli import register_evals
+
+    register_evals(kinds)
 
 
 def run_eval(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch eval``; 0 on success, 1 with a one-line reason otherwise."""
+    from encoders.family_cli import eval_module
+
+    plugin = eval_module(args.eval_command)
+    if plugin is not None:
+        return int(plugin.run(args))
     if args.eval_command == "retrieval":
         if args.task:  # the index form: no torch, the work is in opensearch/
             from encoders.held_out import held_out_papers

@@ -109,13 +109,21 @@ def add_train(commands: Any) -> None:
     gcn.add_argument("--no-cache", action="store_true", help="always parse the sources again")
     gcn.add_argument("--no-progress", action="store_true", help="no progress bar")
     gcn.add_argument("--json", action="store_true", help="print the summary as JSON")
+    from encoders.family_cli import register_trainers
+
+    register_trainers(kinds)
 
 
 def run_train(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch train``; 0 on success, 1 with a one-line reason otherwise."""
     if args.train_command != "gcn":
-        sys.stderr.write(f"mathsearch: error: unknown encoder {args.train_command!r}\n")
-        return 1
+        from encoders.family_cli import train_module
+
+        module = train_module(args.train_command)
+        if module is None:
+            sys.stderr.write(f"mathsearch: error: unknown encoder {args.train_command!r}\n")
+            return 1
+        return int(module.run(args))
     try:
         from encoders.checkpoints import CheckpointError
         from encoders.corpus import CorpusError

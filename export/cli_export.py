@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import textwrap
 from pathlib import Path
@@ -83,6 +84,18 @@ def run_export(args: argparse.Namespace) -> int:
     checkpoint = Path(args.checkpoint)
     if not checkpoint.is_file():
         return fail(f"checkpoint {checkpoint} does not exist")
+    from encoders.family_cli import checkpoint_family
+
+    try:
+        family = checkpoint_family(checkpoint)
+    except Exception as exc:  # torch.load fails in many ways (pickle, zip, struct, OS)
+        return fail(f"cannot read checkpoint {checkpoint}: {exc}")
+    if family != "gcn":
+        try:
+            module = importlib.import_module(f"export.cli_export_{family}")
+        except ModuleNotFoundError:
+            return fail(f"{checkpoint} is a {family!r} checkpoint, which has no exporter")
+        return int(module.run_export(args))
     metrics = None
     try:
         if args.metrics:

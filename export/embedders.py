@@ -1,0 +1,227 @@
+"""One interface over every encoder family's ONNX runtime: :class:`Embedder`.
+
+Each family (``gcn`` graph CNN, ``bitmap`` CNN over rendered equations, ``seq2seq`` ExpEmb
+encoder, ``figure`` caption + image encoder) exports an ONNX model with a card
+(:mod:`export.model_card`) whose ``family`` names it. :func:`load_embedder` reads the card and
+builds that family's runtime, so workers, query featurisation and benchmarks handle every family
+the same way::
+
+    embedder = load_embedder("export/models/bitmap-v1.onnx")   # or default_model_path("bitmap")
+    out = embedder.embed([parsed.to_dict() for parsed in batch])
+    # out[i] is a float32 (dim,) vector, or an EmbedRefusal(reason, detail) for that item
+
+Items are the JSON form of a featurised equation (:meth:`indexer.parse.ParsedEquation.to_dict`:
+``latex``, ``graph``, ``math_tokens``, optionally ``prefix``), or of a figure for the
+``figure`` family. A family takes what it needs (the graph, the LaTeX to render, the SymPy
+prefix tokens) and refuses, item by item, what it cannot embed (rule 3 of DESIGN.md: errors are
+data) - an equation SymPy cannot read has no ``seq2seq`` vector but keeps its others.
+
+Nothing here imports torch. Families are imported lazily from :data:`FAMILY_RUNTIMES`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from export.errors import ModelCardError
+from export.model_card import ModelCard, load_card
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "FAMILIES",
+    "FAMILY_RUNTIMES",
+    "MODELS_DIR",
+    "EmbedRefusal",
+    "Embedder",
+    "GcnEmbedder",
+    "default_model_path",
+    "load_embedder",
+    "parse_encoders",
+]
+
+#: Where the shipped default models live.
+MODELS_DIR = Path(__file__).resolve().parent / "models"
+
+#: Family -> ``module:Class`` of its runtime (a class with the :class:`Embedder` interface whose
+#: constructor takes ``(path, *, device=None, threads=None, settings=None)``).
+FAMILY_RUNTIMES: dict[str, str] = {
+    "gcn": "export.embedders:GcnEmbedder",
+    "bitmap": "export.bitmap_runtime:BitmapEmbedder",
+    "seq2seq": "export.seq2seq_runtime:Seq2SeqEmbedder",
+    "figure": "export.figure_runtime:FigureEmbedder",
+}
+FAMILIES = tuple(FAMILY_RUNTIMES)
+
+
+@dataclass(frozen=True)
+class EmbedRefusal:
+    """Why one item got no vector from one encoder (``reason`` is a short slug)."""
+
+    reason: str
+    detail: str = ""
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """An exported model of one family behind ONNX Runtime.
+
+    Attributes:
+        path: the ``.onnx`` file; ``card`` its :class:`ModelCard`.
+    """
+
+    path: Path
+    card: ModelCard
+
+    @property
+    def family(self) -> str: ...
+
+    @property
+    def vector_field(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def providers(self) -> list[str]: ...
+
+    def embed(self, items: Sequence[Mapping[str, Any]]) -> list[np.ndarray | EmbedRefusal]:
+        """One result per item, in order: a float32 ``(dim,)`` vector or an
+        :class:`EmbedRefusal`. Never raises for one bad item."""
+        ...
+
+
+def default_model_path(family: str) -> Path:
+    """The model a family uses when none is named: ``MATHSEARCH_MODEL_<FAMILY>`` if set
+    (``MATHSEARCH_MODEL`` for ``gcn``, as before), else the shipped ``<family>-v1.onnx``.
+
+    Raises:
+        ModelCardError: an unknown family.
+    """
+    if family not in FAMILY_RUNTIMES:
+        raise ModelCardError(f"unknown encoder family {family!r}; known: {', '.join(FAMILIES)}")
+    variable = "MATHSEARCH_MODEL" if family == "gcn" else f"MATHSEARCH_MODEL_{family.upper()}"
+    configured = os.environ.get(variable, "").strip()
+    return Path(configured) if configured else MODELS_DIR / f"{family}-v1.onnx"
+
+
+def parse_encoders(spec: str | Sequence[str]) -> list[str]:
+    """``"gcn,bitmap"`` (or a list) -> ``["gcn", "bitmap"]``: families or ``.onnx`` paths, in
+    order, without repeats.
+
+    Raises:
+        ModelCardError: an empty list or a name that is neither a family nor an ``.onnx`` path.
+    """
+    names = spec.split(",") if isinstance(spec, str) else list(spec)
+    out: list[str] = []
+    for raw in names:
+        name = raw.strip()
+        if not name:
+            continue
+        if name not in FAMILY_RUNTIMES and not name.endswith(".onnx"):
+            raise ModelCardError(
+                f"unknown encoder {name!r}: use a family ({', '.join(FAMILIES)}) or a .onnx path"
+            )
+        if name not in out:
+            out.append(name)
+    if not out:
+        raise ModelCardError("no encoder named")
+    return out
+
+
+def load_embedder(
+    model: str | os.PathLike[str],
+    *,
+    device: str | None = None,
+    threads: int | None = None,
+    settings: Any = None,
+) -> Embedder:
+    """The runtime for ``model``: a family name (its default model) or an ``.onnx`` path whose
+    card names the family.
+
+    Raises:
+        ModelCardError: no such model, no card, or a family without a runtime.
+        ModelMismatchError: the model does not fit this featurisation (see the family).
+    """
+    name = os.fspath(model)
+    path = default_model_path(name) if name in FAMILY_RUNTIMES else Path(name)
+    if not path.is_file():
+        raise ModelCardError(f"model {path} does not exist")
+    family = load_card(path).family
+    target = FAMILY_RUNTIMES.get(family)
+    if target is None:
+        raise ModelCardError(f"{path.name}: family {family!r} has no runtime")
+    module_name, class_name = target.split(":")
+    runtime = getattr(importlib.import_module(module_name), class_name)
+    return runtime(path, device=device, threads=threads, settings=settings)
+
+
+class GcnEmbedder:
+    """The graph CNN (:class:`export.runtime.Encoder`) behind the :class:`Embedder` interface:
+    items carry ``graph`` (an :class:`~indexer.mathml_graph.EquationGraph` dict)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        device: str | None = None,
+        threads: int | None = None,
+        settings: Any = None,
+    ) -> None:
+        from export.runtime import Encoder
+
+        self.encoder = Encoder(path, device=device, threads=threads, settings=settings)
+        self.path = self.encoder.path
+        self.card = self.encoder.card
+
+    @property
+    def family(self) -> str:
+        return self.card.family
+
+    @property
+    def vector_field(self) -> str:
+        return self.card.vector_field
+
+    @property
+    def dim(self) -> int:
+        return self.encoder.dim
+
+    @property
+    def providers(self) -> list[str]:
+        return self.encoder.providers
+
+    def embed(self, items: Sequence[Mapping[str, Any]]) -> list[np.ndarray | EmbedRefusal]:
+        from indexer.mathml_graph import EquationGraph, MathMLError
+
+        out: list[np.ndarray | EmbedRefusal] = [EmbedRefusal("no-graph")] * len(items)
+        graphs: list[EquationGraph] = []
+        where: list[int] = []
+        for n, item in enumerate(items):
+            try:
+                graphs.append(EquationGraph.from_dict(item["graph"]))
+                where.append(n)
+            except (MathMLError, KeyError, TypeError) as exc:
+                out[n] = EmbedRefusal("invalid-graph", f"{type(exc).__name__}: {exc}")
+        if not graphs:
+            return out
+        try:
+            vectors = self.encoder.encode(graphs)
+            for n, vector in zip(where, vectors, strict=True):
+                out[n] = vector
+            return out
+        except Exception:  # one bad graph must not sink the batch: find it
+            logger.warning("batch of %d failed to embed; embedding one by one", len(graphs))
+        for n, graph in zip(where, graphs, strict=True):
+            try:
+                out[n] = self.encoder.encode([graph])[0]
+            except Exception as exc:
+                out[n] = EmbedRefusal("encoder-error", f"{type(exc).__name__}: {exc}")
+        return out
