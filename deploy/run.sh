@@ -75,6 +75,18 @@ case "$mode" in
           "and chromium-driver (as root) so the search page test can run" >&2
       fi
     fi
+    # PDF and EPS figures are rasterised with poppler's pdftoppm and ghostscript (figure tests).
+    if ! command -v pdftoppm >/dev/null 2>&1 || ! command -v gs >/dev/null 2>&1; then
+      if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "==> installing Debian's poppler-utils and ghostscript (PDF/EPS figure images)"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get install -y -q poppler-utils ghostscript >/dev/null \
+          || { apt-get update -q >/dev/null && apt-get install -y -q poppler-utils ghostscript >/dev/null; }
+      else
+        echo "deploy/run.sh: pdftoppm / gs are missing; PDF and EPS figures will count as" \
+          "having no image (install Debian's poppler-utils and ghostscript)" >&2
+      fi
+    fi
     echo "==> ruff"
     ruff check .
     ruff format --check .

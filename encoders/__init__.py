@@ -34,6 +34,20 @@ _LAZY = {
     "loo_ranking_score": "encoders.evaluation",
     "precision_at_k": "encoders.evaluation",
     "umap": "encoders.evaluation",
+    "ExpEmb": "encoders.expemb",
+    "ExpEmbConfig": "encoders.expemb",
+    "TokenVocabulary": "encoders.expemb_data",
+    "beam_search": "encoders.beam_search",
+    "score_k": "encoders.expemb_eval",
+    "train_expemb": "encoders.expemb_training",
+    "load_expemb": "encoders.expemb_training",
+    "FigureEncoder": "encoders.figure_encoder",
+    "FigureEncoderConfig": "encoders.figure_encoder",
+    "FigureCorpus": "encoders.figure_data",
+    "FigureTrainConfig": "encoders.figure_training",
+    "train_figure_encoder": "encoders.figure_training",
+    "load_figure_checkpoint": "encoders.figure_training",
+    "pair_mse_loss": "encoders.figure_training",
 }
 
 

@@ -9,6 +9,15 @@ from __future__ import annotations
 
 import importlib
 
+from export.embedders import (
+    FAMILIES,
+    Embedder,
+    EmbedRefusal,
+    GcnEmbedder,
+    default_model_path,
+    load_embedder,
+    parse_encoders,
+)
 from export.errors import (
     ExportError,
     ModelCardError,
@@ -28,6 +37,10 @@ _LAZY = {
     "check_parity": "export.parity",
     "ParityReport": "export.parity",
     "export_checkpoint": "export.export_model",
+    "Seq2SeqEmbedder": "export.seq2seq_runtime",
+    "export_seq2seq": "export.seq2seq_onnx",
+    "FigureEmbedder": "export.figure_runtime",
+    "export_figure_checkpoint": "export.figure_onnx",
 }
 
 
@@ -39,6 +52,13 @@ def __getattr__(name: str) -> object:
 
 __all__ = [  # noqa: PLE0604
     "DEFAULT_MODEL_PATH",
+    "FAMILIES",
+    "EmbedRefusal",
+    "Embedder",
+    "GcnEmbedder",
+    "default_model_path",
+    "load_embedder",
+    "parse_encoders",
     "INPUT_NAMES",
     "Encoder",
     "ExportError",

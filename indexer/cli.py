@@ -21,6 +21,7 @@ from indexer.cli_parse import (
 )
 from indexer.errors import IndexerError
 from opensearch.cli_bench_query import add_bench_query, run_bench_query
+from opensearch.cli_figures import add_figures, run_figures
 from opensearch.cli_search import add_models, add_search, run_models, run_search
 from opensearch.cli_serve import add_serve, run_serve
 from opensearch.cli_tune import add_tune, run_tune
@@ -128,6 +129,7 @@ def _parser() -> argparse.ArgumentParser:
     add_eval(commands)
     add_export(commands)
     add_search(commands)
+    add_figures(commands)
     add_models(commands)
     add_serve(commands)
     add_tune(commands)
@@ -222,11 +224,13 @@ def _demo(args: argparse.Namespace) -> int:
         f"({job['batches']} batches, {job['eq_per_s']:.0f} equations/s)\n"
         f"failure records (in {report.index.rsplit('-demo', 1)[0]}-failures): {skipped}"
     )
-    model = report.model
-    print(
-        f"vectors: {model['name']} (KDD 2020 graph CNN, {model['dim']}-d, {model['similarity']}) "
-        f"in {model['field']}, ONNX Runtime on {', '.join(model['providers'])}"
-    )
+    seeds = {"gcn": "KDD 2020 graph CNN", "bitmap": "ECML 2019 bitmap CNN"}
+    for model in report.models:
+        print(
+            f"vectors: {model['name']} ({seeds.get(model['family'], model['family'])}, "
+            f"{model['dim']}-d, {model['similarity']}) in {model['field']}, ONNX Runtime on "
+            f"{', '.join(model['providers'])}"
+        )
     enriched = report.enrichment
     example = enriched["example"]
     print(
@@ -284,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         "train": run_train,
         "eval": run_eval,
         "search": run_search,
+        "figures": run_figures,
         "models": run_models,
         "serve": run_serve,
         "tune": run_tune,

@@ -186,6 +186,15 @@ def _load(path: Path) -> dict[str, Any]:
     return data
 
 
+def read_semvec_raw(path: str | Path) -> dict[str, Any]:
+    """The JSON object of one SemVec set file (class -> ``{"Original", "Noise"}``), unconverted.
+
+    Raises:
+        ExtractionError: the file is unreadable or not a JSON object.
+    """
+    return _load(Path(path))
+
+
 def _tokens(entry: Any, where: str) -> tuple[str, ...]:
     tokens = entry.get("Tokens") if isinstance(entry, dict) else None
     if not isinstance(tokens, list) or not tokens or not all(isinstance(t, str) for t in tokens):

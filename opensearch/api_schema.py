@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from opensearch.fusion import Combination, Normalization
 from opensearch.queries import Filters, Mode
@@ -64,6 +64,29 @@ class SearchBody(_Strict):
     group: bool = Field(False, description="group the hits by document")
     explain: bool = Field(False, description="each hit's score breakdown")
     field: str | None = Field(None, description="vector field (default: the index's)")
+    encoders: list[str] | None = Field(
+        None,
+        description="encoder families whose vector fields the search uses (gcn, bitmap, "
+        "seq2seq, figure), the primary first; each must have a field in the index",
+    )
+    weights: list[float] | None = Field(
+        None, description="each subquery's share: BM25, then one per encoder; sum 1"
+    )
+
+    @field_validator("encoders")
+    @classmethod
+    def _known_encoders(cls, value: list[str] | None) -> list[str] | None:
+        """Families only (a server loads no model file a request names)."""
+        if value is None:
+            return None
+        from export.embedders import FAMILIES
+
+        unknown = [name for name in value if name not in FAMILIES]
+        if unknown:
+            raise ValueError(f"unknown encoder {unknown[0]!r}; encoders: {', '.join(FAMILIES)}")
+        if not value:
+            raise ValueError("name at least one encoder")
+        return list(dict.fromkeys(value))
 
     def overrides(self) -> dict[str, Any]:
         """The ranking parameters the body sets (for :meth:`SearchProfile.request`)."""
@@ -74,6 +97,10 @@ class SearchBody(_Strict):
             out["filters"] = self.filters.to_filters()
         if self.field:
             out["vector_field"] = self.field
+        if self.encoders:
+            out["encoders"] = tuple(self.encoders)
+        if self.weights is not None:
+            out["weights"] = tuple(self.weights)
         out.update(text=self.text, group=self.group, explain=self.explain)
         return out
 
@@ -96,6 +123,7 @@ class SearchOut(BaseModel):
     mode: str
     k: int
     vector_field: str | None
+    vector_fields: list[str] | None = None
     took_ms: float
     fused: str | None = None
     parameters: dict[str, Any]

@@ -31,7 +31,11 @@ def add_search(commands: Any) -> None:
         description="Featurise the LaTeX query like the indexed equations (math tokens + the "
         "ONNX model's vector) and search in one mode: knn, bm25, rescore (BM25 window re-ranked "
         "by (1-alpha)*bm25 + alpha*(1+cos)/2), knn-rescore, fusion (hybrid query + "
-        "normalization-processor) or rrf (score-ranker-processor).",
+        "normalization-processor) or rrf (score-ranker-processor). With --encoders the query "
+        "is featurised once and embedded by each encoder; every mode then uses each encoder's "
+        "vector field (fusion / rrf: one hybrid query of BM25 + one kNN per field; knn: the "
+        "weighted sum of the per-field kNN scores; rescore: BM25 + the weighted exact cosines). "
+        "See docs/encoders.md.",
         epilog=textwrap.dedent("""\
             examples:
               mathsearch search '\\frac{1}{2} m^2 \\phi^2' --mode fusion
@@ -41,6 +45,9 @@ def add_search(commands: Any) -> None:
               mathsearch search 'a_n' --mode knn --doc hep-th/0301001 --range position=0:5 --json
               mathsearch search 'E = mc^2' --mode fusion --fusion-side client --max-df 0.05
               mathsearch search 'E = mc^2' --profile report/best_profile.json --k 5
+              mathsearch search 'x^2+y^2' --encoders gcn,bitmap --mode rrf
+              mathsearch search 'x^2+y^2' --encoders gcn,bitmap --mode fusion --weights 0.4,0.3,0.3
+              mathsearch search 'x^2+y^2' --encoders gcn,seq2seq --mode knn --explain
 
             Without --profile every ranking parameter has the default shown; with it, the
             profile's value (a flag given explicitly still wins).
@@ -105,6 +112,18 @@ def add_search(commands: Any) -> None:
     parser.add_argument("--group", action="store_true", help="group results by document")
     parser.add_argument("--explain", action="store_true", help="per-subquery score breakdown")
     parser.add_argument("--field", help="vector field (default: the index's default)")
+    parser.add_argument(
+        "--encoders",
+        metavar="E1,E2",
+        help="encoders whose vector fields the search uses: families (gcn, bitmap, seq2seq) or "
+        ".onnx paths (default: --field, else the index's default field)",
+    )
+    parser.add_argument(
+        "--weights",
+        metavar="W0,W1,...",
+        help="each subquery's share, BM25 first then one per vector field, summing to 1 "
+        "(default: 1-alpha for BM25, alpha split evenly over the fields)",
+    )
     parser.add_argument("--index", help="equation index alias (default <prefix>-equations)")
     parser.add_argument("--model", help="ONNX model for the query (default MATHSEARCH_MODEL)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
@@ -157,8 +176,23 @@ def ranking_flags(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def parse_weights(text: str | None) -> tuple[float, ...] | None:
+    """``--weights`` as floats.
+
+    >>> parse_weights("0.5,0.25,0.25")
+    (0.5, 0.25, 0.25)
+    """
+    if text is None:
+        return None
+    try:
+        return tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError as exc:
+        raise ValueError(f"--weights {text!r}: comma-separated numbers") from exc
+
+
 def run_search(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch search``."""
+    from export.embedders import parse_encoders
     from opensearch.client import connect
     from opensearch.schema import equations_alias
     from opensearch.search_profile import SearchProfile
@@ -179,6 +213,8 @@ def run_search(args: argparse.Namespace) -> int:
             explain=args.explain,
             vector_field=args.field,
             fusion_side=args.fusion_side,
+            encoders=tuple(parse_encoders(args.encoders)) if args.encoders else (),
+            weights=parse_weights(args.weights),
             **ranking_flags(args),
         )
         response = searcher.search(request)
@@ -213,7 +249,8 @@ def format_response(response: Any, *, explain: bool = False) -> str:
     """A person's view of a :class:`~opensearch.results.SearchResponse`."""
     params = ", ".join(f"{k}={v}" for k, v in response.parameters.items())
     where = f", fused {response.fused}-side" if response.fused else ""
-    field = f", vectors {response.vector_field}" if response.vector_field else ""
+    fields = response.vector_fields or ([response.vector_field] if response.vector_field else [])
+    field = f", vectors {', '.join(fields)}" if fields else ""
     lines = [f"mode {response.mode} ({params}{field}{where}) - {response.took_ms:.0f} ms"]
     if response.groups is not None:
         if not response.groups:
@@ -247,6 +284,11 @@ def _hit_lines(hit: Any, explain: bool, *, indent: str, rank: int | None = None)
             + (f" -> {_num(e.bm25_normalized)}" if e.bm25_normalized else ""),
             f"knn {_num(e.knn)}" + (f" -> {_num(e.knn_normalized)}" if e.knn_normalized else ""),
         ]
+        if e.fields:
+            parts = [parts[0]] + [
+                f"{f.field} {_num(f.raw)}" + (f" -> {_num(f.normalized)}" if f.normalized else "")
+                for f in e.fields
+            ]
         lines.append(f"{pad}{'; '.join(parts)}; {e.formula} = {e.score:.4f}")
     return lines
 

@@ -42,13 +42,18 @@ def flat_symbols(symbols: Mapping[str, Sequence[str]] | Sequence[str] | None) ->
 
 
 def equation_source(
-    parsed: Mapping[str, Any], vectors: Mapping[str, Sequence[float]] | None = None
+    parsed: Mapping[str, Any],
+    vectors: Mapping[str, Sequence[float] | None] | None = None,
+    refusals: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The indexed document of one parsed equation (``ParsedEquation.to_dict()`` form).
 
-    ``vectors`` maps vector fields to this equation's vector.
+    ``vectors`` maps vector fields to this equation's vector (``None``: that encoder refused
+    it, the field is left out); ``refusals`` (``"vec_seq2seq_v1:sympy-parse"``, one per refusing
+    encoder) become ``embed_refusals`` when given (jobs with several encoders give them, also
+    empty, so a re-run that no longer refuses clears them).
     """
-    vectors = dict(vectors or {})
+    vectors = {name: vector for name, vector in (vectors or {}).items() if vector is not None}
     source: dict[str, Any] = {
         "eq_id": parsed["eq_id"],
         "doc_id": parsed["doc_id"],
@@ -63,6 +68,8 @@ def equation_source(
         "source": parsed.get("source") or "",
         "model_versions": sorted(vectors),
     }
+    if refusals is not None:
+        source["embed_refusals"] = sorted(refusals)
     for field, vector in vectors.items():
         source[field] = [float(x) for x in vector]
     return source
@@ -71,9 +78,12 @@ def equation_source(
 def equation_actions(
     index: str,
     parsed: Iterable[Mapping[str, Any]],
-    vectors: Mapping[str, Sequence[Sequence[float]]] | None = None,
+    vectors: Mapping[str, Sequence[Sequence[float] | None]] | None = None,
+    *,
+    refusals: Sequence[Sequence[str]] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """Upsert actions for ``parsed`` equations; ``vectors[field][i]`` belongs to equation ``i``.
+    """Upsert actions for ``parsed`` equations; ``vectors[field][i]`` belongs to equation ``i``
+    (``None``: refused by that encoder), ``refusals[i]`` are equation ``i``'s refusals.
 
     The first write inserts the document with ``indexed_at``; re-writing the same content is a
     no-op on the cluster.
@@ -81,7 +91,8 @@ def equation_actions(
     columns = dict(vectors or {})
     for number, item in enumerate(parsed):
         row = {field: values[number] for field, values in columns.items()}
-        source = equation_source(item, row)
+        refused = refusals[number] if refusals is not None else None
+        source = equation_source(item, row, refused)
         yield upsert_action(index, source["eq_id"], source, stamp="indexed_at")
 
 

@@ -4,7 +4,9 @@ Routes (the OpenAPI schema is at ``/openapi.json``; no Swagger UI, which would l
 
 * ``POST /search`` - :class:`~opensearch.api_schema.SearchBody` in,
   :class:`~opensearch.api_schema.SearchOut` out; unset ranking fields come from the search
-  profile (``--profile``), hits carry their stored MathML.
+  profile (``--profile``), hits carry their stored MathML. ``encoders`` (families) searches
+  their vector fields together (an unknown encoder, one without a model here, or a field the
+  index lacks is a 422 with the reason).
 * ``POST /render`` - LaTeX to Presentation MathML with the indexer's own converter (the page's
   live preview); unreadable LaTeX is a 422 with the converter's reason.
 * ``GET /equations/{eq_id}`` - an equation's stored fields (no vectors); 404 when unknown.
@@ -28,6 +30,7 @@ Example::
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import threading
@@ -95,8 +98,13 @@ class _LockedEncoder:
         self.inner = inner
         self.lock = threading.Lock()
 
-    def features(self, latex: str) -> QueryFeatures:
+    def features(self, latex: str, encoders: list[str] | None = None) -> QueryFeatures:
         with self.lock:
+            if encoders:
+                features = self.inner.features
+                if "encoders" not in inspect.signature(features).parameters:
+                    raise QueryError("this server's query encoder cannot name encoders")
+                return features(latex, encoders=encoders)
             return self.inner.features(latex)
 
 

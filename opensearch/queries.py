@@ -17,9 +17,29 @@ Modes (DESIGN.md):
   with the ``normalization-processor``;
 * ``rrf``: the same hybrid query under the ``score-ranker-processor`` (reciprocal rank fusion).
 
+Several vector fields (one per encoder, :class:`VectorQuery` with a weight each; weights are
+the share of each subquery, ``[bm25, field 1, ..., field n]``, summing to 1):
+
+* ``fusion`` / ``rrf``: one hybrid query of [bm25, knn field 1, ..., knn field n] (at most 5
+  subqueries, the plugin's limit), one normalisation / rank list per subquery;
+* ``knn``: a ``bool`` ``should`` of one kNN query per field, each boosted by its weight share,
+  so a hit scores ``sum_i w_i * knn_i`` (0 for a field whose top k missed it): the weighted mean
+  of the per-field kNN scores, each list cut at k;
+* ``rescore``: ``w_0 * bm25 + sum_i w_i * (1 + cos_i) / 2`` (exact, per field; a document without
+  a field's vector, refused by that encoder, gets 0 there);
+* ``knn-rescore``: the multi-field kNN retrieves, ``sum_i w_i * knn_i + w_0 * bm25`` re-ranks.
+
+With one field every body is exactly the single-field one.
+
+Field names come from a :class:`~opensearch.search_fields.SearchFields` (default: the equation
+index's), so another index (figures: ``caption`` + ``mentions``, ``vec_figure_v1``) uses the
+same modes.
+
 Example::
 
     body = knn_body("vec_gcn_v1", vector, size=10, filters=Filters(doc_ids=("hep-th0301001",)))
+    body = knn_body_multi([VectorQuery("vec_gcn_v1", v1, 0.5), VectorQuery("vec_bitmap_v1", v2,
+                          0.5)], size=10)
 """
 
 from __future__ import annotations
@@ -31,10 +51,20 @@ from typing import Any
 
 from opensearch.errors import QueryError
 from opensearch.fusion import Combination, Normalization
+from opensearch.search_fields import EQUATION_FIELDS, FILTER_FIELDS, RANGE_FIELDS, SearchFields
 
-#: Fields a filter may name (keyword / numeric / date fields of the equation index).
-FILTER_FIELDS = ("doc_id", "eq_id", "section", "symbols", "keywords", "model_versions", "source")
-RANGE_FIELDS = ("position", "indexed_at")
+__all__ = [
+    "FILTER_FIELDS",
+    "MAX_HYBRID_SUBQUERIES",
+    "NO_FILTERS",
+    "RANGE_FIELDS",
+    "Filters",
+    "Mode",
+    "VectorQuery",
+]
+
+#: The neural-search ``hybrid`` query takes at most this many subqueries (BM25 + 4 fields).
+MAX_HYBRID_SUBQUERIES = 5
 
 
 class Mode(StrEnum):
@@ -60,18 +90,19 @@ class Filters:
     terms: dict[str, tuple[str, ...]] = field(default_factory=dict)
     ranges: dict[str, tuple[Any, Any]] = field(default_factory=dict)
 
-    def clauses(self) -> list[dict[str, Any]]:
-        """The filter clauses (empty when nothing is restricted)."""
+    def clauses(self, fields: SearchFields = EQUATION_FIELDS) -> list[dict[str, Any]]:
+        """The filter clauses (empty when nothing is restricted) on ``fields``' index."""
+        allowed, ranged = fields.filter_fields, fields.range_fields
         out: list[dict[str, Any]] = []
         if self.doc_ids:
             out.append({"terms": {"doc_id": list(self.doc_ids)}})
         for name, values in sorted(self.terms.items()):
-            if name not in FILTER_FIELDS:
-                raise QueryError(f"cannot filter on {name!r}; fields: {', '.join(FILTER_FIELDS)}")
+            if name not in allowed:
+                raise QueryError(f"cannot filter on {name!r}; fields: {', '.join(allowed)}")
             out.append({"terms": {name: list(values)}})
         for name, (low, high) in sorted(self.ranges.items()):
-            if name not in RANGE_FIELDS:
-                raise QueryError(f"no range on {name!r}; fields: {', '.join(RANGE_FIELDS)}")
+            if name not in ranged:
+                raise QueryError(f"no range on {name!r}; fields: {', '.join(ranged)}")
             bounds = {
                 key: value for key, value in (("gte", low), ("lte", high)) if value is not None
             }
@@ -87,33 +118,85 @@ class Filters:
 NO_FILTERS = Filters()
 
 
-def bm25_query(tokens: Sequence[str], words: str = "", filters: Filters = NO_FILTERS) -> dict:
-    """BM25 over the math tokens (``should`` + the context words when given), filtered."""
+@dataclass(frozen=True)
+class VectorQuery:
+    """The query's vector for one field and that subquery's weight (its share of the score)."""
+
+    field: str
+    vector: Sequence[float]
+    weight: float = 1.0
+
+
+def bm25_query(
+    tokens: Sequence[str],
+    words: str = "",
+    filters: Filters = NO_FILTERS,
+    fields: SearchFields = EQUATION_FIELDS,
+) -> dict:
+    """BM25 over the text fields (``should``: the tokens against each text field, the words
+    against the context field, or the text fields when there is none), filtered."""
     should: list[dict[str, Any]] = []
     if tokens:
-        should.append({"match": {"math_tokens": {"query": " ".join(tokens)}}})
+        should += [{"match": {name: {"query": " ".join(tokens)}}} for name in fields.text]
     if words.strip():
-        should.append({"match": {"context": {"query": words}}})
+        targets = (fields.context,) if fields.context else fields.text
+        should += [{"match": {name: {"query": words}}} for name in targets]
     if not should:
         raise QueryError("the query has neither math tokens nor words")
     query: dict[str, Any] = {"bool": {"should": should, "minimum_should_match": 1}}
-    clauses = filters.clauses()
+    clauses = filters.clauses(fields)
     if clauses:
         query["bool"]["filter"] = clauses
     return query
 
 
 def knn_query(
-    field_name: str, vector: Sequence[float], k: int, filters: Filters = NO_FILTERS
+    field_name: str,
+    vector: Sequence[float],
+    k: int,
+    filters: Filters = NO_FILTERS,
+    fields: SearchFields = EQUATION_FIELDS,
+    *,
+    boost: float | None = None,
 ) -> dict:
     """An HNSW kNN query for ``k`` neighbours, the filters applied during the graph search."""
     if k < 1:
         raise QueryError(f"k must be at least 1, not {k}")
     inner: dict[str, Any] = {"vector": [float(x) for x in vector], "k": int(k)}
-    clauses = filters.clauses()
+    clauses = filters.clauses(fields)
     if clauses:
         inner["filter"] = {"bool": {"filter": clauses}}
+    if boost is not None:
+        inner["boost"] = float(boost)
     return {"knn": {field_name: inner}}
+
+
+def multi_knn_query(
+    vectors: Sequence[VectorQuery],
+    k: int,
+    filters: Filters = NO_FILTERS,
+    fields: SearchFields = EQUATION_FIELDS,
+) -> dict:
+    """One kNN query per field; several are a ``bool`` ``should`` of kNN queries boosted by
+    their weight shares (score ``sum_i w_i * knn_i``, 0 where field ``i``'s top k missed)."""
+    if not vectors:
+        raise QueryError("no vector field to search")
+    if len(vectors) == 1:
+        only = vectors[0]
+        return knn_query(only.field, only.vector, k, filters, fields)
+    shares = _shares([v.weight for v in vectors])
+    should = [
+        knn_query(v.field, v.vector, k, filters, fields, boost=share)
+        for v, share in zip(vectors, shares, strict=True)
+    ]
+    return {"bool": {"should": should}}
+
+
+def _shares(weights: Sequence[float]) -> list[float]:
+    total = float(sum(weights))
+    if total <= 0 or any(w < 0 for w in weights):
+        raise QueryError(f"vector weights must be >= 0 with a positive sum, not {list(weights)}")
+    return [float(w) / total for w in weights]
 
 
 def cosine_script(field_name: str, vector: Sequence[float]) -> dict:
@@ -141,9 +224,15 @@ def _base(size: int, source: Sequence[str]) -> dict[str, Any]:
 
 
 def bm25_body(
-    tokens: Sequence[str], words: str, *, size: int, filters: Filters, source: Sequence[str]
+    tokens: Sequence[str],
+    words: str,
+    *,
+    size: int,
+    filters: Filters,
+    source: Sequence[str],
+    fields: SearchFields = EQUATION_FIELDS,
 ) -> dict:
-    return {**_base(size, source), "query": bm25_query(tokens, words, filters)}
+    return {**_base(size, source), "query": bm25_query(tokens, words, filters, fields)}
 
 
 def knn_body(
@@ -154,58 +243,99 @@ def knn_body(
     filters: Filters = NO_FILTERS,
     source: Sequence[str] = (),
     k: int | None = None,
+    fields: SearchFields = EQUATION_FIELDS,
 ) -> dict:
     return {
         **_base(size, source),
-        "query": knn_query(field_name, vector, k or size, filters),
+        "query": knn_query(field_name, vector, k or size, filters, fields),
     }
+
+
+def knn_body_multi(
+    vectors: Sequence[VectorQuery],
+    *,
+    size: int,
+    filters: Filters = NO_FILTERS,
+    source: Sequence[str] = (),
+    k: int | None = None,
+    fields: SearchFields = EQUATION_FIELDS,
+) -> dict:
+    """kNN over one or several fields (:func:`multi_knn_query`)."""
+    return {**_base(size, source), "query": multi_knn_query(vectors, k or size, filters, fields)}
 
 
 def rescore_body(
     tokens: Sequence[str],
     words: str,
-    field_name: str,
-    vector: Sequence[float],
+    vectors: Sequence[VectorQuery],
     *,
     size: int,
     window: int,
     alpha: float,
     filters: Filters,
     source: Sequence[str],
+    bm25_weight: float | None = None,
+    fields: SearchFields = EQUATION_FIELDS,
 ) -> dict:
-    """BM25 window re-ranked by ``(1 - alpha) * bm25 + alpha * (1 + cos) / 2`` (exact cosine)."""
+    """BM25 window re-ranked by ``(1 - alpha) * bm25 + alpha * (1 + cos) / 2`` (exact cosine).
+
+    Several fields: ``bm25_weight * bm25 + sum_i w_i * (1 + cos_i) / 2`` with the
+    :class:`VectorQuery` weights (``bm25_weight`` default ``1 - alpha``).
+    """
     _check_alpha(alpha)
-    cosine = {
+    first = bm25_query(tokens, words, filters, fields)
+    if len(vectors) == 1:
+        cosine = {
+            "script_score": {
+                "query": {"match_all": {}},
+                "script": cosine_script(vectors[0].field, vectors[0].vector),
+            }
+        }
+        weights = (1 - alpha, alpha)
+    else:
+        cosine = {"bool": {"should": [_cosine_clause(v) for v in vectors]}}
+        weights = (1 - alpha if bm25_weight is None else bm25_weight, 1.0)
+    return _rescored(first, cosine, size=size, window=window, weights=weights, source=source)
+
+
+def _cosine_clause(vector: VectorQuery) -> dict:
+    """``w * (1 + cos) / 2`` of one field; a document without the field does not match (0)."""
+    return {
         "script_score": {
-            "query": {"match_all": {}},
-            "script": cosine_script(field_name, vector),
+            "query": {"exists": {"field": vector.field}},
+            "script": cosine_script(vector.field, vector.vector),
+            "boost": float(vector.weight),
         }
     }
-    first = bm25_query(tokens, words, filters)
-    return _rescored(
-        first, cosine, size=size, window=window, weights=(1 - alpha, alpha), source=source
-    )
 
 
 def knn_rescore_body(
     tokens: Sequence[str],
     words: str,
-    field_name: str,
-    vector: Sequence[float],
+    vectors: Sequence[VectorQuery],
     *,
     size: int,
     window: int,
     alpha: float,
     filters: Filters,
     source: Sequence[str],
+    bm25_weight: float | None = None,
+    fields: SearchFields = EQUATION_FIELDS,
 ) -> dict:
-    """HNSW retrieves ``window`` hits, re-ranked by ``alpha * knn + (1 - alpha) * bm25``."""
+    """HNSW retrieves ``window`` hits, re-ranked by ``alpha * knn + (1 - alpha) * bm25``.
+
+    Several fields: the multi-field kNN (weight shares) scaled by the vector weights' sum,
+    plus ``bm25_weight * bm25`` (default ``1 - alpha``).
+    """
     _check_alpha(alpha)
-    first = knn_query(field_name, vector, window, filters)
-    second = bm25_query(tokens, words)
-    return _rescored(
-        first, second, size=size, window=window, weights=(alpha, 1 - alpha), source=source
-    )
+    first = multi_knn_query(vectors, window, filters, fields)
+    second = bm25_query(tokens, words, fields=fields)
+    if len(vectors) == 1:
+        weights = (alpha, 1 - alpha)
+    else:
+        total = float(sum(v.weight for v in vectors))
+        weights = (total, 1 - alpha if bm25_weight is None else bm25_weight)
+    return _rescored(first, second, size=size, window=window, weights=weights, source=source)
 
 
 def _rescored(
@@ -238,26 +368,33 @@ def _rescored(
 def hybrid_body(
     tokens: Sequence[str],
     words: str,
-    field_name: str,
-    vector: Sequence[float],
+    vectors: Sequence[VectorQuery],
     *,
     size: int,
     depth: int,
     filters: Filters,
     source: Sequence[str],
     pipeline: dict[str, Any] | None = None,
+    fields: SearchFields = EQUATION_FIELDS,
 ) -> dict:
-    """The neural-search ``hybrid`` query [bm25, knn]; each subquery keeps its top ``depth``."""
+    """The neural-search ``hybrid`` query [bm25, knn field 1, ...]; each subquery keeps its top
+    ``depth`` (the weights go to the pipeline, not here).
+
+    Raises:
+        QueryError: more fields than the hybrid query takes subqueries.
+    """
+    if not vectors:
+        raise QueryError("no vector field to fuse with BM25")
+    if len(vectors) + 1 > MAX_HYBRID_SUBQUERIES:
+        raise QueryError(
+            f"{len(vectors)} vector fields: the hybrid query takes at most "
+            f"{MAX_HYBRID_SUBQUERIES - 1} beside BM25"
+        )
+    subqueries = [bm25_query(tokens, words, filters, fields)]
+    subqueries += [knn_query(v.field, v.vector, depth, filters, fields) for v in vectors]
     body: dict[str, Any] = {
         **_base(size, source),
-        "query": {
-            "hybrid": {
-                "queries": [
-                    bm25_query(tokens, words, filters),
-                    knn_query(field_name, vector, depth, filters),
-                ]
-            }
-        },
+        "query": {"hybrid": {"queries": subqueries}},
     }
     if pipeline is not None:
         body["search_pipeline"] = pipeline
@@ -269,7 +406,8 @@ def fusion_pipeline(
     combination: Combination = Combination.ARITHMETIC_MEAN,
     weights: Sequence[float] | None = None,
 ) -> dict:
-    """A search pipeline with the ``normalization-processor`` (weights: [bm25, knn])."""
+    """A search pipeline with the ``normalization-processor`` (weights: [bm25, knn, ...], one
+    per subquery)."""
     combo: dict[str, Any] = {"technique": Combination(combination).value}
     if weights is not None:
         combo["parameters"] = {"weights": [float(w) for w in weights]}

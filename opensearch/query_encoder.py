@@ -1,23 +1,48 @@
-"""Query featurisation for search: the same math tokens and model vector as indexing.
+"""Query featurisation for search: the same math tokens and model vectors as indexing.
 
-:class:`ModelQueryEncoder` runs :class:`indexer.parse.Featuriser` and the ONNX
-:class:`export.runtime.Encoder` (rule 2 of DESIGN.md: one featurisation); anything with a
+:class:`ModelQueryEncoder` runs :class:`indexer.parse.Featuriser` once per query and then every
+requested encoder on that one featurisation (rule 2 of DESIGN.md: one featurisation): the ONNX
+:class:`export.runtime.Encoder` of the graph CNN by default, or any families / ``.onnx`` models
+through :func:`export.embedders.load_embedder` (each loaded once, on first use). Anything with a
 ``features(latex) -> QueryFeatures`` method can stand in (e.g. a cache in benchmarks).
+
+Example::
+
+    encoder = ModelQueryEncoder(encoders=["gcn", "bitmap"])
+    features = encoder.features(r"\\frac{a}{b}")
+    features.vectors            # {"vec_gcn_v1": [...], "vec_bitmap_v1": [...]}
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from opensearch.errors import QueryError
 
+logger = logging.getLogger(__name__)
+
 
 class QueryFeatures(NamedTuple):
-    """A query featurised: its math tokens, its vector and the field that vector belongs to."""
+    """A query featurised: its math tokens, its (first) vector and the field that vector belongs
+    to; ``vectors`` holds every encoder's vector by field, ``refusals`` why an encoder gave none
+    (``None`` from encoders that fill one field: then ``{vector_field: vector}``)."""
 
     tokens: list[str]
     vector: list[float] | None
     vector_field: str | None
+    vectors: dict[str, list[float]] | None = None
+    refusals: dict[str, str] | None = None
+
+    def by_field(self) -> dict[str, list[float]]:
+        """Every vector of the query by field."""
+        if self.vectors is not None:
+            return dict(self.vectors)
+        if self.vector is not None and self.vector_field:
+            return {self.vector_field: self.vector}
+        return {}
 
 
 class QueryEncoder(Protocol):
@@ -26,35 +51,120 @@ class QueryEncoder(Protocol):
     def features(self, latex: str) -> QueryFeatures: ...
 
 
-class ModelQueryEncoder:
-    """Featuriser + ONNX encoder, created on first use.
+def encoder_field(name: str) -> str:
+    """The vector field of encoder ``name`` (a family: its default model, or an ``.onnx`` path),
+    from its card.
 
-    ``model`` is an ONNX path (default ``MATHSEARCH_MODEL``) or a ready
-    :class:`export.runtime.Encoder`.
+    Raises:
+        QueryError: an unknown family, or a model or card that is not there.
+    """
+    from export.embedders import FAMILIES, default_model_path
+    from export.errors import ModelCardError
+    from export.model_card import load_card
+
+    try:
+        path = default_model_path(name) if name in FAMILIES else Path(name)
+        if name not in FAMILIES and not name.endswith(".onnx"):
+            raise ModelCardError(
+                f"unknown encoder {name!r}: use a family ({', '.join(FAMILIES)}) or a .onnx path"
+            )
+        if not path.is_file():
+            raise ModelCardError(f"encoder {name!r}: model {path} does not exist")
+        return load_card(path, verify_sha256=False).vector_field
+    except ModelCardError as exc:
+        raise QueryError(str(exc)) from exc
+
+
+class ModelQueryEncoder:
+    """Featuriser + encoders, created on first use.
+
+    Args:
+        model: the graph CNN used when no encoders are named: an ONNX path (default
+            ``MATHSEARCH_MODEL``) or a ready :class:`export.runtime.Encoder`.
+        encoders: encoders every query is embedded with by default: families, ``.onnx`` paths
+            or ready :class:`~export.embedders.Embedder` s (``features(latex, encoders=...)``
+            names others per query).
     """
 
-    def __init__(self, model: Any = None) -> None:
+    def __init__(self, model: Any = None, *, encoders: Sequence[Any] | None = None) -> None:
         self._model = model
-        self._featuriser: Any = None
+        self._names = list(encoders or [])
+        self._featurisers: dict[bool, Any] = {}
         self._encoder: Any = None
+        self._embedders: dict[str, Any] = {}
 
-    def features(self, latex: str) -> QueryFeatures:
-        from export.runtime import Encoder
+    def features(self, latex: str, encoders: Sequence[Any] | None = None) -> QueryFeatures:
+        """Featurise ``latex`` once; embed it with ``encoders`` (default: this encoder's)."""
+        names = list(encoders or self._names)
+        if not names:
+            return self._graph_cnn(latex)
+        embedders = [self._embedder(name) for name in names]
+        with_prefix = any(embedder.family == "seq2seq" for embedder in embedders)
+        parsed = self._parse(latex, with_prefix)
+        item = parsed.to_dict()
+        vectors: dict[str, list[float]] = {}
+        refusals: dict[str, str] = {}
+        for embedder in embedders:
+            from export.embedders import EmbedRefusal
+
+            try:
+                result = embedder.embed([item])[0]
+            except Exception as exc:  # a model fault: this field has no query vector
+                result = EmbedRefusal("encoder-error", f"{type(exc).__name__}: {exc}")
+            if isinstance(result, EmbedRefusal):
+                refusals[embedder.vector_field] = f"{result.reason} {result.detail}".strip()
+            else:
+                vectors[embedder.vector_field] = [float(x) for x in result]
+        first = embedders[0].vector_field
+        return QueryFeatures(
+            tokens=list(parsed.math_tokens),
+            vector=vectors.get(first),
+            vector_field=first,
+            vectors=vectors,
+            refusals=refusals,
+        )
+
+    def _parse(self, latex: str, with_prefix: bool = False) -> Any:
         from indexer.parse import Featuriser
         from indexer.records import Failure
 
-        if self._featuriser is None:
-            self._featuriser = Featuriser()
+        if with_prefix not in self._featurisers:
+            self._featurisers[with_prefix] = Featuriser(with_prefix=with_prefix)
+        parsed = self._featurisers[with_prefix].parse_latex(latex)
+        if isinstance(parsed, Failure):
+            raise QueryError(f"cannot read the query ({parsed.reason}): {parsed.detail}")
+        return parsed
+
+    def _embedder(self, name: Any) -> Any:
+        """A ready embedder, or the one of a family / path (loaded once)."""
+        if not isinstance(name, str):
+            return name
+        if name not in self._embedders:
+            from export.embedders import load_embedder
+            from export.errors import ExportError
+
+            try:
+                self._embedders[name] = load_embedder(name)
+            except (ValueError, ExportError) as exc:  # no model or card, or a mismatch
+                raise QueryError(f"encoder {name!r}: {exc}") from exc
+            logger.info("query encoder %s ready", self._embedders[name].vector_field)
+        return self._embedders[name]
+
+    def _graph_cnn(self, latex: str) -> QueryFeatures:
+        """The graph CNN alone (the default since the first version)."""
+        from export.runtime import Encoder
+
+        if self._encoder is None:
             if isinstance(self._model, Encoder):
                 self._encoder = self._model
             else:
                 self._encoder = Encoder(self._model) if self._model else Encoder()
-        parsed = self._featuriser.parse_latex(latex)
-        if isinstance(parsed, Failure):
-            raise QueryError(f"cannot read the query ({parsed.reason}): {parsed.detail}")
-        vector = self._encoder.encode([parsed.graph])[0]
+        parsed = self._parse(latex)
+        vector = [float(x) for x in self._encoder.encode([parsed.graph])[0]]
+        field_name = self._encoder.card.vector_field
         return QueryFeatures(
             tokens=list(parsed.math_tokens),
-            vector=[float(x) for x in vector],
-            vector_field=self._encoder.card.vector_field,
+            vector=vector,
+            vector_field=field_name,
+            vectors={field_name: vector},
         )

@@ -17,10 +17,25 @@ HIGHLIGHT_CLOSE = "</em>"
 
 
 @dataclass
+class FieldScore:
+    """One vector field's part of a hit's score: its raw score (kNN score, or ``(1 + cos) / 2``
+    in ``rescore``), the normalised one (fusion: the normalisation's value, rrf: the rank
+    score, knn / rescore: the weighted contribution) and the weight. ``None``: the field's
+    subquery did not retrieve the hit, or the hit has no vector in that field."""
+
+    field: str
+    raw: float | None = None
+    normalized: float | None = None
+    weight: float | None = None
+
+
+@dataclass
 class ScoreBreakdown:
     """Why a hit scored what it did: each subquery's raw and normalised score and the formula.
 
     ``None`` means the subquery did not retrieve the hit (it then contributes nothing).
+    ``knn`` / ``knn_normalized`` are the first vector field's; ``fields`` lists every vector
+    field's (filled when the search used several).
     """
 
     bm25: float | None = None
@@ -29,6 +44,7 @@ class ScoreBreakdown:
     knn_normalized: float | None = None
     score: float = 0.0
     formula: str = ""
+    fields: list[FieldScore] = field(default_factory=list)
 
 
 @dataclass
@@ -56,6 +72,8 @@ class Hit:
         data = asdict(self)
         if self.explanation is None:
             del data["explanation"]
+        elif not self.explanation.fields:
+            del data["explanation"]["fields"]
         if not self.mathml:
             del data["mathml"]
         return data
@@ -92,6 +110,7 @@ class SearchResponse:
     fused: str | None = None
     parameters: dict[str, Any] = field(default_factory=dict)
     query_tokens: list[str] = field(default_factory=list)
+    vector_fields: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -103,6 +122,8 @@ class SearchResponse:
             "parameters": self.parameters,
             "hits": [hit.to_dict() for hit in self.hits],
         }
+        if len(self.vector_fields) > 1:
+            data["vector_fields"] = list(self.vector_fields)
         if self.groups is not None:
             data["groups"] = [group.to_dict() for group in self.groups]
         return data

@@ -7,7 +7,9 @@ Every version is created from the index template ``<alias>-template`` (pattern
 Fields (DESIGN.md): ``eq_id``, ``doc_id``, ``section``, ``position``, ``latex``, ``mathml``
 (stored, not indexed), ``math_tokens`` (whitespace analyzer, BM25), ``symbols`` and
 ``keywords`` (keyword), ``context`` (text), one ``knn_vector`` per encoder and model version
-(lucene HNSW, space type from the model card), ``model_versions`` and ``indexed_at``.
+(lucene HNSW, space type from the model card), ``model_versions`` (the fields the equation has a
+vector in), ``embed_refusals`` (keyword, ``<field>:<reason>`` for each encoder of a
+several-encoder job that refused the equation) and ``indexed_at``.
 
 The index's ``_meta`` records the schema version, the vector fields with their models, and the
 default vector field that search uses (see :mod:`opensearch.vector_fields`).
@@ -99,6 +101,7 @@ def equation_properties() -> dict[str, Any]:
         "context": {"type": "text"},
         "keywords": {"type": "keyword"},
         "model_versions": {"type": "keyword"},
+        "embed_refusals": {"type": "keyword"},
         "source": {"type": "keyword"},
         "indexed_at": {"type": "date"},
     }
@@ -202,9 +205,34 @@ def ensure_equation_index(
         return concrete
     from opensearch.vector_fields import add_vector_field
 
+    add_missing_properties(client, alias, equation_properties())
     for spec in vectors:
         add_vector_field(client, alias, spec, settings=settings, make_default=False)
     return concrete
+
+
+def add_missing_properties(client: OpenSearch, alias: str, properties: dict[str, Any]) -> list[str]:
+    """Add the non-vector ``properties`` that an index made by an older version lacks (e.g.
+    ``embed_refusals``) to the live index and to its template; returns their names."""
+    found = client.indices.get_mapping(index=alias)
+    mapped = next(iter(found.values()))["mappings"].get("properties", {})
+    missing = {name: spec for name, spec in properties.items() if name not in mapped}
+    if not missing:
+        return []
+    try:
+        client.indices.put_mapping(index=alias, body={"properties": missing})
+        templates = client.indices.get_index_template(name=template_name(alias))
+    except NotFoundError:
+        templates = {"index_templates": []}
+    except TransportError as exc:
+        raise MappingError(f"cannot add {', '.join(missing)} to {alias}: {exc}") from exc
+    for item in templates.get("index_templates", []):
+        template = item["index_template"].get("template", {})
+        mappings = dict(template.get("mappings") or {})
+        mappings["properties"] = {**mappings.get("properties", {}), **missing}
+        put_equation_template(client, alias, template.get("settings") or {}, mappings)
+    logger.info("added %s to %s", ", ".join(sorted(missing)), alias)
+    return sorted(missing)
 
 
 def template_name(alias: str) -> str:

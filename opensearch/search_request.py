@@ -1,4 +1,10 @@
-"""What one search asks for: the query, the mode and every parameter that shapes the ranking."""
+"""What one search asks for: the query, the mode and every parameter that shapes the ranking.
+
+The vectors: ``encoders`` (families or ``.onnx`` paths, whose cards name their fields), else
+``vector_fields``, else ``vector_field``, else the index's default. With several fields
+``weights`` gives each subquery's share, ``[bm25, field 1, ..., field n]`` (sum 1); without it
+BM25 gets ``1 - alpha`` and each field ``alpha / n``.
+"""
 
 from __future__ import annotations
 
@@ -33,6 +39,9 @@ class SearchRequest:
     fusion_side: str = "auto"
     max_df: float | None = None
     mathml: bool = False
+    vector_fields: tuple[str, ...] = ()
+    encoders: tuple[str, ...] = ()
+    weights: tuple[float, ...] | None = None
 
     def validate(self) -> None:
         """Raise :class:`QueryError` for parameters no mode accepts."""
@@ -48,6 +57,12 @@ class SearchRequest:
             raise QueryError(f"max_df must lie in (0, 1], not {self.max_df}")
         if self.depth < self.k or self.window < self.k:
             raise QueryError(f"depth ({self.depth}) and window ({self.window}) must be >= k")
+        if self.weights is not None:
+            values = [float(w) for w in self.weights]
+            if any(not 0.0 <= w <= 1.0 for w in values) or abs(sum(values) - 1.0) > 1e-6:
+                raise QueryError(f"weights must lie in [0, 1] and sum to 1, not {values}")
+            if len(values) < 2:
+                raise QueryError("weights: one for BM25, then one per vector field")
 
     def parameters(self) -> dict[str, Any]:
         """The parameters that shaped the ranking (for reports and ``--json``)."""
@@ -65,4 +80,6 @@ class SearchRequest:
             out["rank_constant"] = self.rank_constant
         if self.max_df is not None and self.mode is not Mode.KNN:
             out["max_df"] = self.max_df
+        if self.weights is not None and self.mode is not Mode.BM25:
+            out["weights"] = list(self.weights)
         return out

@@ -18,36 +18,44 @@ vector's share in every mode: fusion weights are ``[1 - alpha, alpha]`` for ``[b
 ``explain`` adds a :class:`~opensearch.results.ScoreBreakdown` to every hit (each subquery's raw
 and normalised score and the formula), ``group`` groups the hits by document.
 
+Several encoders: a request naming ``encoders`` (or ``vector_fields``) is featurised once and
+embedded by each (:class:`~opensearch.query_encoder.ModelQueryEncoder`); every mode then uses
+every field (:mod:`opensearch.queries`: one hybrid query of BM25 + one kNN per field for fusion
+and rrf, client-side the same lists in one ``_msearch``). A field the index lacks, or one the
+query got no vector for, is a :class:`QueryError` saying which. ``fields``
+(:class:`~opensearch.search_fields.SearchFields`) names the index's fields, so another index
+(figures) uses the same modes.
+
 Example::
 
     searcher = Searcher(connect(), "mathsearch-equations")
     response = searcher.search(SearchRequest(r"\\int_0^1 x^2 dx", mode=Mode.FUSION, k=5))
     best = [(hit.rank, hit.score, hit.latex) for hit in response.hits]
+    both = searcher.search(SearchRequest("x^2", mode=Mode.RRF, encoders=("gcn", "bitmap")))
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from opensearchpy import OpenSearch
-from opensearchpy.exceptions import ConnectionError as OSConnectionError
-from opensearchpy.exceptions import NotFoundError, TransportError
 
 from opensearch import queries
-from opensearch.client import transport_reason
-from opensearch.errors import ClusterUnavailableError, MappingError, QueryError
+from opensearch.errors import MappingError, QueryError
 from opensearch.explain import (
     fusion_breakdown,
-    fusion_weights,
+    multi_knn_breakdown,
+    multi_rescore_breakdown,
     rescore_breakdown,
     single_breakdown,
 )
 from opensearch.fusion import FusedHit, fuse, rrf
-from opensearch.queries import Filters, Mode
+from opensearch.queries import Mode
 from opensearch.query_encoder import ModelQueryEncoder, QueryEncoder, QueryFeatures
 from opensearch.results import (
     Hit,
@@ -58,14 +66,19 @@ from opensearch.results import (
     matched_tokens,
 )
 from opensearch.schema import index_meta
+from opensearch.search_calls import SearchCalls
+from opensearch.search_fields import EQUATION_FIELDS, EQUATION_SOURCE, SearchFields
 from opensearch.search_request import SearchRequest
 from opensearch.token_stats import TokenStats
+from opensearch.vector_plan import VectorPlan, plan_vectors, requested_fields
 
 logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
-SOURCE_FIELDS = ("eq_id", "doc_id", "latex", "position", "section", "math_tokens")
+SOURCE_FIELDS = EQUATION_SOURCE
+
+__all__ = ["SOURCE_FIELDS", "ModelQueryEncoder", "SearchRequest", "Searcher"]
 
 
 @dataclass
@@ -75,16 +88,24 @@ class _Retrieved:
     ranked: list[tuple[str, float]]
 
 
-class Searcher:
-    """Runs :class:`SearchRequest` s against the equation index behind ``index`` (an alias)."""
+class Searcher(SearchCalls):
+    """Runs :class:`SearchRequest` s against the index behind ``index`` (an alias), whose
+    fields ``fields`` names (default: the equation index's)."""
 
     def __init__(
-        self, client: OpenSearch, index: str, *, encoder: QueryEncoder | None = None
+        self,
+        client: OpenSearch,
+        index: str,
+        *,
+        encoder: QueryEncoder | None = None,
+        fields: SearchFields = EQUATION_FIELDS,
     ) -> None:
         self.client = client
         self.index = index
         self.encoder = encoder or ModelQueryEncoder()
+        self.fields = fields
         self._default_field: str | None = None
+        self._index_fields: set[str] | None = None
         self.token_stats = TokenStats(client, index)
 
     # -- public -------------------------------------------------------------------------------
@@ -93,18 +114,18 @@ class Searcher:
         """Run one search; see the module docstring.
 
         Raises:
-            QueryError: bad parameters, an unreadable query, or a request the cluster refused.
-            MappingError: no such index, or the vector field does not exist.
+            QueryError: bad parameters, an unreadable query, a vector field the index lacks or
+                the query has no vector for, or a request the cluster refused.
+            MappingError: no such index.
             ClusterUnavailableError: the cluster does not answer.
         """
         request.validate()
         started = time.perf_counter()
-        features = self.encoder.features(request.latex) if request.latex.strip() else None
+        features = self._features(request) if request.latex.strip() else None
         tokens = features.tokens if features else []
         if request.max_df is not None and request.mode is not Mode.KNN and tokens:
             tokens = self.call(lambda: self.token_stats.prune(tokens, request.max_df))
-        field_name = request.vector_field or self.default_field()
-        vector = self._vector(request, features, field_name)
+        plan = self.plan(request, features)
         # grouping ranks documents by their best equation: fetch a deeper list to fill k groups
         size = max(request.k, min(request.depth, request.window)) if request.group else request.k
         sized = replace(request, k=size)
@@ -112,27 +133,44 @@ class Searcher:
         if request.mode in (Mode.FUSION, Mode.RRF):
             fused_side = self._fusion_side(request)
             if fused_side == "server":
-                hits = self._server_fusion(sized, tokens, field_name, vector)
+                hits = self._server_fusion(sized, tokens, plan)
                 if request.explain:
-                    self._attach_fusion_breakdown(sized, hits, tokens, field_name, vector)
+                    self._attach_fusion_breakdown(sized, hits, tokens, plan)
             else:
-                hits = self._client_fusion(sized, tokens, field_name, vector)
+                hits = self._client_fusion(sized, tokens, plan)
         else:
-            hits = self._single(sized, tokens, field_name, vector)
+            hits = self._single(sized, tokens, plan)
             if request.explain:
-                self._explain_single(sized, hits, tokens, field_name, vector)
+                self._explain_single(sized, hits, tokens, plan)
         groups = group_hits(hits, request.k) if request.group else None
+        fields = plan.fields if request.mode is not Mode.BM25 else []
         return SearchResponse(
             mode=request.mode.value,
             k=request.k,
-            vector_field=field_name if request.mode is not Mode.BM25 else None,
+            vector_field=fields[0] if fields else None,
             took_ms=(time.perf_counter() - started) * 1000,
             hits=hits if request.group else hits[: request.k],
             groups=groups,
             fused=fused_side,
             parameters=request.parameters(),
             query_tokens=tokens,
+            vector_fields=fields,
         )
+
+    def plan(self, request: SearchRequest, features: QueryFeatures | None) -> VectorPlan:
+        """The request's vector fields, query vectors and weights (empty for ``bm25``).
+
+        Raises:
+            QueryError: see :func:`opensearch.vector_plan.plan_vectors`.
+        """
+        if request.mode is Mode.BM25:
+            return VectorPlan(queries=(), bm25_weight=1.0)
+        fields = requested_fields(request) or list(self.fields.vectors) or [self.default_field()]
+        known = self.index_vector_fields()
+        if not set(fields) <= known:  # a field added since: look again before refusing
+            self._index_fields = None
+            known = self.index_vector_fields()
+        return plan_vectors(request, features, fields, known, self.index)
 
     def default_field(self) -> str:
         """The index's default vector field (from its ``_meta``; cached)."""
@@ -144,22 +182,25 @@ class Searcher:
             self._default_field = str(field_name)
         return self._default_field
 
+    def index_vector_fields(self) -> set[str]:
+        """The ``knn_vector`` fields of the index's mapping (cached)."""
+        if self._index_fields is None:
+            found = self.call(lambda: self.client.indices.get_mapping(index=self.index))
+            names: set[str] = set()
+            for mapping in found.values():
+                properties = mapping.get("mappings", {}).get("properties", {})
+                names |= {k for k, v in properties.items() if v.get("type") == "knn_vector"}
+            self._index_fields = names
+        return self._index_fields
+
     # -- modes --------------------------------------------------------------------------------
 
-    def _vector(
-        self, request: SearchRequest, features: QueryFeatures | None, field_name: str
-    ) -> list[float]:
-        if request.mode is Mode.BM25:
-            return []
-        if features is None or features.vector is None:
-            raise QueryError(f"mode {request.mode.value} needs a LaTeX query to embed")
-        if features.vector_field and features.vector_field != field_name:
-            raise QueryError(
-                f"the query model fills {features.vector_field}, but the search uses "
-                f"{field_name}: set MATHSEARCH_MODEL to that field's model or pass "
-                f"--field {features.vector_field}"
-            )
-        return features.vector
+    def _features(self, request: SearchRequest) -> QueryFeatures:
+        """One featurisation of the query, embedded by the request's encoders when it names
+        them (and the query encoder takes names), else by the query encoder's own."""
+        if request.encoders and _takes_encoders(self.encoder):
+            return self.encoder.features(request.latex, encoders=list(request.encoders))  # type: ignore[call-arg]
+        return self.encoder.features(request.latex)
 
     def _fusion_side(self, request: SearchRequest) -> str:
         # auto: client-side - the same ranking (golden-tested), measured 2x faster at 100k
@@ -167,56 +208,70 @@ class Searcher:
         # which scores every BM25 match), and the only way to z_score on neural-search 2.19
         return "client" if request.fusion_side == "auto" else request.fusion_side
 
-    def _single(
-        self, request: SearchRequest, tokens: list[str], field_name: str, vector: list[float]
-    ) -> list[Hit]:
-        common = {"size": request.k, "filters": request.filters, "source": _fields(request)}
+    def _common(self, request: SearchRequest) -> dict[str, Any]:
+        return {
+            "size": request.k,
+            "filters": request.filters,
+            "source": self._source(request),
+            "fields": self.fields,
+        }
+
+    def _single(self, request: SearchRequest, tokens: list[str], plan: VectorPlan) -> list[Hit]:
+        common = self._common(request)
+        vectors = plan.queries
         if request.mode is Mode.BM25:
             body = queries.bm25_body(tokens, request.text, **common)
         elif request.mode is Mode.KNN:
-            body = queries.knn_body(field_name, vector, **common)
+            body = queries.knn_body_multi(vectors, **common)
         elif request.mode is Mode.RESCORE:
             body = queries.rescore_body(
-                tokens, request.text, field_name, vector, window=request.window,
-                alpha=request.alpha, **common,
+                tokens, request.text, vectors, window=request.window, alpha=request.alpha,
+                bm25_weight=plan.bm25_weight, **common,
             )  # fmt: skip
         else:
             body = queries.knn_rescore_body(
-                tokens, request.text, field_name, vector, window=request.window,
-                alpha=request.alpha, **common,
+                tokens, request.text, vectors, window=request.window, alpha=request.alpha,
+                bm25_weight=plan.bm25_weight, **common,
             )  # fmt: skip
         return self._hits(self._search(body), tokens)
 
     def _server_fusion(
-        self, request: SearchRequest, tokens: list[str], field_name: str, vector: list[float]
+        self, request: SearchRequest, tokens: list[str], plan: VectorPlan
     ) -> list[Hit]:
         if request.mode is Mode.RRF:
             pipeline = queries.rrf_pipeline(request.rank_constant)
         else:
             pipeline = queries.fusion_pipeline(
-                request.normalization, request.combination, fusion_weights(request.alpha)
+                request.normalization, request.combination, plan.weights
             )
         body = queries.hybrid_body(
-            tokens, request.text, field_name, vector, size=request.k, depth=request.depth,
-            filters=request.filters, source=_fields(request), pipeline=pipeline,
+            tokens, request.text, plan.queries, size=request.k, depth=request.depth,
+            filters=request.filters, source=self._source(request), pipeline=pipeline,
+            fields=self.fields,
         )  # fmt: skip
         body["query"]["hybrid"]["pagination_depth"] = request.depth
         return self._hits(self._search(body), tokens)
 
     def _subqueries(
-        self, request: SearchRequest, tokens: list[str], field_name: str, vector: list[float]
+        self, request: SearchRequest, tokens: list[str], plan: VectorPlan, *, bm25: bool = True
     ) -> list[_Retrieved]:
+        """BM25 (unless ``bm25`` is false) and one kNN list per field, top ``depth`` each."""
         # ids and scores only: the sources of the k fused hits are fetched afterwards
         common = {"size": request.depth, "filters": request.filters, "source": ()}
-        bodies = [
-            queries.bm25_body(tokens, request.text, **common),
-            queries.knn_body(field_name, vector, k=request.depth, **common),
+        common["fields"] = self.fields
+        bodies = [queries.bm25_body(tokens, request.text, **common)] if bm25 else []
+        bodies += [
+            queries.knn_body(v.field, v.vector, k=request.depth, **common) for v in plan.queries
         ]
-        # one round trip: the cluster runs both searches concurrently
+        # one round trip: the cluster runs the searches concurrently
         return [_retrieved(response) for response in self._msearch(bodies)]
 
     def _fused(
-        self, request: SearchRequest, lists: Sequence[_Retrieved], limit: int | None = None
+        self,
+        request: SearchRequest,
+        lists: Sequence[_Retrieved],
+        plan: VectorPlan,
+        limit: int | None = None,
     ) -> list[FusedHit]:
         ranked = [item.ranked for item in lists]
         if request.mode is Mode.RRF:
@@ -225,16 +280,21 @@ class Searcher:
             ranked,
             normalization=request.normalization,
             combination=request.combination,
-            weights=fusion_weights(request.alpha),
+            weights=plan.weights,
             limit=limit,
         )
 
     def _client_fusion(
-        self, request: SearchRequest, tokens: list[str], field_name: str, vector: list[float]
+        self, request: SearchRequest, tokens: list[str], plan: VectorPlan
     ) -> list[Hit]:
-        lists = self._subqueries(request, tokens, field_name, vector)
-        fused = self._fused(request, lists, limit=request.k)
-        sources = self._sources_of([f.doc_id for f in fused], _fields(request))
+        if len(plan.queries) + 1 > queries.MAX_HYBRID_SUBQUERIES:
+            raise QueryError(
+                f"{len(plan.queries)} vector fields: fusion takes at most "
+                f"{queries.MAX_HYBRID_SUBQUERIES - 1} beside BM25 (as the hybrid query)"
+            )
+        lists = self._subqueries(request, tokens, plan)
+        fused = self._fused(request, lists, plan, limit=request.k)
+        sources = self._sources_of([f.doc_id for f in fused], self._source(request))
         raw_hits = [
             {"_id": f.doc_id, "_score": f.score, "_source": sources.get(f.doc_id, {})}
             for f in fused
@@ -242,125 +302,100 @@ class Searcher:
         hits = self._hits({"hits": {"hits": raw_hits}}, tokens)
         if request.explain:
             for hit, item in zip(hits, fused, strict=True):
-                hit.explanation = fusion_breakdown(request, item)
+                hit.explanation = fusion_breakdown(request, item, plan.fields)
         return hits
 
     def _attach_fusion_breakdown(
-        self,
-        request: SearchRequest,
-        hits: list[Hit],
-        tokens: list[str],
-        field_name: str,
-        vector: list[float],
+        self, request: SearchRequest, hits: list[Hit], tokens: list[str], plan: VectorPlan
     ) -> None:
-        fused = {
-            f.doc_id: f
-            for f in self._fused(request, self._subqueries(request, tokens, field_name, vector))
-        }
+        lists = self._subqueries(request, tokens, plan)
+        fused = {f.doc_id: f for f in self._fused(request, lists, plan)}
         for hit in hits:
             item = fused.get(hit.eq_id)
             hit.explanation = (
-                fusion_breakdown(request, item)
+                fusion_breakdown(request, item, plan.fields)
                 if item is not None
-                else ScoreBreakdown(score=hit.score, formula="not in either subquery's top depth")
+                else ScoreBreakdown(score=hit.score, formula="not in any subquery's top depth")
             )
 
     def _explain_single(
-        self,
-        request: SearchRequest,
-        hits: list[Hit],
-        tokens: list[str],
-        field_name: str,
-        vector: list[float],
+        self, request: SearchRequest, hits: list[Hit], tokens: list[str], plan: VectorPlan
     ) -> None:
         ids = [hit.eq_id for hit in hits]
-        if request.mode in (Mode.BM25, Mode.KNN):
+        several = len(plan.queries) > 1
+        if request.mode is Mode.BM25 or (request.mode is Mode.KNN and not several):
             for hit in hits:
                 hit.explanation = single_breakdown(request.mode, hit.score)
             return
+        if request.mode is Mode.KNN:
+            lists = self._per_field(request, plan, request.k)
+            for hit in hits:
+                raw = [found.get(hit.eq_id) for found in lists]
+                hit.explanation = multi_knn_breakdown(hit.score, raw, plan.fields, plan.shares)
+            return
         bm25 = self._bm25_of(ids, tokens, request.text)
-        stored = self._vectors_of(ids, field_name)
+        if not several:
+            only = plan.queries[0]
+            stored = self._vectors_of(ids, only.field)
+            for hit in hits:
+                hit.explanation = rescore_breakdown(
+                    request, hit.score, bm25.get(hit.eq_id), only.vector, stored.get(hit.eq_id)
+                )
+            return
+        if request.mode is Mode.RESCORE:
+            from opensearch.explain import cos01
+
+            columns = []
+            for query in plan.queries:
+                stored = self._vectors_of(ids, query.field)
+                columns.append(
+                    {i: cos01(query.vector, v) for i, v in stored.items() if v is not None}
+                )
+        else:
+            columns = self._per_field(request, plan, request.window)
         for hit in hits:
-            hit.explanation = rescore_breakdown(
-                request, hit.score, bm25.get(hit.eq_id), vector, stored.get(hit.eq_id)
+            hit.explanation = multi_rescore_breakdown(
+                request,
+                hit.score,
+                bm25=bm25.get(hit.eq_id),
+                raw=[column.get(hit.eq_id) for column in columns],
+                fields=plan.fields,
+                weights=plan.weights,
             )
+
+    def _per_field(self, request: SearchRequest, plan: VectorPlan, k: int) -> list[dict]:
+        """Each field's top ``k`` kNN scores by id (the lists a multi-field kNN sums)."""
+        deep = replace(request, depth=k)
+        lists = self._subqueries(deep, [], plan, bm25=False)
+        return [dict(item.ranked) for item in lists]
+
+    def _source(self, request: SearchRequest) -> tuple[str, ...]:
+        """The stored fields a hit needs, plus ``mathml`` when asked (equations)."""
+        return (*self.fields.source, "mathml") if request.mathml else self.fields.source
 
     # -- cluster calls ------------------------------------------------------------------------
 
     def _bm25_of(self, ids: list[str], tokens: list[str], words: str) -> dict[str, float]:
         if not ids:
             return {}
-        query = queries.bm25_query(tokens, words, Filters(terms={"eq_id": tuple(ids)}))
+        query = queries.bm25_query(tokens, words, fields=self.fields)
+        query["bool"]["filter"] = [{"ids": {"values": list(ids)}}]
         found = self._search({"size": len(ids), "_source": False, "query": query})
         return {hit["_id"]: float(hit["_score"]) for hit in found["hits"]["hits"]}
 
-    def _sources_of(
-        self, ids: list[str], source: Sequence[str] = SOURCE_FIELDS
-    ) -> dict[str, dict[str, Any]]:
-        if not ids:
-            return {}
-        found = self.call(
-            lambda: self.client.mget(index=self.index, body={"ids": ids}, _source=list(source))
-        )
-        return {doc["_id"]: doc.get("_source", {}) for doc in found["docs"] if doc.get("found")}
-
-    def _vectors_of(self, ids: list[str], field_name: str) -> dict[str, list[float]]:
-        if not ids:
-            return {}
-        found = self._search(
-            {"size": len(ids), "_source": [field_name], "query": {"ids": {"values": ids}}}
-        )
-        return {
-            hit["_id"]: hit["_source"][field_name]
-            for hit in found["hits"]["hits"]
-            if field_name in hit.get("_source", {})
-        }
-
-    def _search(self, body: dict[str, Any]) -> dict[str, Any]:
-        return self.call(lambda: self.client.search(index=self.index, body=body))
-
-    def call(self, request: Callable[[], _T]) -> _T:
-        """Run one cluster request against this index; its failures as this package's typed
-        errors (no index: :class:`MappingError`; no answer: :class:`ClusterUnavailableError`;
-        refused: :class:`QueryError`)."""
-        try:
-            return request()
-        except NotFoundError as exc:
-            raise MappingError(f"no index {self.index}: {transport_reason(exc)}") from exc
-        except OSConnectionError as exc:
-            raise ClusterUnavailableError(f"OpenSearch does not answer: {exc}") from exc
-        except TransportError as exc:
-            raise QueryError(f"OpenSearch refused the search: {transport_reason(exc)}") from exc
-
-    def _msearch(self, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        lines: list[dict[str, Any]] = []
-        for body in bodies:
-            lines.extend(({}, body))
-        found = self.call(lambda: self.client.msearch(index=self.index, body=lines))
-        responses = found["responses"]
-        for response in responses:
-            error = response.get("error")
-            if error:
-                root = (error.get("root_cause") or [error])[0] if isinstance(error, dict) else {}
-                reason = root.get("reason") if isinstance(root, dict) else None
-                if response.get("status") == 404:
-                    raise MappingError(f"no index {self.index}: {reason or error}")
-                raise QueryError(f"OpenSearch refused the search: {reason or error}")
-        return responses
-
-    @staticmethod
-    def _hits(response: dict[str, Any], tokens: list[str]) -> list[Hit]:
+    def _hits(self, response: dict[str, Any], tokens: list[str]) -> list[Hit]:
         hits = []
+        names = self.fields
         for rank, raw in enumerate(response["hits"]["hits"], start=1):
             source = raw.get("_source") or {}
-            doc_tokens = str(source.get("math_tokens", "")).split()
+            doc_tokens = str(source.get(names.tokens, "")).split()
             hits.append(
                 Hit(
                     rank=rank,
-                    eq_id=str(source.get("eq_id", raw["_id"])),
+                    eq_id=str(source.get(names.id_field, raw["_id"])),
                     doc_id=str(source.get("doc_id", "")),
                     score=float(raw["_score"] or 0.0),
-                    latex=str(source.get("latex", "")),
+                    latex=str(source.get(names.display, "")),
                     mathml=str(source.get("mathml", "")),
                     position=source.get("position"),
                     section=str(source.get("section", "")),
@@ -371,9 +406,12 @@ class Searcher:
         return hits
 
 
-def _fields(request: SearchRequest) -> tuple[str, ...]:
-    """The stored fields a hit needs: :data:`SOURCE_FIELDS`, plus ``mathml`` when asked."""
-    return (*SOURCE_FIELDS, "mathml") if request.mathml else SOURCE_FIELDS
+def _takes_encoders(encoder: Any) -> bool:
+    """Whether ``encoder.features`` takes ``encoders=`` (names per query)."""
+    try:
+        return "encoders" in inspect.signature(encoder.features).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _retrieved(response: dict[str, Any]) -> _Retrieved:

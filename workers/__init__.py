@@ -26,6 +26,11 @@ _LAZY = {
     "reembed": "workers.reembed",
     "index_with_pya0": "workers.pya0_peer",
     "Pya0Result": "workers.pya0_peer",
+    "Embedded": "workers.pipeline",
+    "job_embedders": "workers.pipeline",
+    "process_embedders": "workers.embedding",
+    "encoder_card": "workers.embedding",
+    "refusal_totals": "workers.index_job",
 }
 
 
@@ -37,6 +42,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "Embedded",
     "IndexJobError",
     "IndexReport",
     "JobSpec",
@@ -48,10 +54,14 @@ __all__ = [
     "batches",
     "describe_worker",
     "embed_write_stage",
+    "encoder_card",
     "enrich_index",
     "index_with_pya0",
+    "job_embedders",
     "parse_stage",
+    "process_embedders",
     "reembed",
+    "refusal_totals",
     "run_demo",
     "run_index",
     "write_outcome",

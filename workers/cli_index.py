@@ -48,10 +48,17 @@ def add_index(commands: Any) -> None:
               mathsearch index articles/ --format jats --index jats --inline
               mathsearch index papers --format opensearch --field body --mode text --index papers-eq
               mathsearch index eq.jsonl --index eq --batch-size 64 --max-queued 8 --json
+              mathsearch index eq.jsonl --index eq --encoders gcn,bitmap,seq2seq
+              mathsearch index eq.jsonl --index eq --encoders gcn,models/gcn-v2.onnx --inline
+
+            With several --encoders every equation gets one vector field per encoder (the
+            first is the primary: its refusal fails the equation; another's is recorded in the
+            document's embed_refusals). The workers must serve the same encoders.
             """),
         formatter_class=RAW_HELP,
     )
     parser.add_argument("sources", nargs="+", metavar="SRC", help="files, folders or index names")
+    _add_encoders(parser, "encoders whose vector fields the job writes")
     parser.add_argument(
         "--index",
         default=None,
@@ -99,9 +106,11 @@ def add_worker(commands: Any) -> None:
               mathsearch worker --queues parse --concurrency 4
               MATHSEARCH_EMBED_DEVICE=cuda mathsearch worker --queues embed --concurrency 1
               mathsearch worker --autoscale 4,1 --metrics-port 9809
+              mathsearch worker --encoders gcn,bitmap,seq2seq   one session each per process
             """),
         formatter_class=RAW_HELP,
     )
+    _add_encoders(worker, "encoders this worker serves (each loaded once per pool process)")
     worker.add_argument(
         "--queues", default=",".join(QUEUES), help="comma-separated queues (default: %(default)s)"
     )
@@ -124,14 +133,48 @@ def add_worker(commands: Any) -> None:
     worker.add_argument("--hostname", default=None, help="Celery node name (default: celery@host)")
 
 
+def _add_encoders(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--encoders",
+        metavar="E1,E2",
+        default=None,
+        help=f"{what}: families (gcn, bitmap, seq2seq, figure) or .onnx paths, the primary "
+        "first (default MATHSEARCH_ENCODERS, else gcn)",
+    )
+
+
+def check_encoders(spec: str | None) -> list[str] | None:
+    """``--encoders`` parsed, every model's card read (a missing model fails here, not in a
+    pool process); ``None`` when not given.
+
+    Raises:
+        ModelCardError: an unknown name, or a model or card that is not there.
+    """
+    if spec is None:
+        return None
+    from export.embedders import parse_encoders
+    from workers.embedding import encoder_card
+
+    names = parse_encoders(spec)
+    for name in names:
+        encoder_card(name)
+    return names
+
+
 def run_index_command(args: argparse.Namespace) -> int:
+    from export.errors import ExportError, ModelCardError
     from indexer.extract import extract
+    from opensearch.errors import MathsearchOpenSearchError
     from opensearch.schema import equations_alias
     from opensearch.settings import OpenSearchSettings
     from workers.index_job import run_index
 
     if args.inline and args.workers:
         return fail("--inline and --workers exclude each other")
+    try:
+        encoders = check_encoders(getattr(args, "encoders", None))
+    except (ModelCardError, ExportError) as exc:
+        return fail(f"--encoders: {exc}")
     settings = OpenSearchSettings.from_env()
     alias = equations_alias(settings, args.index)
     items = extract(
@@ -142,17 +185,21 @@ def run_index_command(args: argparse.Namespace) -> int:
         if len(args.sources) != 1:
             return fail("enrichment reads one OpenSearch index at a time (or pass --no-enrich)")
         enrich = args.sources[0]
-    report = run_index(
-        items,
-        alias,
-        inline=args.inline,
-        enrich_index=enrich,
-        settings=settings,
-        batch_size=args.batch_size,
-        max_queued=args.max_queued,
-        stall_timeout=args.stall_timeout,
-        progress=not args.json and sys.stderr.isatty(),
-    )
+    try:
+        report = run_index(
+            items,
+            alias,
+            inline=args.inline,
+            enrich_index=enrich,
+            settings=settings,
+            batch_size=args.batch_size,
+            max_queued=args.max_queued,
+            stall_timeout=args.stall_timeout,
+            progress=not args.json and sys.stderr.isatty(),
+            encoders=encoders,
+        )
+    except (ModelCardError, ExportError, MathsearchOpenSearchError) as exc:
+        return fail(str(exc))
     if args.json:
         emit(json.dumps(report.to_dict(), indent=2))
     else:
@@ -163,6 +210,9 @@ def run_index_command(args: argparse.Namespace) -> int:
             f"{report.batches} batches); failure records: {report.failed}"
             + (f" ({stages})" if stages else "")
         )
+        if len(report.vector_fields) > 1:
+            refused = ", ".join(f"{k} {v}" for k, v in report.refusals.items()) or "none"
+            emit(f"vector fields {', '.join(report.vector_fields)}; refused: {refused}")
         if report.enriched_index:
             emit(f"enriched the documents of {report.enriched_index} with math.*")
         if report.stage_seconds:
@@ -179,9 +229,18 @@ def run_index_command(args: argparse.Namespace) -> int:
 
 
 def run_worker(args: argparse.Namespace) -> int:
+    from export.errors import ExportError, ModelCardError
+    from opensearch.errors import ConfigurationError
     from workers.settings import WorkerSettings
 
-    settings = WorkerSettings.from_env()
+    try:
+        encoders = check_encoders(getattr(args, "encoders", None))
+        if encoders is not None:  # the pool's processes read it when they load their models
+            os.environ["MATHSEARCH_ENCODERS"] = ",".join(encoders)
+        settings = WorkerSettings.from_env()
+        check_encoders(",".join(settings.encoders))
+    except (ModelCardError, ExportError, ConfigurationError) as exc:
+        return fail(f"--encoders: {exc}")
     port = settings.metrics_port if args.metrics_port is None else args.metrics_port
     folder = None
     if port and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):

@@ -2,13 +2,29 @@
 
 Vectors are rounded to 6 decimals (float32 carries about 7 significant digits; the JSON bodies
 stay short), the form every job writes to OpenSearch.
+
+A worker process serves one or several encoders (``MATHSEARCH_ENCODERS``, ``mathsearch worker
+--encoders gcn,bitmap``): :func:`process_embedders` loads each one once per process through
+:func:`export.embedders.load_embedder` and keeps it for every later batch;
+:func:`encoder_card` reads an encoder's card without loading its session (the client side of a
+job needs only the vector fields).
+
+Example::
+
+    embedders = process_embedders(["gcn", "bitmap"])     # loaded on first use, then cached
+    [e.vector_field for e in embedders]                  # ['vec_gcn_v1', 'vec_bitmap_v1']
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 
+import numpy as np
+
+from export.embedders import FAMILIES, Embedder, EmbedRefusal, default_model_path, load_embedder
+from export.model_card import ModelCard, load_card
 from export.runtime import Encoder
 from indexer.mathml_graph import EquationGraph
 from indexer.parse import Featuriser, ParsedEquation
@@ -17,6 +33,7 @@ from indexer.records import EquationRecord, Failure
 logger = logging.getLogger(__name__)
 
 _ENCODER: list[Encoder] = []
+_EMBEDDERS: dict[str, Embedder] = {}
 
 
 def process_encoder() -> Encoder:
@@ -28,6 +45,59 @@ def process_encoder() -> Encoder:
         _ENCODER.append(Encoder())
         logger.info("ONNX session ready: %s on %s", _ENCODER[0].path.name, _ENCODER[0].providers)
     return _ENCODER[0]
+
+
+def encoder_path(name: str) -> Path:
+    """The ``.onnx`` file of an encoder name: a family (its default model) or a path."""
+    return default_model_path(name) if name in FAMILIES else Path(name)
+
+
+def encoder_card(name: str) -> ModelCard:
+    """The card of encoder ``name`` (a family or an ``.onnx`` path), session not loaded.
+
+    Raises:
+        ModelCardError: no such model or no readable card.
+    """
+    from export.errors import ModelCardError
+
+    path = encoder_path(name)
+    if not path.is_file():
+        raise ModelCardError(f"encoder {name!r}: model {path} does not exist")
+    return load_card(path)
+
+
+def process_embedders(names: Sequence[str] | None = None) -> list[Embedder]:
+    """This process's embedders of ``names`` (default ``MATHSEARCH_ENCODERS``), in order: each
+    is loaded once per process (:func:`export.embedders.load_embedder`) and reused.
+
+    Raises:
+        ModelCardError / ModelMismatchError: a model that does not exist or does not fit.
+    """
+    if names is None:
+        from workers.settings import WorkerSettings
+
+        names = WorkerSettings.from_env().encoders
+    out: list[Embedder] = []
+    for name in names:
+        if name not in _EMBEDDERS:
+            embedder = load_embedder(name)
+            _EMBEDDERS[name] = embedder
+            logger.info(
+                "embedder ready: %s (%s, %s) on %s",
+                embedder.path.name,
+                embedder.family,
+                embedder.vector_field,
+                embedder.providers,
+            )
+        out.append(_EMBEDDERS[name])
+    return out
+
+
+def rounded(result: np.ndarray | EmbedRefusal) -> list[float] | EmbedRefusal:
+    """One embedder result in the written form: a vector rounded to 6 decimals, or the refusal."""
+    if isinstance(result, EmbedRefusal):
+        return result
+    return np.asarray(result, dtype=np.float32).round(6).tolist()
 
 
 def vectors_of(encoder: Encoder, parsed: Sequence[ParsedEquation]) -> list[list[float]]:

@@ -8,6 +8,11 @@ into batches and either
   ``max_queued`` batches wait in the queues (backpressure on queue depth), or
 * with ``inline=True`` runs the same stages in this process (no broker, small jobs).
 
+The job writes one vector field per encoder (``encoders``, default ``MATHSEARCH_ENCODERS``:
+``gcn``); the index gets every field (dimension and space type from each model card) before
+the first batch, and the report counts the equations a secondary encoder refused
+(``refusals``; they are indexed with the other vectors, see :mod:`workers.pipeline`).
+
 A progress bar shows enqueued / parsed / embedded / written / failed equations; the job ends
 when every batch is done (or was given up after its retries: its equations are then written as
 failure records here) and the index is refreshed, i.e. searchable. Extraction failures (an
@@ -17,13 +22,15 @@ Example::
 
     report = run_index(extract(["paper.tex"]), "mathsearch-equations", inline=True)
     report.written, report.failed, report.eq_per_s
+    run_index(items, "eq", encoders=["gcn", "bitmap"], inline=True).refusals
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,14 +38,13 @@ import redis
 from opensearchpy import OpenSearch
 from tqdm import tqdm
 
-from export.model_card import load_card
-from export.settings import ExportSettings
 from indexer.records import EquationRecord, Failure
 from opensearch.client import connect
 from opensearch.enrichment import ensure_math_mapping
-from opensearch.errors import MathsearchOpenSearchError
+from opensearch.errors import MappingError, MathsearchOpenSearchError
 from opensearch.schema import VectorSpec, ensure_equation_index, ensure_failures_index
 from opensearch.settings import OpenSearchSettings
+from workers.embedding import encoder_card, process_embedders
 from workers.job_progress import LocalProgress, Progress, RedisProgress, Snapshot
 from workers.pipeline import JobSpec, batch_failures, embed_write_stage, parse_stage, write_outcome
 from workers.queues import EMBED, PARSE
@@ -68,6 +74,8 @@ class IndexReport:
     lost_batches: list[str] = field(default_factory=list)
     missing_batches: list[str] = field(default_factory=list)
     enriched_index: str | None = None
+    vector_fields: list[str] = field(default_factory=list)
+    refusals: dict[str, int] = field(default_factory=dict)
 
     @property
     def eq_per_s(self) -> float:
@@ -173,30 +181,47 @@ def run_index(
     max_queued: int | None = None,
     stall_timeout: float = 600.0,
     progress: bool = True,
+    encoders: Sequence[str] | None = None,
 ) -> IndexReport:
     """Run one indexing job (see the module docstring); returns its report.
 
+    ``encoders`` (families or ``.onnx`` paths, the primary first; default
+    ``worker_settings.encoders``) each fill their own vector field; the workers must serve all
+    of them (``mathsearch worker --encoders``), inline this process loads them.
+
     Raises:
         IndexJobError: no worker consumes the parse queue, or Redis does not answer.
+        ModelCardError: an encoder whose model or card is missing.
+        MappingError: two encoders that write the same field, or a field that exists with
+            another shape.
     """
     settings = settings or OpenSearchSettings.from_env()
     worker_settings = worker_settings or WorkerSettings.from_env()
     client = client or connect(settings)
     size = batch_size or worker_settings.batch_size
     limit = max_queued or worker_settings.max_queued_batches
-    # the model's card names the vector field (the workers load the same MATHSEARCH_MODEL)
-    spec = VectorSpec.from_card(load_card(ExportSettings.from_env().model))
-    ensure_equation_index(client, index, [spec], settings)
+    # each model's card names its vector field (the workers load the same models)
+    names = list(encoders or worker_settings.encoders)
+    specs = [VectorSpec.from_card(encoder_card(name)) for name in names]
+    fields = [spec.field for spec in specs]
+    if len(set(fields)) != len(fields):
+        raise MappingError(f"encoders {', '.join(names)} write the same field: {fields}")
+    ensure_equation_index(client, index, specs, settings)
     failures_index = ensure_failures_index(client, settings)
     if enrich_index:
-        ensure_math_mapping(client, enrich_index, spec)
-    job = JobSpec.create(index, spec.field, failures_index, enrich_index=enrich_index)
+        ensure_math_mapping(client, enrich_index, specs[0])
+    job = JobSpec.create(index, fields, failures_index, enrich_index=enrich_index)
+    embedders = process_embedders(names) if inline else None
     queue = None if inline else Broker(worker_settings)
     if queue is not None:
         queue.check_workers()
     tracker: Progress = LocalProgress() if queue is None else RedisProgress(queue.redis, job.job_id)
     report = IndexReport(
-        job.job_id, index, "inline" if inline else "workers", enriched_index=enrich_index
+        job.job_id,
+        index,
+        "inline" if inline else "workers",
+        enriched_index=enrich_index,
+        vector_fields=fields,
     )
     sent: set[str] = set()  # batch ids only: the records leave with their task
     extraction: list[Failure] = []
@@ -214,7 +239,13 @@ def run_index(
             if queue is None:
                 payload = parse_stage(job, batch, records, tracker)
                 embed_write_stage(
-                    job, batch, payload, client=client, settings=settings, progress=tracker
+                    job,
+                    batch,
+                    payload,
+                    client=client,
+                    settings=settings,
+                    progress=tracker,
+                    embedders=embedders,
                 )
             else:
                 while (depth := queue.depth()) is None or depth >= limit:
@@ -230,6 +261,7 @@ def run_index(
     report.failures_by_stage = dict(snap.failures_by_stage)
     report.stage_seconds = {k: round(v, 3) for k, v in snap.seconds.items()}
     report.missing_batches = sorted(sent - snap.finished)
+    report.refusals = refusal_totals(tracker)
     # batches given up after their last retry, and extraction failures: recorded here
     given_up: list[Failure] = []
     for batch, entry in snap.lost.items():
@@ -258,6 +290,27 @@ def run_index(
         report.seconds,
     )
     return report
+
+
+def refusal_totals(tracker: Progress) -> dict[str, int]:
+    """``{"<field>:<reason>": equations}`` over the job's finished batches (the ``refusals``
+    of their ``done`` entries: equations indexed without that encoder's vector)."""
+    if isinstance(tracker, LocalProgress):
+        entries = list(tracker.entries.get("done", {}).values())
+    elif isinstance(tracker, RedisProgress):
+        try:
+            raw = tracker.redis.hgetall(tracker.key("done"))
+        except redis.RedisError as exc:
+            logger.warning("refusal counts unavailable (%s)", exc)
+            return {}
+        entries = [json.loads(value) for value in raw.values()]
+    else:
+        return {}
+    totals: dict[str, int] = {}
+    for entry in entries:
+        for key, count in (entry.get("refusals") or {}).items():
+            totals[key] = totals.get(key, 0) + int(count)
+    return dict(sorted(totals.items()))
 
 
 class _ProgressBar:

@@ -2,7 +2,8 @@
 
 A plain function (runs without a broker) that the Celery task ``mathsearch.parse.records``
 wraps. The :class:`~indexer.parse.Featuriser` (vocabulary, converter) is built once per worker
-process and reused by every task that process runs.
+process and reused by every task that process runs; a second one with SymPy prefix tokens
+(``with_prefix``, for jobs with a ``seq2seq`` encoder) is built on first use of such a job.
 """
 
 from __future__ import annotations
@@ -15,19 +16,26 @@ from indexer.records import EquationRecord, Failure
 
 logger = logging.getLogger(__name__)
 
-_FEATURISER: list[Featuriser] = []
+_FEATURISERS: dict[bool, Featuriser] = {}
 
 
-def featuriser() -> Featuriser:
-    """This process's featuriser (created on first use)."""
-    if not _FEATURISER:
-        _FEATURISER.append(Featuriser())
-        logger.info("featuriser ready (vocabulary %s)", _FEATURISER[0].vocabulary.content_hash[:12])
-    return _FEATURISER[0]
+def featuriser(with_prefix: bool = False) -> Featuriser:
+    """This process's featuriser (created on first use); ``with_prefix`` adds SymPy prefix
+    tokens (``prefix`` / ``prefix_error`` of each parsed equation)."""
+    if with_prefix not in _FEATURISERS:
+        made = Featuriser(with_prefix=with_prefix)
+        _FEATURISERS[with_prefix] = made
+        logger.info(
+            "featuriser ready (vocabulary %s, prefix %s)",
+            made.vocabulary.content_hash[:12],
+            with_prefix,
+        )
+    return _FEATURISERS[with_prefix]
 
 
-def parse_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Featurise JSON equation records; one JSON result per record, in order.
+def parse_records(records: list[dict[str, Any]], with_prefix: bool = False) -> list[dict[str, Any]]:
+    """Featurise JSON equation records; one JSON result per record, in order (with SymPy
+    prefix tokens when ``with_prefix``).
 
     A record that is not even a valid equation record becomes a failure record (stage
     ``extract``, reason ``bad-record``); nothing raises for bad input.
@@ -47,4 +55,4 @@ def parse_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     detail=str(exc)[:300],
                 )
             )
-    return [item.to_dict() for item in featuriser().parse_stream(items)]
+    return [item.to_dict() for item in featuriser(with_prefix).parse_stream(items)]

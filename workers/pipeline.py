@@ -4,10 +4,18 @@ A job's equations travel in batches (JSON lists of ``EquationRecord`` dicts):
 
 1. :func:`parse_stage` featurises a batch (LaTeX -> MathML graph, math tokens, symbols;
    :mod:`indexer.parse`) and returns the payload of the embed stage;
-2. :func:`embed_write_stage` embeds the parsed equations with this process's ONNX session
-   (loaded once per process, :func:`workers.embedding.process_encoder`), upserts them into the
-   job's equation index (and, when the job enriches a library index, one partial ``math``
-   update per document) and writes the failure records.
+2. :func:`embed_write_stage` embeds the parsed equations with every encoder of the job (this
+   process's embedders, loaded once per process, :func:`workers.embedding.process_embedders`),
+   upserts them into the job's equation index, one vector field per encoder (and, when the job
+   enriches a library index, one partial ``math`` update per document, from the primary
+   encoder's vectors) and writes the failure records.
+
+A job names its vector fields (:attr:`JobSpec.fields`, the primary first). The primary
+encoder's refusal of an equation makes a failure record (stage ``embed``, the refusal's reason);
+another encoder's refusal keeps the equation with the vectors it has and records the refusal in
+the document (``embed_refusals: ["vec_seq2seq_v1:sympy-parse"]``), counted in the batch's
+``done`` entry (``refusals``). The parse stage computes SymPy prefix tokens only when a
+``seq2seq`` encoder is in the job.
 
 Every equation of a batch ends in exactly one place: the equation index, or the failures index
 with its stage and reason (DESIGN.md rule 3). :func:`write_outcome` keeps that true across
@@ -18,7 +26,7 @@ the whole batch - safe, because every write is an upsert by equation id.
 
 Example (inline, no broker)::
 
-    job = JobSpec.create("mathsearch-equations", "vec_gcn_v1", "mathsearch-failures")
+    job = JobSpec.create("mathsearch-equations", ["vec_gcn_v1"], "mathsearch-failures")
     payload = parse_stage(job, "b0", [record.to_dict() for record in records])
     entry = embed_write_stage(job, "b0", payload, client=connect())
     entry["written"], entry["failed"]
@@ -29,21 +37,20 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from opensearchpy import OpenSearch
 
-from indexer.errors import MathMLError
-from indexer.mathml_graph import EquationGraph
+from export.embedders import Embedder, EmbedRefusal
 from indexer.records import Failure
 from opensearch.bulk_writer import BulkWriter
 from opensearch.documents import equation_actions, failure_actions, failure_id
 from opensearch.enrichment import enrichment_actions, group_by_document
 from opensearch.settings import OpenSearchSettings
 from workers import metrics
-from workers.embedding import graph_vectors, process_encoder
+from workers.embedding import process_embedders, rounded
 from workers.job_progress import Progress
 from workers.parsing import parse_records
 
@@ -57,10 +64,13 @@ class JobSpec:
     Attributes:
         job_id: the job's id (progress keys, logs).
         index: the equation index alias the equations are upserted into.
-        vector_field: the model's field (``vec_gcn_v1``); a worker whose model writes another
-            field refuses the batch (``model-mismatch`` failure records) instead of mixing.
+        vector_field: the primary encoder's field (``vec_gcn_v1``): its refusal of an equation
+            is a failure record. A worker without a model for one of the job's fields refuses
+            the batch (``model-mismatch`` failure records) instead of mixing.
         failures_index: where failure records go.
         enrich_index: a library index whose documents get ``math.*`` partial updates (or None).
+        vector_fields: every field of the job, the primary first; empty in payloads of older
+            clients, which meant ``[vector_field]``.
     """
 
     job_id: str
@@ -68,17 +78,59 @@ class JobSpec:
     vector_field: str
     failures_index: str
     enrich_index: str | None = None
+    vector_fields: tuple[str, ...] = field(default=())
 
     @classmethod
-    def create(cls, index: str, vector_field: str, failures_index: str, **kw: Any) -> JobSpec:
-        return cls(uuid.uuid4().hex[:12], index, vector_field, failures_index, **kw)
+    def create(
+        cls, index: str, vector_fields: str | Sequence[str], failures_index: str, **kw: Any
+    ) -> JobSpec:
+        """A new job writing ``vector_fields`` (one field, or several: the primary first)."""
+        fields = (vector_fields,) if isinstance(vector_fields, str) else tuple(vector_fields)
+        if not fields:
+            raise ValueError("a job needs at least one vector field")
+        extra = fields if len(fields) > 1 else ()
+        job_id = uuid.uuid4().hex[:12]
+        return cls(job_id, index, fields[0], failures_index, vector_fields=extra, **kw)
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The job's vector fields, the primary first."""
+        return self.vector_fields or (self.vector_field,)
+
+    @property
+    def needs_prefix(self) -> bool:
+        """Whether an encoder of the job reads SymPy prefix tokens (a ``seq2seq`` field)."""
+        return any(name.startswith("vec_seq2seq_") for name in self.fields)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data["vector_fields"] = list(self.vector_fields)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JobSpec:
-        return cls(**{key: data[key] for key in cls.__dataclass_fields__ if key in data})
+        values = {key: data[key] for key in cls.__dataclass_fields__ if key in data}
+        values["vector_fields"] = tuple(values.get("vector_fields") or ())
+        return cls(**values)
+
+
+@dataclass
+class Embedded:
+    """A batch after the embed stage: the kept equations, one vector column per field (``None``
+    where a secondary encoder refused), each equation's refusals, and the failures."""
+
+    kept: list[dict[str, Any]] = field(default_factory=list)
+    vectors: dict[str, list[list[float] | None]] = field(default_factory=dict)
+    refusals: list[list[str]] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+
+    def refusal_counts(self) -> dict[str, int]:
+        """``{"vec_x_v1:reason": equations}`` over the batch."""
+        counts: dict[str, int] = {}
+        for row in self.refusals:
+            for key in row:
+                counts[key] = counts.get(key, 0) + 1
+        return counts
 
 
 def parse_stage(
@@ -91,7 +143,7 @@ def parse_stage(
     start = time.perf_counter()
     parsed: list[dict[str, Any]] = []
     failures: list[dict[str, Any]] = []
-    for item in parse_records(records):
+    for item in parse_records(records, with_prefix=job.needs_prefix):
         if item.get("failure"):
             failures.append(item)
         else:
@@ -105,33 +157,66 @@ def parse_stage(
     return {"parsed": parsed, "failures": failures, "seconds": {"parse": seconds}}
 
 
-def embed(parsed: Sequence[dict[str, Any]]) -> tuple[list[dict], list[list[float]], list[Failure]]:
-    """Vectors of parsed equations; an equation the model cannot take becomes a failure."""
-    graphs: list[EquationGraph] = []
-    kept: list[dict[str, Any]] = []
-    failures: list[Failure] = []
-    for item in parsed:
-        try:
-            graphs.append(EquationGraph.from_dict(item["graph"]))
-            kept.append(item)
-        except (MathMLError, KeyError, TypeError) as exc:
-            failures.append(_failure(item, "embed", "invalid-graph", exc))
-    if not kept:
-        return [], [], failures
-    encoder = process_encoder()
+def embed(parsed: Sequence[dict[str, Any]], embedders: Sequence[Embedder]) -> Embedded:
+    """Every encoder over the batch: the first (primary) one's refusal is a failure, another's a
+    refusal recorded on the equation (which keeps the vectors it has)."""
+    out = Embedded()
+    if not parsed or not embedders:
+        return out
+    primary = embedders[0]
+    for item, result in zip(parsed, _embed_with(primary, parsed), strict=True):
+        if isinstance(result, EmbedRefusal):
+            out.failures.append(_failure(item, "embed", result.reason, result.detail))
+        else:
+            out.kept.append(item)
+            out.vectors.setdefault(primary.vector_field, []).append(result)
+    out.refusals = [[] for _ in out.kept]
+    for embedder in embedders[1:]:
+        column: list[list[float] | None] = []
+        results = _embed_with(embedder, out.kept) if out.kept else []
+        for number, result in enumerate(results):
+            if isinstance(result, EmbedRefusal):
+                column.append(None)
+                out.refusals[number].append(f"{embedder.vector_field}:{result.reason}")
+            else:
+                column.append(result)
+        out.vectors[embedder.vector_field] = column
+    return out
+
+
+def _embed_with(
+    embedder: Embedder, items: Sequence[dict[str, Any]]
+) -> list[list[float] | EmbedRefusal]:
+    """One embedder's results, rounded; an embedder that raises refuses the whole batch (its
+    contract is never to raise for one item, so this is a fault of the model, kept as data)."""
     try:
-        return kept, graph_vectors(encoder, graphs), failures
-    except Exception:  # one bad graph must not sink the batch: find it
-        logger.warning("batch of %d failed to embed; embedding one by one", len(kept))
-    alone: list[dict[str, Any]] = []
-    vectors: list[list[float]] = []
-    for item, graph in zip(kept, graphs, strict=True):
-        try:
-            vectors.append(graph_vectors(encoder, [graph])[0])
-            alone.append(item)
-        except Exception as exc:
-            failures.append(_failure(item, "embed", "encoder-error", exc))
-    return alone, vectors, failures
+        results = embedder.embed(items)
+    except Exception as exc:
+        logger.exception("%s failed on a batch of %d", embedder.vector_field, len(items))
+        return [EmbedRefusal("encoder-error", f"{type(exc).__name__}: {exc}")] * len(items)
+    if len(results) != len(items):
+        detail = f"{len(results)} results for {len(items)} items"
+        return [EmbedRefusal("encoder-error", detail)] * len(items)
+    return [rounded(result) for result in results]
+
+
+def job_embedders(
+    job: JobSpec, embedders: Sequence[Embedder] | None = None
+) -> tuple[list[Embedder], str | None]:
+    """The embedders of the job's fields in the job's order (default: this process's), or why
+    this process cannot serve the job (``model-mismatch``)."""
+    available = list(embedders) if embedders is not None else process_embedders()
+    by_field = {embedder.vector_field: embedder for embedder in available}
+    missing = [name for name in job.fields if name not in by_field]
+    if missing:
+        have = ", ".join(by_field) or "nothing"
+        wants = ", ".join(job.fields)
+        if len(job.fields) == 1 and len(by_field) == 1:
+            detail = f"this worker's model writes {have}, the job wants {wants}"
+        else:
+            detail = f"this worker's models write {have}, the job wants {wants}"
+        return [], detail
+    return [by_field[name] for name in job.fields], None
 
 
 def embed_write_stage(
@@ -142,8 +227,12 @@ def embed_write_stage(
     client: OpenSearch,
     settings: OpenSearchSettings | None = None,
     progress: Progress | None = None,
+    embedders: Sequence[Embedder] | None = None,
 ) -> dict[str, Any]:
     """Embed and write one parsed batch; returns its ``done`` progress entry.
+
+    ``embedders`` default to this process's (``MATHSEARCH_ENCODERS``, loaded once); they must
+    write every field of the job, else the batch is refused (``model-mismatch``).
 
     Raises:
         WriteError / opensearchpy ConnectionError: OpenSearch refused or was away after the
@@ -153,21 +242,31 @@ def embed_write_stage(
     failures = [Failure.from_dict(item) for item in payload.get("failures") or []]
     seconds = dict(payload.get("seconds") or {})
     start = time.perf_counter()
-    field = process_encoder().card.vector_field
-    if field != job.vector_field:
-        detail = f"this worker's model writes {field}, the job wants {job.vector_field}"
-        failures += [_failure(item, "embed", "model-mismatch", detail) for item in parsed]
-        parsed, vectors = [], []
+    chosen, mismatch = job_embedders(job, embedders)
+    if mismatch is not None:
+        failures += [_failure(item, "embed", "model-mismatch", mismatch) for item in parsed]
+        result = Embedded()
     else:
-        parsed, vectors, embed_failures = embed(parsed)
-        failures += embed_failures
+        result = embed(parsed, chosen)
+        failures += result.failures
+    refusals = result.refusal_counts()
     seconds["embed"] = time.perf_counter() - start
-    metrics.batch_done("embed", seconds["embed"], ok=len(parsed), failed=failures)
+    metrics.batch_done("embed", seconds["embed"], ok=len(result.kept), failed=failures)
+    for key, count in refusals.items():
+        metrics.EQUATIONS.labels(f"embed:{key.split(':', 1)[0]}", "refused").inc(count)
     if progress is not None:
-        entry = {"n": len(parsed), "seconds": {"embed": seconds["embed"]}}
+        entry = {"n": len(result.kept), "seconds": {"embed": seconds["embed"]}}
         progress.mark("embedded", batch, entry)
     start = time.perf_counter()
-    written, failures = write_outcome(client, job, parsed, vectors, failures, settings=settings)
+    written, failures = write_outcome(
+        client,
+        job,
+        result.kept,
+        result.vectors,
+        failures,
+        settings=settings,
+        refusals=result.refusals if len(job.fields) > 1 else None,
+    )
     seconds["write"] = time.perf_counter() - start
     metrics.batch_done("write", seconds["write"], ok=written, failed=[])
     by_stage: dict[str, int] = {}
@@ -180,6 +279,8 @@ def embed_write_stage(
         "failures_by_stage": by_stage,
         "seconds": {"write": seconds["write"]},
     }
+    if refusals:
+        entry["refusals"] = refusals
     if progress is not None:
         progress.mark("done", batch, entry)
     return {**entry, "seconds": seconds}
@@ -189,18 +290,22 @@ def write_outcome(
     client: OpenSearch,
     job: JobSpec,
     parsed: Sequence[dict[str, Any]],
-    vectors: Sequence[Sequence[float]],
+    vectors: Mapping[str, Sequence[Sequence[float] | None]] | Sequence[Sequence[float]],
     failures: Sequence[Failure],
     *,
     settings: OpenSearchSettings | None = None,
+    refusals: Sequence[Sequence[str]] | None = None,
 ) -> tuple[int, list[Failure]]:
     """Upsert equations (+ enrichment) and failure records so each id is in one place.
 
-    Returns the number of equations in the index (written now, or held already by an earlier
-    run) and the failure records written.
+    ``vectors`` maps each field to one vector per equation (``None``: refused), or is the
+    primary field's vectors alone; ``refusals`` (one list per equation) become the documents'
+    ``embed_refusals``. Returns the number of equations in the index (written now, or held
+    already by an earlier run) and the failure records written.
     """
     writer = BulkWriter(client, settings, refresh="false")
-    actions = list(equation_actions(job.index, parsed, {job.vector_field: vectors}))
+    columns = dict(vectors) if isinstance(vectors, Mapping) else {job.vector_field: vectors}
+    actions = list(equation_actions(job.index, parsed, columns, refusals=refusals))
     report = writer.write(actions)
     ids = {item["eq_id"] for item in parsed}
     by_id = {item["eq_id"]: item for item in parsed}
@@ -213,9 +318,10 @@ def write_outcome(
     ]
     written_ids = [eq_id for eq_id in by_id if eq_id not in refused]
     if job.enrich_index and written_ids:
+        primary = columns.get(job.vector_field) or []
         documents = group_by_document(
             [by_id[i] for i in written_ids],
-            [vectors[n] for n, item in enumerate(parsed) if item["eq_id"] not in refused],
+            [primary[n] for n, item in enumerate(parsed) if item["eq_id"] not in refused],
         )
         enriched = writer.write(
             enrichment_actions(job.enrich_index, documents, model_field=job.vector_field)

@@ -20,7 +20,17 @@ MATHSEARCH_TASK_MAX_RETRIES         retries of a batch on transient        12
 MATHSEARCH_TASK_RETRY_BACKOFF       first retry delay, s (doubles)         2
 MATHSEARCH_TASK_RETRY_MAX_BACKOFF   longest retry delay, s                 120
 MATHSEARCH_METRICS_PORT             Prometheus ``/metrics`` of a worker    9808 (0: off)
+MATHSEARCH_ENCODERS                 encoders a worker serves and a job     gcn
+                                    writes (families or ``.onnx`` paths,
+                                    comma-separated; one vector field
+                                    each, the first is the primary)
 ==================================  =====================================  ========================
+
+``MATHSEARCH_ENCODERS`` (``mathsearch worker --encoders``, ``mathsearch index --encoders``)
+names the encoders by family (``gcn``, ``bitmap``, ``seq2seq``, ``figure``: the family's default
+model, see :func:`export.embedders.default_model_path`) or by ``.onnx`` path. A worker loads each
+once per pool process and refuses (``model-mismatch``) a batch whose job wants a vector field
+none of its models writes; see docs/encoders.md.
 
 ``MATHSEARCH_BATCH_SIZE`` defaults to 128 equations: embedding dominates a batch, and
 ``mathsearch bench embed`` measured ONNX Runtime's throughput on this CPU as flat from 64 to 1,024
@@ -33,6 +43,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from export.embedders import parse_encoders
+from export.errors import ModelCardError
 from opensearch.errors import ConfigurationError
 
 
@@ -54,6 +66,7 @@ class WorkerSettings:
     retry_backoff: float = 2.0
     retry_max_backoff: float = 120.0
     metrics_port: int = 9808
+    encoders: tuple[str, ...] = ("gcn",)
 
     def queue(self, name: str) -> str:
         """The broker's name of queue ``name`` (``parse``, ``embed``, ``default``)."""
@@ -83,6 +96,10 @@ class WorkerSettings:
         prefix = env.get("MATHSEARCH_QUEUE_PREFIX", cls.queue_prefix)
         if prefix and not prefix.replace("-", "").replace("_", "").replace(".", "").isalnum():
             raise ConfigurationError(f"MATHSEARCH_QUEUE_PREFIX={prefix!r}: letters, digits, -_.")
+        try:
+            encoders = tuple(parse_encoders(env.get("MATHSEARCH_ENCODERS") or "gcn"))
+        except ModelCardError as exc:
+            raise ConfigurationError(f"MATHSEARCH_ENCODERS: {exc}") from exc
         return cls(
             redis_url=redis_url,
             result_backend=env.get("MATHSEARCH_RESULT_BACKEND") or redis_url,
@@ -96,4 +113,5 @@ class WorkerSettings:
             retry_backoff=number("TASK_RETRY_BACKOFF", cls.retry_backoff, float),
             retry_max_backoff=number("TASK_RETRY_MAX_BACKOFF", cls.retry_max_backoff, float),
             metrics_port=int(number("METRICS_PORT", cls.metrics_port)),
+            encoders=encoders,
         )

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from workers.index_job import Broker, IndexJobError
@@ -34,8 +35,12 @@ def start_worker(
     log: Path | None = None,
     loglevel: str = "WARNING",
     timeout: float = 120.0,
+    encoders: Sequence[str] | None = None,
 ) -> subprocess.Popen:
     """Start a worker on ``settings``'s broker and queue prefix; return once it consumes.
+
+    ``encoders`` (families or ``.onnx`` paths) are the models it serves (``--encoders``;
+    default: ``MATHSEARCH_ENCODERS`` of ``env``, else ``gcn``).
 
     Raises:
         IndexJobError: the worker exited, or did not consume within ``timeout`` seconds (the
@@ -53,6 +58,8 @@ def start_worker(
     command = [sys.executable, "-m", "indexer.cli", "worker", f"--concurrency={concurrency}"]
     command += [f"--metrics-port={metrics_port}", f"--hostname={hostname}@%h"]
     command.append(f"--loglevel={loglevel}")
+    if encoders:
+        command.append(f"--encoders={','.join(encoders)}")
     with log.open("a") as handle:
         process = subprocess.Popen(
             command, env=environment, stdout=handle, stderr=subprocess.STDOUT,

@@ -1,0 +1,313 @@
+"""Training of the bitmap CNN on one proxy task (ECML 2019 sec. 4.2-4.3).
+
+Tasks (:data:`TASKS`) and losses:
+
+* ``symbols`` / ``keywords``: multi-label with negative sampling, logistic loss eq. 1
+  (:class:`~encoders.losses.multilabel_loss.LabelLogLoss`, one weight vector per label);
+* ``context`` with ``--loss triplet``: eq. 3 with anchor swap and squared hinge (the existing
+  :class:`~encoders.losses.triplet_loss.TripletLoss` with ``swap=True, squared=True``), or
+  ``--loss siamese``: eq. 2, squared hinge (:class:`~encoders.losses.siamese_loss.SiameseLoss`).
+
+Procedure (sec. 4.3): Adam, learning rate 0.00025 reduced by 0.1 every 10 epochs, minibatches of
+100, 30 epochs, margin 1, new negatives/positives every step; the large net's batch norm is frozen
+from epoch ``freeze_bn_epoch`` (the authors' code: after the first). Transfer ("SYMBOLS+TRIPLES",
+"ABSTRACT+TRIPLES"): ``pretrained`` loads the encoder of another run's checkpoint (its label
+weights are dropped) before training on this task.
+
+After every epoch (and once before training, the untrained baseline) the hold-out metrics of
+:mod:`encoders.bitmap_eval` are computed on fixed triplets of the test papers, and
+``OUT/checkpoint.pt`` is written (torch.save of plain containers, ``weights_only`` loadable):
+``{"family": "bitmap", "format", "model_config", "model", "train_config", "labels", "head",
+"settings_hash", "epoch", "step", "history"}``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from encoders.bitmap_cnn import BitmapCNN, BitmapCNNConfig
+from encoders.bitmap_data import BitmapCorpus
+from encoders.bitmap_eval import holdout_metrics, holdout_triplets
+from encoders.bitmap_labels import LabelVocabulary, keyword_labels, symbol_labels
+from encoders.bitmap_sampler import (
+    context_anchors,
+    paper_members,
+    sample_labels,
+    sample_pairs,
+    sample_triplets,
+)
+from encoders.losses.multilabel_loss import LabelLogLoss
+from encoders.losses.siamese_loss import SiameseLoss
+from encoders.losses.triplet_loss import TripletLoss
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "CHECKPOINT_FORMAT",
+    "LOSSES",
+    "TASKS",
+    "BitmapTrainConfig",
+    "BitmapTrainingError",
+    "embed_crops",
+    "load_bitmap_model",
+    "train_bitmap",
+]
+
+CHECKPOINT_FORMAT = "mathsearch-bitmap-checkpoint/1"
+TASKS = ("symbols", "keywords", "context")
+LOSSES = ("triplet", "siamese")
+
+
+class BitmapTrainingError(ValueError):
+    """The run cannot start: bad options, too little data, unreadable checkpoint."""
+
+
+@dataclass
+class BitmapTrainConfig:
+    """Options of one run (defaults: the seed's sec. 4.3; see the module docstring)."""
+
+    task: str = "context"
+    loss: str = "triplet"
+    net: str = "small"
+    epochs: int = 30
+    steps_per_epoch: int | None = None
+    batch_size: int = 100
+    lr: float = 2.5e-4
+    lr_step: int = 10
+    lr_gamma: float = 0.1
+    margin: float = 1.0
+    freeze_bn_epoch: int = 1
+    min_label_count: int = 2
+    max_labels: int = 5000
+    eval_triplets: int = 2000
+    seed: int = 0
+    threads: int = 0
+    progress: bool = True
+    pretrained: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS or self.loss not in LOSSES:
+            raise BitmapTrainingError(f"task must be in {TASKS} and loss in {LOSSES}")
+        if min(self.epochs, self.batch_size, self.lr_step, self.eval_triplets) < 1:
+            raise BitmapTrainingError("epochs, batch_size, lr_step, eval_triplets must be >= 1")
+        if self.steps_per_epoch is not None and self.steps_per_epoch < 1:
+            raise BitmapTrainingError("steps_per_epoch must be >= 1")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _batch(crops: np.ndarray, idx: np.ndarray) -> Tensor:
+    return torch.from_numpy(crops[idx]).float().unsqueeze(1)
+
+
+@torch.no_grad()
+def embed_crops(model: BitmapCNN, crops: np.ndarray, batch_size: int = 256) -> np.ndarray:
+    """Eval-mode embeddings float32 ``(N, d)`` of uint8 crops ``(N, H, W)``."""
+    was_training = model.training
+    model.eval()
+    parts = [
+        model(_batch(crops, np.arange(s, min(s + batch_size, len(crops))))).numpy()
+        for s in range(0, len(crops), batch_size)
+    ]
+    model.train(was_training)
+    if not parts:
+        return np.zeros((0, model.config.out_dim), dtype=np.float32)
+    return np.concatenate(parts).astype(np.float32)
+
+
+def load_bitmap_model(path: str | os.PathLike[str]) -> tuple[BitmapCNN, dict[str, Any]]:
+    """The encoder of a checkpoint (eval mode) and the checkpoint without its state dicts.
+
+    Raises:
+        BitmapTrainingError: unreadable file or not a bitmap checkpoint.
+    """
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch.load fails in many ways
+        raise BitmapTrainingError(f"cannot read the checkpoint {path}: {exc}") from exc
+    if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
+        raise BitmapTrainingError(f"{path} is not a {CHECKPOINT_FORMAT} file")
+    model = BitmapCNN(BitmapCNNConfig.from_dict(dict(data["model_config"])))
+    if data.get("batch_norm_frozen"):
+        model.freeze_batch_norm()
+    model.load_state_dict(data["model"])
+    model.eval()
+    return model, {k: v for k, v in data.items() if k not in ("model", "head", "optimizer")}
+
+
+def _label_sets(config: BitmapTrainConfig, corpus: BitmapCorpus) -> list[set[str]]:
+    if config.task == "symbols":
+        return symbol_labels(corpus.latex)
+    return keyword_labels(corpus.papers, corpus.contexts)
+
+
+def _evaluate(model: BitmapCNN, test: BitmapCorpus | None, triplets: Any) -> dict[str, Any]:
+    if test is None or triplets is None:
+        return {}
+    used = np.unique(np.concatenate(triplets))
+    emb = np.zeros((len(test), model.config.out_dim), dtype=np.float32)
+    emb[used] = embed_crops(model, test.crops[used])
+    return holdout_metrics(emb, triplets)
+
+
+def train_bitmap(
+    config: BitmapTrainConfig,
+    train: BitmapCorpus,
+    test: BitmapCorpus | None = None,
+    out_dir: str | os.PathLike[str] | None = None,
+) -> dict[str, Any]:
+    """Train on ``train``, evaluate on ``test`` after every epoch; returns the run summary.
+
+    Raises:
+        BitmapTrainingError: too little data for the task, or an unreadable ``pretrained``.
+    """
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    torch.manual_seed(config.seed)
+    rng = np.random.default_rng(config.seed)
+    model = BitmapCNN(BitmapCNNConfig(net=config.net))
+    if config.pretrained:
+        donor, _ = load_bitmap_model(config.pretrained)
+        if donor.config != model.config:
+            raise BitmapTrainingError(f"{config.pretrained} is a {donor.config.net} net")
+        model.load_state_dict(donor.state_dict())
+    members = paper_members(train.eq_paper)
+    vocabulary: LabelVocabulary | None = None
+    head: LabelLogLoss | None = None
+    if config.task == "context":
+        try:
+            anchors = context_anchors(train.eq_paper)
+        except ValueError as exc:
+            raise BitmapTrainingError(str(exc)) from exc
+        criterion: torch.nn.Module = (
+            TripletLoss(config.margin, swap=True, squared=True)
+            if config.loss == "triplet"
+            else SiameseLoss(config.margin, squared=True)
+        )
+    else:
+        label_sets = _label_sets(config, train)
+        vocabulary = LabelVocabulary.build(label_sets, config.min_label_count, config.max_labels)
+        label_ids = vocabulary.encode(label_sets)
+        anchors = np.array([i for i, ids in enumerate(label_ids) if len(ids) > 0], np.int64)
+        if len(vocabulary) < 2 or anchors.size == 0:
+            raise BitmapTrainingError(
+                f"the {config.task} task found {len(vocabulary)} labels on {anchors.size} "
+                "equations (hep-th record files carry no text: keywords need .tex sources)"
+            )
+        head = LabelLogLoss(len(vocabulary), model.config.out_dim)
+        criterion = head
+    params = list(model.parameters()) + (list(head.parameters()) if head is not None else [])
+    optimizer = torch.optim.Adam(params, lr=config.lr)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, config.lr_step, config.lr_gamma)
+    steps = config.steps_per_epoch or max(1, math.ceil(len(anchors) / config.batch_size))
+    triplets = None
+    if test is not None and len(test) > 2:
+        try:
+            triplets = holdout_triplets(test.eq_paper, config.eval_triplets, config.seed)
+        except ValueError as exc:
+            logger.warning("no hold-out metrics: %s", exc)
+    history: dict[str, list[dict[str, Any]]] = {"epochs": [], "evaluations": []}
+    history["evaluations"].append({"epoch": 0, "step": 0, **_evaluate(model, test, triplets)})
+    out = Path(out_dir) if out_dir is not None else None
+    started, step = time.perf_counter(), 0
+    bar = tqdm(total=config.epochs * steps, desc=f"train bitmap/{config.task}", unit="step",
+               disable=None if config.progress else True)  # fmt: skip
+    model.train()
+    for epoch in range(1, config.epochs + 1):
+        if (
+            model.batch_norm is not None
+            and config.freeze_bn_epoch
+            and epoch > config.freeze_bn_epoch
+        ):
+            model.freeze_batch_norm()
+        order = rng.permutation(anchors)
+        losses = []
+        for s in range(steps):
+            start = (s * config.batch_size) % len(order)
+            idx = np.take(order, range(start, start + config.batch_size), mode="wrap")
+            if config.task == "context" and config.loss == "triplet":
+                pos, neg = sample_triplets(rng, idx, train.eq_paper, members)
+                emb = model(_batch(train.crops, np.concatenate([idx, pos, neg])))
+                loss = criterion(*emb.split(len(idx)))
+            elif config.task == "context":
+                other, y = sample_pairs(rng, idx, train.eq_paper, members)
+                first, second = model(_batch(train.crops, np.concatenate([idx, other]))).split(
+                    len(idx)
+                )
+                loss = criterion(first, second, torch.from_numpy(y))
+            else:
+                labels, z = sample_labels(rng, idx, label_ids, len(vocabulary or ()))
+                emb = model(_batch(train.crops, idx))
+                loss = criterion(emb, torch.from_numpy(labels), torch.from_numpy(z))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+            step += 1
+            bar.update(1)
+            bar.set_postfix(loss=f"{np.mean(losses[-20:]):.4f}")
+        history["epochs"].append(
+            {"epoch": epoch, "loss": float(np.mean(losses)), "lr": optimizer.param_groups[0]["lr"]}
+        )
+        scheduler.step()
+        evaluation = {"epoch": epoch, "step": step, **_evaluate(model, test, triplets)}
+        history["evaluations"].append(evaluation)
+        logger.info("epoch %d: loss %.4f %s", epoch, np.mean(losses), evaluation)
+        if out is not None:
+            state = {"epoch": epoch, "step": step, "history": history}
+            digest = train.settings_digest
+            _save(out / "checkpoint.pt", model, head, vocabulary, config, digest, state)
+    bar.close()
+    seconds = time.perf_counter() - started
+    return {
+        "family": "bitmap",
+        "epochs": config.epochs,
+        "steps": step,
+        "seconds": seconds,
+        "examples_per_second": step * config.batch_size / max(seconds, 1e-9),
+        "anchors": len(anchors),
+        "labels": len(vocabulary) if vocabulary is not None else None,
+        "parameters": model.num_parameters(),
+        "history": history,
+        "checkpoint": str(out / "checkpoint.pt") if out is not None else None,
+        "model": model,
+    }
+
+
+def _save(  # noqa: PLR0917 - one private call site
+    path: Path,
+    model: BitmapCNN,
+    head: LabelLogLoss | None,
+    vocabulary: LabelVocabulary | None,
+    config: BitmapTrainConfig,
+    digest: str,
+    state: dict[str, Any],
+) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "family": "bitmap",
+        "format": CHECKPOINT_FORMAT,
+        "model_config": model.config.to_dict(),
+        "model": model.state_dict(),
+        "batch_norm_frozen": model.batch_norm_frozen,
+        "head": head.state_dict() if head is not None else None,
+        "labels": vocabulary.labels if vocabulary is not None else None,
+        "train_config": config.to_dict(),
+        "settings_hash": digest,
+        **state,
+    }
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(payload, tmp)
+    tmp.replace(path)

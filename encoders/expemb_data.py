@@ -1,0 +1,218 @@
+"""Data of the ExpEmb seq2seq encoder: token vocabulary, equivalent pairs, batches.
+
+* :class:`TokenVocabulary`: prefix tokens -> ids, with 4 reserved ids (``<pad> <soe> <eoe>
+  <unk>``); saved as JSON (``{"format", "tokens"}``); :attr:`TokenVocabulary.hash` (SHA-256 of
+  the token list) is the model card's ``vocab_hash``.
+* :func:`read_egen`: E-Gen clusters (``../shared/data/egen/*.txt``: prefix lines, clusters
+  separated by blank lines); a split by cluster (:func:`split_clusters`) keeps held-out clusters
+  unseen.
+* :func:`cluster_pairs`: ordered pairs of different members of a cluster (EXPEMB-E,
+  section 4), at most ``per_cluster`` each; :func:`autoencoder_pairs` ``(x, x)`` (EXPEMB-A).
+* :func:`semvec_pairs`: pairs within SemVec training classes, leaving out the classes named in
+  ``exclude`` (the validation classes, so they stay *unseen* - the seed's UNSEENEQCLASS protocol).
+* :func:`make_batch`: right-padded source ids + lengths, decoder input ``SOE y`` and target
+  ``y EOE`` (teacher forcing).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import zlib
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from encoders.expemb import EOE, PAD, SOE, UNK
+from indexer.prefix import PrefixError, parse_prefix_line
+from indexer.semvec_prefix import SemvecPrefixClass
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "SPECIALS",
+    "Batch",
+    "Pair",
+    "TokenVocabulary",
+    "VocabularyError",
+    "autoencoder_pairs",
+    "cluster_pairs",
+    "make_batch",
+    "read_egen",
+    "semvec_pairs",
+    "split_clusters",
+]
+
+SPECIALS = ("<pad>", "<soe>", "<eoe>", "<unk>")
+VOCAB_FORMAT = "mathsearch-seq2seq-vocab/1"
+Pair = tuple[tuple[str, ...], tuple[str, ...]]
+
+
+class VocabularyError(ValueError):
+    """A vocabulary file that is unreadable or of another format."""
+
+
+class TokenVocabulary:
+    """Prefix tokens <-> ids (ids 0-3 reserved: pad, SOE, EOE, unknown)."""
+
+    def __init__(self, tokens: Sequence[str]) -> None:
+        if tuple(tokens[: len(SPECIALS)]) != SPECIALS:
+            raise VocabularyError(f"a vocabulary starts with {SPECIALS}")
+        self.tokens = list(tokens)
+        self.index = {token: n for n, token in enumerate(self.tokens)}
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def hash(self) -> str:
+        """SHA-256 of the token list (the model card's ``vocab_hash``)."""
+        text = json.dumps(self.tokens, ensure_ascii=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    @classmethod
+    def build(cls, sequences: Iterable[Sequence[str]], min_count: int = 2) -> TokenVocabulary:
+        """Tokens seen at least ``min_count`` times (ties sorted), after the specials."""
+        counts = Counter(token for seq in sequences for token in seq)
+        kept = sorted(t for t, c in counts.items() if c >= min_count and t not in SPECIALS)
+        return cls([*SPECIALS, *kept])
+
+    def encode(self, tokens: Sequence[str]) -> list[int]:
+        return [self.index.get(token, UNK) for token in tokens]
+
+    def decode(self, ids: Sequence[int]) -> list[str]:
+        return [self.tokens[i] for i in ids if i not in (PAD, SOE, EOE)]
+
+    def unknown(self, tokens: Sequence[str]) -> int:
+        """How many of ``tokens`` are out of the vocabulary."""
+        return sum(token not in self.index for token in tokens)
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        data = {"format": VOCAB_FORMAT, "hash": self.hash, "tokens": self.tokens}
+        path.write_text(json.dumps(data, indent=0) + "\n", encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> TokenVocabulary:
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise VocabularyError(f"cannot read vocabulary {path}: {exc}") from exc
+        if not isinstance(data, dict) or data.get("format") != VOCAB_FORMAT:
+            raise VocabularyError(f"{path} is not a {VOCAB_FORMAT} file")
+        return cls(list(data["tokens"]))
+
+
+def read_egen(
+    paths: Iterable[str | Path], max_len: int = 512, limit: int | None = None
+) -> list[list[tuple[str, ...]]]:
+    """E-Gen clusters (lists of prefix sequences) of the files, in order; malformed lines and
+    sequences longer than ``max_len`` are skipped; at most ``limit`` clusters."""
+    clusters: list[list[tuple[str, ...]]] = []
+    skipped = 0
+    for path in paths:
+        current: list[tuple[str, ...]] = []
+        seen: set[tuple[str, ...]] = set()
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                if not line.strip():
+                    if len(current) > 1:
+                        clusters.append(current)
+                    current, seen = [], set()
+                    if limit is not None and len(clusters) >= limit:
+                        return clusters
+                    continue
+                try:
+                    tokens = tuple(parse_prefix_line(line))
+                except PrefixError:
+                    skipped += 1
+                    continue
+                if len(tokens) <= max_len and tokens not in seen:
+                    current.append(tokens)
+                    seen.add(tokens)
+        if len(current) > 1:
+            clusters.append(current)
+    logger.info("E-Gen: %d clusters (%d malformed lines skipped)", len(clusters), skipped)
+    return clusters[:limit] if limit is not None else clusters
+
+
+def split_clusters(
+    clusters: Sequence[list[tuple[str, ...]]], held_out: float, salt: str = "expemb"
+) -> tuple[list[list[tuple[str, ...]]], list[list[tuple[str, ...]]]]:
+    """``(train, held_out)`` by a stable hash of each cluster's first member (same split every
+    run, whatever the file order)."""
+    train, test = [], []
+    for cluster in clusters:
+        key = zlib.crc32((salt + " ".join(cluster[0])).encode("utf-8")) / 2**32
+        (test if key < held_out else train).append(cluster)
+    return train, test
+
+
+def cluster_pairs(
+    clusters: Iterable[Sequence[tuple[str, ...]]], rng: random.Random, per_cluster: int = 20
+) -> list[Pair]:
+    """Ordered pairs ``(a, b)``, ``a != b``, of members of one cluster; at most
+    ``per_cluster`` per cluster, drawn at random when there are more."""
+    out: list[Pair] = []
+    for cluster in clusters:
+        n = len(cluster)
+        if n < 2:
+            continue
+        if n * (n - 1) <= per_cluster:
+            out += [(cluster[i], cluster[j]) for i in range(n) for j in range(n) if i != j]
+            continue
+        for _ in range(per_cluster):
+            i, j = rng.sample(range(n), 2)
+            out.append((cluster[i], cluster[j]))
+    return out
+
+
+def autoencoder_pairs(sequences: Iterable[tuple[str, ...]]) -> list[Pair]:
+    """EXPEMB-A: each expression is its own target."""
+    return [(seq, seq) for seq in dict.fromkeys(sequences)]
+
+
+def semvec_pairs(
+    classes: Iterable[SemvecPrefixClass],
+    rng: random.Random,
+    per_class: int = 20,
+    exclude: set[str] | None = None,
+) -> list[Pair]:
+    """Pairs within SemVec classes whose canonical form is not in ``exclude``."""
+    exclude = exclude or set()
+    kept = [list(dict.fromkeys(c.members)) for c in classes if c.canonical not in exclude]
+    return cluster_pairs(kept, rng, per_class)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Teacher-forcing tensors: ``src (B, S)``, ``lengths (B,)``, ``tgt_in``/``tgt_out (B, T)``."""
+
+    src: torch.Tensor
+    lengths: torch.Tensor
+    tgt_in: torch.Tensor
+    tgt_out: torch.Tensor
+
+
+def pad_ids(sequences: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded ``(B, S)`` int64 ids and ``(B,)`` lengths."""
+    width = max([1, *(len(s) for s in sequences)])
+    out = torch.full((len(sequences), width), PAD, dtype=torch.long)
+    for row, seq in enumerate(sequences):
+        out[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+    return out, torch.tensor([max(1, len(s)) for s in sequences], dtype=torch.long)
+
+
+def make_batch(pairs: Sequence[Pair], vocab: TokenVocabulary) -> Batch:
+    """The batch of ``pairs``: source ids, decoder inputs ``SOE y`` and targets ``y EOE``."""
+    src, lengths = pad_ids([vocab.encode(a) for a, _ in pairs])
+    targets = [vocab.encode(b) for _, b in pairs]
+    tgt_in, _ = pad_ids([[SOE, *t] for t in targets])
+    tgt_out, _ = pad_ids([[*t, EOE] for t in targets])
+    return Batch(src, lengths, tgt_in, tgt_out)

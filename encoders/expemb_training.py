@@ -1,0 +1,294 @@
+"""Training of the ExpEmb seq2seq encoder (expemb seed, sections 3-4, appendix E).
+
+Data (EXPEMB-E): ordered pairs of equivalent expressions from the E-Gen clusters (a held-out
+share of clusters kept apart for ``eval generation``), SymPy-generated pairs
+(:mod:`indexer.sympy_pairs`, section 4) and, optionally, pairs within SemVec training classes
+whose canonical form is not in a validation set (so the validation classes stay unseen).
+EXPEMB-A trains on ``(x, x)`` of the same expressions. Teacher forcing, eq. 7 loss, AdamW
+(appendix E); batches are grouped by target length to keep the stepwise decoder short.
+
+A checkpoint (``OUT/checkpoint.pt``, ``torch.save`` of plain containers) is::
+
+    {"family": "seq2seq", "format": "mathsearch-seq2seq-checkpoint/1", "step": 1234,
+     "model_config": ExpEmbConfig.to_dict(), "vocab": [tokens...], "vocab_hash": "...",
+     "model": state_dict, "run": RunConfig.to_dict(), "history": {...}}
+
+``OUT`` also gets ``vocab.json``, ``heldout-egen.txt`` (the held-out clusters, E-Gen format),
+``sympy-pairs.json`` (the generated pairs, reused by the next run with the same settings) and
+``train.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from encoders.expemb import ExpEmb, ExpEmbConfig
+from encoders.expemb_data import (
+    Pair,
+    TokenVocabulary,
+    autoencoder_pairs,
+    cluster_pairs,
+    make_batch,
+    read_egen,
+    semvec_pairs,
+    split_clusters,
+)
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "CHECKPOINT_FORMAT",
+    "RunConfig",
+    "Seq2SeqCheckpointError",
+    "load_expemb",
+    "train_expemb",
+]
+
+CHECKPOINT_FORMAT = "mathsearch-seq2seq-checkpoint/1"
+
+
+class Seq2SeqCheckpointError(ValueError):
+    """A checkpoint that is unreadable or not a seq2seq checkpoint."""
+
+
+@dataclass
+class RunConfig:
+    """One training run (model settings live in :class:`ExpEmbConfig`)."""
+
+    egen: list[str] = field(default_factory=list)
+    out: str = "runs/seq2seq"
+    mode: str = "equivalent"
+    hidden: int = 1024
+    layers: int = 1
+    lr: float = 1e-4
+    batch_size: int = 64
+    max_len: int = 512
+    epochs: int = 20
+    max_steps: int | None = None
+    time_budget: float | None = None
+    max_clusters: int | None = None
+    held_out: float = 0.05
+    per_cluster: int = 20
+    generated: int = 0
+    sympy_timeout: float = 1.0
+    semvec: list[str] = field(default_factory=list)
+    semvec_exclude: list[str] = field(default_factory=list)
+    semvec_per_class: int = 20
+    min_count: int = 2
+    vocabulary: str | None = None
+    seed: int = 0
+    threads: int = 1
+    log_every: int = 50
+    progress: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _generated_pairs(run: RunConfig, out: Path) -> list[Pair]:
+    if run.generated <= 0:
+        return []
+    cache = out / "sympy-pairs.json"
+    key = {"expressions": run.generated, "seed": run.seed, "timeout": run.sympy_timeout}
+    if cache.is_file():
+        data = json.loads(cache.read_text(encoding="utf-8"))
+        if data.get("key") == key:
+            return [(tuple(a), tuple(b)) for a, b in data["pairs"]]
+    from indexer.sympy_pairs import generate_pairs
+
+    pairs = generate_pairs(run.generated, random.Random(run.seed), timeout=run.sympy_timeout)
+    cache.write_text(json.dumps({"key": key, "pairs": pairs}), encoding="utf-8")
+    return [(tuple(a), tuple(b)) for a, b in pairs]
+
+
+def _semvec_pairs(run: RunConfig, rng: random.Random) -> list[Pair]:
+    if not run.semvec:
+        return []
+    from indexer.semvec_prefix import read_semvec_prefix
+
+    exclude = {c.canonical for path in run.semvec_exclude for c in read_semvec_prefix(path)}
+    pairs: list[Pair] = []
+    for path in run.semvec:
+        classes = read_semvec_prefix(path)
+        if run.mode == "autoencoder":  # EXPEMB-A: every expression of the training classes
+            members = (m for c in classes if c.canonical not in exclude for m in c.members)
+            pairs += autoencoder_pairs(members)
+        else:
+            pairs += semvec_pairs(classes, rng, run.semvec_per_class, exclude)
+    return pairs
+
+
+def collect_pairs(run: RunConfig, out: Path) -> tuple[list[Pair], dict[str, int]]:
+    """All training pairs of ``run`` and their counts by source; writes the held-out clusters."""
+    rng = random.Random(run.seed)
+    clusters = read_egen(run.egen, run.max_len, run.max_clusters) if run.egen else []
+    train, held = split_clusters(clusters, run.held_out)
+    with open(out / "heldout-egen.txt", "w", encoding="utf-8") as handle:
+        for cluster in held:
+            handle.write("".join(" ".join(seq) + "\n" for seq in cluster) + "\n")
+    if run.mode == "autoencoder":
+        egen = autoencoder_pairs(seq for cluster in train for seq in cluster)
+    else:
+        egen = cluster_pairs(train, rng, run.per_cluster)
+    generated = _generated_pairs(run, out)
+    semvec = _semvec_pairs(run, rng)
+    if run.mode == "autoencoder":
+        generated = autoencoder_pairs(a for a, _ in generated)
+    pairs = [p for p in egen + generated + semvec if max(len(p[0]), len(p[1])) <= run.max_len]
+    counts = {
+        "egen_clusters_train": len(train),
+        "egen_clusters_held_out": len(held),
+        "egen_pairs": len(egen),
+        "sympy_pairs": len(generated),
+        "semvec_pairs": len(semvec),
+        "pairs": len(pairs),
+    }
+    return pairs, counts
+
+
+def _batches(pairs: Sequence[Pair], size: int, rng: random.Random) -> list[list[Pair]]:
+    """Shuffled batches, grouped by target length within chunks of 50 batches."""
+    order = list(pairs)
+    rng.shuffle(order)
+    batches: list[list[Pair]] = []
+    chunk = 50 * size
+    for start in range(0, len(order), chunk):
+        part = sorted(order[start : start + chunk], key=lambda p: (len(p[1]), len(p[0])))
+        batches += [part[i : i + size] for i in range(0, len(part), size)]
+    rng.shuffle(batches)
+    return batches
+
+
+def save_checkpoint(
+    path: Path, *, model: ExpEmb, vocab: TokenVocabulary, step: int, run: RunConfig, history: Any
+) -> Path:
+    data = {
+        "family": "seq2seq",
+        "format": CHECKPOINT_FORMAT,
+        "step": step,
+        "model_config": model.config.to_dict(),
+        "vocab": list(vocab.tokens),
+        "vocab_hash": vocab.hash,
+        "model": model.state_dict(),
+        "run": run.to_dict(),
+        "history": history,
+    }
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(data, tmp)
+    tmp.replace(path)
+    return path
+
+
+def load_expemb(path: str | Path) -> tuple[ExpEmb, TokenVocabulary, dict[str, Any]]:
+    """The trained model (eval mode), its vocabulary and the checkpoint dict.
+
+    Raises:
+        Seq2SeqCheckpointError: unreadable, or not a seq2seq checkpoint.
+    """
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch.load fails in many ways (pickle, zip, OS)
+        raise Seq2SeqCheckpointError(f"cannot read checkpoint {path}: {exc}") from exc
+    if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
+        raise Seq2SeqCheckpointError(f"{path} is not a seq2seq checkpoint")
+    vocab = TokenVocabulary(data["vocab"])
+    model = ExpEmb(ExpEmbConfig.from_dict(data["model_config"]))
+    model.load_state_dict(data["model"])
+    return model.eval(), vocab, data
+
+
+def train_expemb(run: RunConfig) -> dict[str, Any]:
+    """Train one model; returns the summary also written to ``OUT/train.json``."""
+    torch.set_num_threads(max(1, run.threads))
+    torch.manual_seed(run.seed)
+    out = Path(run.out)
+    out.mkdir(parents=True, exist_ok=True)
+    pairs, counts = collect_pairs(run, out)
+    if not pairs:
+        raise ValueError("no training pairs: give E-Gen files, --generated or --semvec sets")
+    if run.vocabulary:
+        vocab = TokenVocabulary.load(run.vocabulary)
+    else:
+        vocab = TokenVocabulary.build((s for p in pairs for s in p), run.min_count)
+    vocab.save(out / "vocab.json")
+    config = ExpEmbConfig(
+        vocab_size=len(vocab),
+        hidden=run.hidden,
+        layers=run.layers,
+        lr=run.lr,
+        batch_size=run.batch_size,
+        max_len=run.max_len,
+        epochs=run.epochs,
+        mode=run.mode,
+    )
+    model = ExpEmb(config)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
+    rng = random.Random(run.seed)
+    per_epoch = -(-len(pairs) // config.batch_size)
+    total = per_epoch * config.epochs
+    if run.max_steps:
+        total = min(total, run.max_steps)
+    history: dict[str, Any] = {"losses": [], "counts": counts}
+    start = time.perf_counter()
+    step, window = 0, []
+    bar = tqdm(total=total, disable=None if run.progress else True, desc="train seq2seq")
+    stopped = "steps"
+    model.train()
+    try:
+        while step < total:
+            for batch_pairs in _batches(pairs, config.batch_size, rng):
+                batch = make_batch(batch_pairs, vocab)
+                loss = model.loss(batch.src, batch.lengths, batch.tgt_in, batch.tgt_out)
+                optimizer.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+                optimizer.step()
+                step += 1
+                window.append(float(loss.detach()))
+                bar.update(1)
+                if step % run.log_every == 0:
+                    history["losses"].append({"step": step, "loss": sum(window) / len(window)})
+                    bar.set_postfix(loss=f"{history['losses'][-1]['loss']:.3f}")
+                    window = []
+                if step >= total:
+                    break
+                if run.time_budget and time.perf_counter() - start > run.time_budget:
+                    stopped = "time budget"
+                    total = step
+                    break
+    finally:
+        bar.close()
+    if window:
+        history["losses"].append({"step": step, "loss": sum(window) / len(window)})
+    model.eval()
+    checkpoint = save_checkpoint(
+        out / "checkpoint.pt", model=model, vocab=vocab, step=step, run=run, history=history
+    )
+    summary = {
+        "checkpoint": str(checkpoint),
+        "steps": step,
+        "epochs": round(step / per_epoch, 3),
+        "stopped_by": stopped,
+        "seconds": round(time.perf_counter() - start, 1),
+        "vocab_size": len(vocab),
+        "vocab_hash": vocab.hash,
+        "counts": counts,
+        "first_loss": history["losses"][0]["loss"] if history["losses"] else None,
+        "last_loss": history["losses"][-1]["loss"] if history["losses"] else None,
+        "model_config": config.to_dict(),
+    }
+    (out / "train.json").write_text(
+        json.dumps({**summary, "run": run.to_dict(), "history": history}, indent=2),
+        encoding="utf-8",
+    )
+    return summary

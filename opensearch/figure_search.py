@@ -1,0 +1,81 @@
+"""Figure search: query words featurised like indexed figures, for the six hybrid modes.
+
+The figures index (:mod:`opensearch.figure_index`) is searched by the same
+:class:`~opensearch.searcher.Searcher` and query builders as the equation index, with
+:data:`~opensearch.search_fields.FIGURE_FIELDS` (BM25 over ``caption`` + ``mentions``, kNN over
+``vec_figure_v1``). :class:`FigureQueryEncoder` turns the query words into BM25 terms and, through
+the figure encoder's text branch (the query has no image, as a figure without one), into the
+figure vector - the figure-embeddings seed's tf-idf first stage re-ranked by interpolation with
+the embedding score is ``--mode rescore``.
+
+Example::
+
+    searcher = Searcher(client, figures_alias(settings), encoder=FigureQueryEncoder(),
+                        fields=FIGURE_FIELDS)
+    response = searcher.search(SearchRequest("lattice gauge coupling", mode=Mode.RESCORE))
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from opensearch.errors import QueryError
+from opensearch.query_encoder import QueryFeatures
+from opensearch.settings import OpenSearchSettings
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["FigureQueryEncoder", "figures_alias"]
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def figures_alias(settings: OpenSearchSettings, name: str | None = None) -> str:
+    """The figures index: ``name`` or ``<prefix>-figures``."""
+    return name or f"{settings.index_prefix}-figures"
+
+
+class FigureQueryEncoder:
+    """Query words -> BM25 terms + the figure model's vector (loaded on first use).
+
+    Args:
+        model: a figure ``.onnx`` path, a ready figure embedder, or None for the shipped
+            ``figure-v1`` (``MATHSEARCH_MODEL_FIGURE``).
+    """
+
+    def __init__(self, model: Any = None) -> None:
+        self._model = model
+        self._embedder: Any = None
+
+    def _load(self) -> Any:
+        if self._embedder is None:
+            if self._model is not None and not isinstance(self._model, str):
+                self._embedder = self._model
+            else:
+                from export.embedders import load_embedder
+                from export.errors import ExportError
+
+                try:
+                    self._embedder = load_embedder(self._model or "figure")
+                except (ValueError, ExportError) as exc:
+                    raise QueryError(f"figure encoder: {exc}") from exc
+            if self._embedder.family != "figure":
+                raise QueryError(f"{self._embedder.path} is a {self._embedder.family} model")
+        return self._embedder
+
+    def features(self, text: str, encoders: Any = None) -> QueryFeatures:
+        """The words of ``text`` and its figure vector (``refusals`` says why there is none)."""
+        from export.embedders import EmbedRefusal
+
+        words = _WORD.findall(text)
+        if not words:
+            raise QueryError("the figure query has no words")
+        embedder = self._load()
+        result = embedder.embed([{"caption": text, "mentions": [], "image": None}])[0]
+        field = embedder.vector_field
+        if isinstance(result, EmbedRefusal):
+            return QueryFeatures(words, None, field, vectors={}, refusals={field: result.reason})
+        vector = [float(x) for x in result]
+        return QueryFeatures(words, vector, field, vectors={field: vector}, refusals={})

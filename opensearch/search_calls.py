@@ -1,0 +1,82 @@
+"""The cluster calls of a :class:`~opensearch.searcher.Searcher`: one index, typed errors.
+
+Every request goes through :meth:`SearchCalls.call`, which turns the client's exceptions into
+this package's (no index: :class:`MappingError`; no answer: :class:`ClusterUnavailableError`;
+refused: :class:`QueryError`); ``_msearch`` does the same for each response of a multi-search.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from opensearchpy import OpenSearch
+from opensearchpy.exceptions import ConnectionError as OSConnectionError
+from opensearchpy.exceptions import NotFoundError, TransportError
+
+from opensearch.client import transport_reason
+from opensearch.errors import ClusterUnavailableError, MappingError, QueryError
+from opensearch.search_fields import EQUATION_SOURCE
+
+_T = TypeVar("_T")
+
+
+class SearchCalls:
+    """Searches, multi-searches and fetches against ``index`` (an alias)."""
+
+    client: OpenSearch
+    index: str
+
+    def _sources_of(
+        self, ids: list[str], source: Sequence[str] = EQUATION_SOURCE
+    ) -> dict[str, dict[str, Any]]:
+        if not ids:
+            return {}
+        found = self.call(
+            lambda: self.client.mget(index=self.index, body={"ids": ids}, _source=list(source))
+        )
+        return {doc["_id"]: doc.get("_source", {}) for doc in found["docs"] if doc.get("found")}
+
+    def _vectors_of(self, ids: list[str], field_name: str) -> dict[str, list[float]]:
+        if not ids:
+            return {}
+        found = self._search(
+            {"size": len(ids), "_source": [field_name], "query": {"ids": {"values": ids}}}
+        )
+        return {
+            hit["_id"]: hit["_source"][field_name]
+            for hit in found["hits"]["hits"]
+            if field_name in hit.get("_source", {})
+        }
+
+    def _search(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self.call(lambda: self.client.search(index=self.index, body=body))
+
+    def call(self, request: Callable[[], _T]) -> _T:
+        """Run one cluster request against this index; its failures as this package's typed
+        errors (no index: :class:`MappingError`; no answer: :class:`ClusterUnavailableError`;
+        refused: :class:`QueryError`)."""
+        try:
+            return request()
+        except NotFoundError as exc:
+            raise MappingError(f"no index {self.index}: {transport_reason(exc)}") from exc
+        except OSConnectionError as exc:
+            raise ClusterUnavailableError(f"OpenSearch does not answer: {exc}") from exc
+        except TransportError as exc:
+            raise QueryError(f"OpenSearch refused the search: {transport_reason(exc)}") from exc
+
+    def _msearch(self, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        lines: list[dict[str, Any]] = []
+        for body in bodies:
+            lines.extend(({}, body))
+        found = self.call(lambda: self.client.msearch(index=self.index, body=lines))
+        responses = found["responses"]
+        for response in responses:
+            error = response.get("error")
+            if error:
+                root = (error.get("root_cause") or [error])[0] if isinstance(error, dict) else {}
+                reason = root.get("reason") if isinstance(root, dict) else None
+                if response.get("status") == 404:
+                    raise MappingError(f"no index {self.index}: {reason or error}")
+                raise QueryError(f"OpenSearch refused the search: {reason or error}")
+        return responses

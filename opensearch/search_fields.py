@@ -1,0 +1,79 @@
+"""Which fields of an index the query builders and the :class:`~opensearch.searcher.Searcher` use.
+
+The six search modes are the same for every index; only the field names differ. The equation
+index (the default, :data:`EQUATION_FIELDS`) matches the query's math tokens against
+``math_tokens`` and its words against ``context``; the figures index (:data:`FIGURE_FIELDS`)
+matches the query's tokens against ``caption`` and ``mentions`` and has no separate context
+field (words go to the text fields too).
+
+Example::
+
+    searcher = Searcher(client, "mathsearch-figures", encoder=figure_queries,
+                        fields=FIGURE_FIELDS)
+    body = bm25_query(["gauge", "field"], fields=FIGURE_FIELDS)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from opensearch.errors import QueryError
+
+#: Fields a filter may name (keyword / numeric / date fields of the equation index).
+FILTER_FIELDS = ("doc_id", "eq_id", "section", "symbols", "keywords", "model_versions", "source")
+RANGE_FIELDS = ("position", "indexed_at")
+#: What a hit of the equation index needs from its stored source.
+EQUATION_SOURCE = ("eq_id", "doc_id", "latex", "position", "section", "math_tokens")
+
+
+@dataclass(frozen=True)
+class SearchFields:
+    """The field names one index answers queries with.
+
+    Attributes:
+        text: text fields BM25 matches the query's tokens against (one ``match`` each).
+        context: the text field the query's words are matched against; ``None``: the words
+            go to the ``text`` fields as well.
+        vectors: the vector fields searched when a request names none (empty: the index's
+            default from its ``_meta``, as for the equation index).
+        id_field: the stored id of a hit (else the document ``_id``).
+        display: the stored field shown as the hit's text (``Hit.latex``).
+        tokens: the stored token string that matched tokens and highlights come from.
+        source: the stored fields a hit fetches.
+        filter_fields / range_fields: the fields a filter may name.
+    """
+
+    text: tuple[str, ...] = ("math_tokens",)
+    context: str | None = "context"
+    vectors: tuple[str, ...] = ()
+    id_field: str = "eq_id"
+    display: str = "latex"
+    tokens: str = "math_tokens"
+    source: tuple[str, ...] = EQUATION_SOURCE
+    filter_fields: tuple[str, ...] = FILTER_FIELDS
+    range_fields: tuple[str, ...] = RANGE_FIELDS
+
+    def __post_init__(self) -> None:
+        if not self.text:
+            raise QueryError("SearchFields needs at least one text field")
+        for name in self.vectors:
+            if not name.startswith("vec_"):
+                raise QueryError(f"vector field {name!r} must look like vec_<encoder>_<version>")
+
+
+#: The equation index (``<prefix>-equations``).
+EQUATION_FIELDS = SearchFields()
+
+#: The figures index (:mod:`opensearch.figure_index`): captions and mentions, one figure vector
+#: field, figures identified by ``fig_id``.
+FIGURE_FIELDS = SearchFields(
+    text=("caption", "mentions"),
+    context=None,
+    vectors=("vec_figure_v1",),
+    id_field="fig_id",
+    display="caption",
+    tokens="caption",
+    source=("fig_id", "doc_id", "position", "label", "caption", "mentions"),
+    filter_fields=("doc_id", "fig_id", "label", "has_image", "model_versions", "source"),
+    range_fields=("position", "indexed_at"),
+)

@@ -1,0 +1,68 @@
+"""The ECML 2019 bitmap CNN: the seed's parameter counts, shapes, normalisation, batch norm."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from encoders.bitmap_cnn import (
+    PARAMETERS,
+    BitmapCNN,
+    BitmapCNNConfig,
+    BitmapConfigError,
+    grey_to_ink,
+    l2_normalise,
+)
+
+
+def test_parameter_counts_are_the_seeds() -> None:
+    assert BitmapCNN(BitmapCNNConfig(net="small")).num_parameters() == 45_504
+    assert BitmapCNN(BitmapCNNConfig(net="large")).num_parameters() == 255_040
+    assert PARAMETERS == {"small": 45_504, "large": 255_040}
+
+
+@pytest.mark.parametrize("net", ["small", "large"])
+def test_output_is_64_d_unit_length(net: str) -> None:
+    torch.manual_seed(0)
+    model = BitmapCNN(BitmapCNNConfig(net=net)).eval()
+    x = torch.full((3, 1, 32, 333), 255.0)
+    x[0, 0, 10:20, 100:150] = 0.0
+    x[1, 0, 5:25, 200:210] = 0.0
+    x[2, 0, 12:14, 20:300] = 30.0
+    out = model(x)
+    assert out.shape == (3, 64)
+    assert torch.allclose(out.norm(dim=1), torch.ones(3), atol=1e-4)
+    assert not torch.allclose(out[0], out[1])  # the ink matters
+
+
+def test_input_must_be_single_channel_crops() -> None:
+    with pytest.raises(BitmapConfigError):
+        BitmapCNN()(torch.zeros(2, 32, 333))
+    with pytest.raises(BitmapConfigError):
+        BitmapCNNConfig(net="medium")
+    with pytest.raises(BitmapConfigError):
+        BitmapCNN(BitmapCNNConfig(height=8, width=8))
+
+
+def test_grey_to_ink_and_normalisation() -> None:
+    assert grey_to_ink(torch.tensor([255.0, 0.0])).tolist() == [0.0, 1.0]
+    v = l2_normalise(torch.tensor([[3.0, 4.0]]), eps=1e-5)
+    assert torch.allclose(v, torch.tensor([[0.6, 0.8]]), atol=1e-5)
+
+
+def test_large_batch_norm_freezes() -> None:
+    torch.manual_seed(0)
+    model = BitmapCNN(BitmapCNNConfig(net="large")).train()
+    x = torch.rand(4, 1, 32, 333) * 255
+    model(x)
+    assert model.batch_norm is not None
+    before = model.batch_norm.running_mean.clone()
+    model.freeze_batch_norm()
+    model.train()  # later epochs: the rest trains, the batch norm stays frozen
+    assert not model.batch_norm.training
+    model(x)
+    assert torch.equal(before, model.batch_norm.running_mean)
+    model.eval()
+    a = model(x[:1])
+    b = model(x)[:1]
+    assert torch.allclose(a, b, atol=1e-5)  # eval: no batch statistics

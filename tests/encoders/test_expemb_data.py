@@ -1,0 +1,76 @@
+"""ExpEmb data: vocabulary (hash shared with the runtime), E-Gen clusters, pairs, batches."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from encoders.expemb import EOE, PAD, SOE, UNK
+from encoders.expemb_data import (
+    SPECIALS,
+    TokenVocabulary,
+    VocabularyError,
+    autoencoder_pairs,
+    cluster_pairs,
+    make_batch,
+    read_egen,
+    semvec_pairs,
+    split_clusters,
+)
+from export.seq2seq_runtime import load_vocab_tokens, vocab_hash
+from indexer.semvec_prefix import read_semvec_prefix
+
+RESOURCES = Path(__file__).resolve().parents[1] / "resources"
+EGEN = RESOURCES / "encoders" / "egen-clusters.txt"
+SEMVEC = RESOURCES / "indexer" / "semvec" / "oneVarPoly10-validationset.json.gz"
+
+
+def test_read_egen_clusters() -> None:
+    clusters = read_egen([EGEN])
+    assert len(clusters) >= 25  # one-member clusters are no pairs and are dropped
+    assert all(len(c) >= 2 for c in clusters)
+    assert ("+", "x", "pow", "csc", "+", "-70", "*", "6", "pi", "-1") in clusters[0]
+    assert len(read_egen([EGEN], limit=3)) == 3
+    assert all(len(s) <= 8 for c in read_egen([EGEN], max_len=8) for s in c)
+
+
+def test_split_is_stable_and_disjoint() -> None:
+    clusters = read_egen([EGEN])
+    train, held = split_clusters(clusters, 0.3)
+    assert len(train) + len(held) == len(clusters) and held and train
+    assert split_clusters(list(reversed(clusters)), 0.3)[1] == list(reversed(held))
+
+
+def test_pairs() -> None:
+    clusters = read_egen([EGEN])
+    pairs = cluster_pairs(clusters, random.Random(0), per_cluster=6)
+    members = {s: n for n, c in enumerate(clusters) for s in c}
+    assert all(a != b and members[a] == members[b] for a, b in pairs)
+    assert all(a == b for a, b in autoencoder_pairs(s for c in clusters for s in c))
+    classes = read_semvec_prefix(SEMVEC)
+    kept = semvec_pairs(classes, random.Random(0), exclude={classes[0].canonical})
+    assert kept and not any(a in classes[0].members for a, _ in kept)
+
+
+def test_vocabulary_round_trip_and_hash(tmp_path: Path) -> None:
+    sequences = [s for c in read_egen([EGEN]) for s in c]
+    vocab = TokenVocabulary.build(sequences, min_count=2)
+    assert tuple(vocab.tokens[:4]) == SPECIALS and "x" in vocab.index
+    assert vocab.encode(["x", "never-seen"])[1] == UNK
+    saved = vocab.save(tmp_path / "vocab.json")
+    assert TokenVocabulary.load(saved).tokens == vocab.tokens
+    assert vocab_hash(load_vocab_tokens(saved)) == vocab.hash  # the runtime's hash is the same
+    (tmp_path / "bad.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(VocabularyError):
+        TokenVocabulary.load(tmp_path / "bad.json")
+
+
+def test_batch_is_teacher_forcing() -> None:
+    vocab = TokenVocabulary([*SPECIALS, "+", "x", "1", "pow", "2"])
+    batch = make_batch([(("+", "x", "1"), ("+", "1", "x")), (("x",), ("pow", "x", "2"))], vocab)
+    assert batch.src.tolist() == [[4, 5, 6], [5, PAD, PAD]]
+    assert batch.lengths.tolist() == [3, 1]
+    assert batch.tgt_in.tolist() == [[SOE, 4, 6, 5], [SOE, 7, 5, 8]]
+    assert batch.tgt_out.tolist() == [[4, 6, 5, EOE], [7, 5, 8, EOE]]

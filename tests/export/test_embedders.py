@@ -1,0 +1,104 @@
+"""The family-neutral embedder interface over the shipped graph CNN, and the CLI plug-in hooks."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from export.embedders import (
+    FAMILIES,
+    Embedder,
+    EmbedRefusal,
+    GcnEmbedder,
+    default_model_path,
+    load_embedder,
+    parse_encoders,
+)
+from export.errors import ModelCardError
+from export.model_card import card_path, load_card
+from export.runtime import Encoder
+from indexer.parse import Featuriser, ParsedEquation
+
+LATEX = [r"\frac{a}{b}+c", r"E = m c^2", r"\int_0^1 x^2 \, dx"]
+
+
+@pytest.fixture(scope="module")
+def gcn() -> GcnEmbedder:
+    embedder = load_embedder("gcn", device="cpu")
+    assert isinstance(embedder, GcnEmbedder)
+    return embedder
+
+
+def _items() -> list[dict]:
+    featuriser = Featuriser()
+    parsed = [featuriser.parse_latex(latex) for latex in LATEX]
+    assert all(isinstance(p, ParsedEquation) for p in parsed)
+    return [p.to_dict() for p in parsed]
+
+
+def test_gcn_embedder_matches_the_encoder_and_keeps_the_interface(gcn: GcnEmbedder) -> None:
+    items = _items()
+    out = gcn.embed(items)
+    direct = Encoder(default_model_path("gcn"), device="cpu").encode(
+        [Featuriser().parse_latex(latex).graph for latex in LATEX]
+    )
+    assert isinstance(gcn, Embedder)
+    assert (gcn.family, gcn.vector_field, gcn.dim) == ("gcn", "vec_gcn_v1", 64)
+    assert np.allclose(np.stack(out), direct, atol=1e-6)
+
+
+def test_a_bad_item_is_refused_alone(gcn: GcnEmbedder) -> None:
+    items = _items()
+    broken = {**items[1], "graph": {"nodes": "not a graph"}}
+    out = gcn.embed([items[0], {"latex": "x"}, broken, items[2]])
+    assert isinstance(out[0], np.ndarray) and isinstance(out[3], np.ndarray)
+    assert isinstance(out[1], EmbedRefusal) and out[1].reason == "invalid-graph"
+    assert "graph" in out[1].detail
+    assert isinstance(out[2], EmbedRefusal)
+    assert np.allclose(out[3], gcn.embed([items[2]])[0], atol=1e-6)
+
+
+def test_parse_encoders_keeps_order_and_refuses_unknown_names() -> None:
+    assert parse_encoders("gcn, bitmap,gcn") == ["gcn", "bitmap"]
+    assert parse_encoders(["m/x.onnx", "seq2seq"]) == ["m/x.onnx", "seq2seq"]
+    with pytest.raises(ModelCardError, match="unknown encoder 'resnet'"):
+        parse_encoders("gcn,resnet")
+    with pytest.raises(ModelCardError, match="no encoder"):
+        parse_encoders(" , ")
+
+
+def test_default_model_paths_follow_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert set(FAMILIES) == {"gcn", "bitmap", "seq2seq", "figure"}
+    assert default_model_path("bitmap").name == "bitmap-v1.onnx"
+    monkeypatch.setenv("MATHSEARCH_MODEL_SEQ2SEQ", "/models/s.onnx")
+    monkeypatch.setenv("MATHSEARCH_MODEL", "/models/g.onnx")
+    assert default_model_path("seq2seq") == Path("/models/s.onnx")
+    assert default_model_path("gcn") == Path("/models/g.onnx")
+    with pytest.raises(ModelCardError, match="unknown encoder family"):
+        default_model_path("resnet")
+
+
+def test_load_embedder_refuses_missing_models_and_unknown_families(tmp_path: Path) -> None:
+    with pytest.raises(ModelCardError, match="does not exist"):
+        load_embedder(tmp_path / "none.onnx")
+    model = tmp_path / "odd-v1.onnx"
+    shutil.copy(default_model_path("gcn"), model)
+    card = load_card(default_model_path("gcn"))
+    card.family = "resnet"
+    card_path(model).write_text(json.dumps(card.to_dict()), encoding="utf-8")
+    with pytest.raises(ModelCardError, match="family 'resnet' has no runtime"):
+        load_embedder(model)
+
+
+def test_checkpoint_family_reads_the_family_entry(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    from encoders.family_cli import checkpoint_family
+
+    torch.save({"family": "bitmap", "model": {}}, tmp_path / "b.pt")
+    torch.save({"model": {}}, tmp_path / "g.pt")
+    assert checkpoint_family(tmp_path / "b.pt") == "bitmap"
+    assert checkpoint_family(tmp_path / "g.pt") == "gcn"

@@ -1,0 +1,103 @@
+"""Figure search: the real figures index, the six hybrid modes, the CLI (figure-embeddings seed)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from opensearchpy import OpenSearch
+
+from export.embedders import load_embedder
+from indexer.cli import main
+from indexer.figures import FigureRecord, extract_figures
+from opensearch.errors import QueryError
+from opensearch.figure_index import index_figures
+from opensearch.figure_search import FigureQueryEncoder
+from opensearch.queries import Mode
+from opensearch.search_fields import FIGURE_FIELDS
+from opensearch.search_request import SearchRequest
+from opensearch.searcher import Searcher
+from opensearch.settings import OpenSearchSettings
+
+FIGURES = Path(__file__).resolve().parents[1] / "resources" / "indexer" / "figures"
+
+
+@pytest.fixture(scope="module")
+def figures_index(client: OpenSearch, settings: OpenSearchSettings) -> Iterator[str]:
+    name = f"{settings.index_prefix}-test-figsearch-{uuid.uuid4().hex[:8]}"
+    records = [r for r in extract_figures([FIGURES]) if isinstance(r, FigureRecord)]
+    report = index_figures(client, name, records, load_embedder("figure", device="cpu"))
+    assert report.written == len(records) > 5
+    yield name
+    client.indices.delete(index=name, ignore_unavailable=True)
+
+
+def _records() -> list[FigureRecord]:
+    return [r for r in extract_figures([FIGURES]) if isinstance(r, FigureRecord)]
+
+
+_CASES = [(m, "client") for m in Mode] + [(Mode.FUSION, "server"), (Mode.RRF, "server")]
+
+
+@pytest.mark.parametrize(("mode", "side"), _CASES)
+def test_every_mode_answers_with_figures(
+    client: OpenSearch, figures_index: str, mode: Mode, side: str
+) -> None:
+    searcher = Searcher(client, figures_index, encoder=FigureQueryEncoder(), fields=FIGURE_FIELDS)
+    target = max(_records(), key=lambda r: len(r.caption.split()))
+    response = searcher.search(
+        SearchRequest(target.caption, mode=mode, k=5, fusion_side=side, explain=True)
+    )
+    ids = [hit.eq_id for hit in response.hits]
+    assert ids and all("#fig" in i for i in ids)
+    assert len(ids) == len(set(ids))
+    if mode != Mode.KNN:  # a caption as the query: BM25 (alone or fused) puts its figure first
+        assert ids[0] == target.fig_id, (mode, ids)
+    if mode in (Mode.KNN, Mode.RESCORE, Mode.FUSION):
+        assert response.hits[0].explanation is not None
+
+
+def test_knn_of_a_figure_caption_ranks_by_the_figure_vector(
+    client: OpenSearch, figures_index: str
+) -> None:
+    embedder = load_embedder("figure", device="cpu")
+    records = _records()
+    query = records[0].caption
+    vectors = embedder.embed([{"caption": query, "mentions": [], "image": None}])
+    mine = vectors[0]
+    searcher = Searcher(client, figures_index, encoder=FigureQueryEncoder(), fields=FIGURE_FIELDS)
+    hits = searcher.search(SearchRequest(query, mode=Mode.KNN, k=len(records))).hits
+    stored = embedder.embed([r.to_item() for r in records])
+    by_id = {r.fig_id: float(mine @ v) for r, v in zip(records, stored, strict=True)}
+    expected = sorted(by_id, key=by_id.get, reverse=True)[:3]
+    assert [h.eq_id for h in hits[:3]] == expected
+
+
+def test_a_query_without_words_is_refused() -> None:
+    with pytest.raises(QueryError, match="no words"):
+        FigureQueryEncoder().features("  ,; ")
+
+
+def test_the_cli_indexes_idempotently_and_searches(
+    settings: OpenSearchSettings, client: OpenSearch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = f"{settings.index_prefix}-test-figcli-{uuid.uuid4().hex[:8]}"
+    try:
+        assert main(["figures", "index", str(FIGURES), "--index", name, "--json"]) == 0
+        first = json.loads(capsys.readouterr().out)
+        assert first["written"] == first["figures"] > 5 and first["embedded"] == first["figures"]
+        assert main(["figures", "index", str(FIGURES), "--index", name, "--json"]) == 0
+        again = json.loads(capsys.readouterr().out)
+        assert again["unchanged"] == first["figures"]
+        target = max(_records(), key=lambda r: len(r.caption.split()))
+        args = ["figures", "search", target.caption, "--index", name, "--mode", "rrf", "--json"]
+        assert main(args) == 0
+        hits = json.loads(capsys.readouterr().out)["hits"]
+        assert hits[0]["eq_id"] == target.fig_id
+        assert main(["figures", "search", "x", "--index", f"{name}-none"]) == 1
+        assert "figures index" in capsys.readouterr().err
+    finally:
+        client.indices.delete(index=name, ignore_unavailable=True)
