@@ -48,6 +48,16 @@ _LAZY = {
     "train_figure_encoder": "encoders.figure_training",
     "load_figure_checkpoint": "encoders.figure_training",
     "pair_mse_loss": "encoders.figure_training",
+    "BitmapCNN": "encoders.bitmap_cnn",
+    "BitmapCNNConfig": "encoders.bitmap_cnn",
+    "BitmapCorpus": "encoders.bitmap_data",
+    "BitmapTrainConfig": "encoders.bitmap_training",
+    "train_bitmap": "encoders.bitmap_training",
+    "load_bitmap_model": "encoders.bitmap_training",
+    "labelled_metrics": "encoders.bitmap_eval",
+    "holdout_metrics": "encoders.bitmap_eval",
+    "SiameseLoss": "encoders.losses.siamese_loss",
+    "siamese_loss_fn": "encoders.losses.siamese_loss",
 }
 
 

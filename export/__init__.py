@@ -41,6 +41,8 @@ _LAZY = {
     "export_seq2seq": "export.seq2seq_onnx",
     "FigureEmbedder": "export.figure_runtime",
     "export_figure_checkpoint": "export.figure_onnx",
+    "BitmapEmbedder": "export.bitmap_runtime",
+    "export_bitmap_checkpoint": "export.bitmap_onnx",
 }
 
 
