@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from export.bitmap_runtime import settings_hash
-from indexer.bitmap import BitmapSettings, RenderError, centre_crop, render_bitmap
+from encoders.corpus_store import source_stats
+from indexer.bitmap import BitmapSettings, RenderError, centre_crop, render_bitmap, settings_hash
 from indexer.records import EquationRecord, Failure
 
 logger = logging.getLogger(__name__)
@@ -324,15 +324,7 @@ def cache_key(
 ) -> str:
     """SHA-256 over the cache format, render settings, format, limit and sources (path, size,
     mtime), so an edited source or other settings render again."""
-    sources: list[list[Any]] = []
-    for source in paths:
-        entry: list[Any] = [os.path.abspath(source)]
-        try:
-            stat = os.stat(source)
-            entry += [stat.st_size, stat.st_mtime_ns]
-        except OSError:
-            entry.append(None)
-        sources.append(entry)
+    sources = source_stats(paths)
     material = {
         "format": CACHE_FORMAT,
         "settings": asdict(settings),

@@ -24,8 +24,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from encoders.cli_train import _positive_int  # one argparse type for both commands
-from indexer.cli_io import emit, fail
+from indexer.cli_io import emit, fail, positive_int
 from indexer.errors import IndexerError
 from indexer.extract import FORMATS
 from opensearch.cli_retrieval_eval import INDEX_EXAMPLES, add_index_options, run_index_form
@@ -58,7 +57,7 @@ def _common(parser: argparse.ArgumentParser, checkpoint_required: bool) -> None:
 
 def _corpus_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=FORMATS, help="source format (default: from the name)")
-    parser.add_argument("--limit", type=_positive_int, help="use at most N equations")
+    parser.add_argument("--limit", type=positive_int, help="use at most N equations")
     parser.add_argument(
         "--cache-dir", help="featurised-corpus cache (default: the checkpoint run's cache/)"
     )
@@ -106,7 +105,7 @@ def add_eval(commands: Any) -> None:
     ranking.add_argument(
         "--split-seed", type=int, help="seed of the paper split (default: the training seed)"
     )
-    ranking.add_argument("--triplets", type=_positive_int, default=2000, help="default 2000")
+    ranking.add_argument("--triplets", type=positive_int, default=2000, help="default 2000")
     ranking.add_argument("--seed", type=int, help="triplet seed (default: the training seed)")
     ranking.add_argument(
         "--onnx",
@@ -159,7 +158,7 @@ def add_eval(commands: Any) -> None:
         "--corpus", nargs="+", metavar="SRC", help="sources of the corpus (in-memory form)"
     )
     _corpus_options(retrieval)
-    retrieval.add_argument("--k", type=_positive_int, default=10, help="P@k cut-off (10)")
+    retrieval.add_argument("--k", type=positive_int, default=10, help="P@k cut-off (10)")
     _common(retrieval, checkpoint_required=False)
     add_index_options(retrieval)
     from encoders.family_cli import register_evals

@@ -20,7 +20,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from indexer.cli_io import emit
+from indexer.cli_io import emit, positive_int, unit_fraction
 from indexer.errors import IndexerError
 from indexer.extract import FORMATS
 
@@ -29,20 +29,6 @@ logger = logging.getLogger(__name__)
 __all__ = ["add_train", "run_train"]
 
 _LOSSES = ("histogram", "triplet", "ecml")  # encoders.train_config.LOSSES, without torch
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, not {value}")
-    return value
-
-
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1), not {value}")
-    return value
 
 
 def add_train(commands: Any) -> None:
@@ -77,32 +63,32 @@ def add_train(commands: Any) -> None:
     gcn.add_argument("sources", nargs="+", metavar="SRC", help="files or folders to train on")
     gcn.add_argument("--format", choices=FORMATS, help="source format (default: from the name)")
     gcn.add_argument("--out", required=True, help="output folder (checkpoints, train.json)")
-    gcn.add_argument("--epochs", type=_positive_int, default=20, help="default 20")
+    gcn.add_argument("--epochs", type=positive_int, default=20, help="default 20")
     gcn.add_argument(
         "--steps-per-epoch",
-        type=_positive_int,
+        type=positive_int,
         help="default: training equations / batch size (or --triplet-pool / batch size)",
     )
-    gcn.add_argument("--batch-size", type=_positive_int, default=128, help="triplets per step")
+    gcn.add_argument("--batch-size", type=positive_int, default=128, help="triplets per step")
     gcn.add_argument("--lr", type=float, default=1e-4, help="initial learning rate (1e-4)")
     gcn.add_argument("--loss", choices=_LOSSES, default="histogram", help="default histogram")
     gcn.add_argument("--no-masking", action="store_true", help="no masking task")
     gcn.add_argument("--no-augmentation", action="store_true", help="no identifier permutation")
     gcn.add_argument(
-        "--triplet-pool", type=_positive_int, help="sample this many triplets once (seed style)"
+        "--triplet-pool", type=positive_int, help="sample this many triplets once (seed style)"
     )
     gcn.add_argument("--resume", metavar="CKPT", help="continue from this checkpoint")
     gcn.add_argument("--seed", type=int, default=0, help="seed of everything random (0)")
-    gcn.add_argument("--limit", type=_positive_int, help="use at most N equations")
+    gcn.add_argument("--limit", type=positive_int, help="use at most N equations")
     gcn.add_argument(
         "--test-fraction",
-        type=_fraction,
+        type=unit_fraction,
         default=0.2,
         help="papers held out for the ranking score (0.2; 0 = none)",
     )
-    gcn.add_argument("--eval-every", type=_positive_int, help="steps (default: every epoch)")
-    gcn.add_argument("--eval-triplets", type=_positive_int, default=10_000)
-    gcn.add_argument("--checkpoint-every", type=_positive_int, default=1000, help="steps (1000)")
+    gcn.add_argument("--eval-every", type=positive_int, help="steps (default: every epoch)")
+    gcn.add_argument("--eval-triplets", type=positive_int, default=10_000)
+    gcn.add_argument("--checkpoint-every", type=positive_int, default=1000, help="steps (1000)")
     gcn.add_argument("--device", default="auto", help="auto (cuda if available), cpu, cuda:0")
     gcn.add_argument("--vocabulary", help="vocabulary JSON (default: the shipped one)")
     gcn.add_argument("--cache-dir", help="featurised-corpus cache (default OUT/cache)")

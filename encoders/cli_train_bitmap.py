@@ -15,7 +15,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from indexer.cli_io import RAW_HELP, emit, fail
+from indexer.cli_io import RAW_HELP, emit, fail, positive_int, unit_fraction
 from indexer.errors import IndexerError
 from indexer.extract import FORMATS
 
@@ -24,20 +24,6 @@ logger = logging.getLogger(__name__)
 __all__ = ["register", "run"]
 
 _TASKS = ("symbols", "keywords", "context")  # encoders.bitmap_training.TASKS, without torch
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, not {value}")
-    return value
-
-
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1), not {value}")
-    return value
 
 
 def register(kinds: Any) -> None:
@@ -69,11 +55,13 @@ def register(kinds: Any) -> None:
     parser.add_argument("--loss", choices=("triplet", "siamese"), default="triplet",
                         help="context task loss (default triplet)")  # fmt: skip
     parser.add_argument("--net", choices=("small", "large"), default="small", help="default small")
-    parser.add_argument("--epochs", type=_positive, default=30, help="default 30 (the seed)")
-    parser.add_argument("--steps-per-epoch", type=_positive, help="default: anchors / batch size")
-    parser.add_argument("--batch-size", type=_positive, default=100, help="default 100")
+    parser.add_argument("--epochs", type=positive_int, default=30, help="default 30 (the seed)")
+    parser.add_argument(
+        "--steps-per-epoch", type=positive_int, help="default: anchors / batch size"
+    )
+    parser.add_argument("--batch-size", type=positive_int, default=100, help="default 100")
     parser.add_argument("--lr", type=float, default=2.5e-4, help="initial learning rate")
-    parser.add_argument("--lr-step", type=_positive, default=10, help="epochs per x0.1 (10)")
+    parser.add_argument("--lr-step", type=positive_int, default=10, help="epochs per x0.1 (10)")
     parser.add_argument(
         "--freeze-bn-epoch",
         type=int,
@@ -81,14 +69,14 @@ def register(kinds: Any) -> None:
         help="large net: batch norm frozen after this epoch (1; 0 = never)",
     )
     parser.add_argument("--pretrained", metavar="CKPT", help="start from this run's encoder")
-    parser.add_argument("--min-label-count", type=_positive, default=2, help="default 2")
-    parser.add_argument("--limit", type=_positive, help="use at most N equations")
-    parser.add_argument("--test-fraction", type=_fraction, default=0.2,
+    parser.add_argument("--min-label-count", type=positive_int, default=2, help="default 2")
+    parser.add_argument("--limit", type=positive_int, help="use at most N equations")
+    parser.add_argument("--test-fraction", type=unit_fraction, default=0.2,
                         help="papers held out for the metrics (0.2; 0 = none)")  # fmt: skip
-    parser.add_argument("--eval-triplets", type=_positive, default=2000, help="default 2000")
+    parser.add_argument("--eval-triplets", type=positive_int, default=2000, help="default 2000")
     parser.add_argument("--seed", type=int, default=0, help="seed of everything random (0)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
-    parser.add_argument("--workers", type=_positive, default=1, help="render processes (1)")
+    parser.add_argument("--workers", type=positive_int, default=1, help="render processes (1)")
     parser.add_argument("--cache-dir", help="rendered-crop cache (default OUT/cache)")
     parser.add_argument("--no-cache", action="store_true", help="always render again")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")

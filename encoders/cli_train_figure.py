@@ -16,18 +16,11 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from indexer.cli_io import RAW_HELP, emit, fail
+from indexer.cli_io import RAW_HELP, emit, fail, positive_int
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["register", "run"]
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, not {value}")
-    return value
 
 
 def register(kinds: Any) -> None:
@@ -51,20 +44,20 @@ def register(kinds: Any) -> None:
     )
     parser.add_argument("sources", nargs="+", metavar="SRC_DIR", help=".tex files or folders")
     parser.add_argument("--out", required=True, help="output folder")
-    parser.add_argument("--epochs", type=_positive, default=3, help="per stage (seed: 3)")
-    parser.add_argument("--batch-size", type=_positive, default=64, help="seed: 64")
+    parser.add_argument("--epochs", type=positive_int, default=3, help="per stage (seed: 3)")
+    parser.add_argument("--batch-size", type=positive_int, default=64, help="seed: 64")
     parser.add_argument("--lr", type=float, default=0.01, help="Adam learning rate (seed: 0.01)")
     parser.add_argument("--loss", choices=("mse", "ce"), default="mse", help="pair loss (mse)")
-    parser.add_argument("--max-pairs", type=_positive, default=20_000, help="training pairs")
-    parser.add_argument("--vocab-size", type=_positive, default=1000, help="seed: 1000")
-    parser.add_argument("--max-words", type=_positive, default=100, help="seed: 100")
-    parser.add_argument("--image-size", type=_positive, default=64, help="square side (64)")
+    parser.add_argument("--max-pairs", type=positive_int, default=20_000, help="training pairs")
+    parser.add_argument("--vocab-size", type=positive_int, default=1000, help="seed: 1000")
+    parser.add_argument("--max-words", type=positive_int, default=100, help="seed: 100")
+    parser.add_argument("--image-size", type=positive_int, default=64, help="square side (64)")
     parser.add_argument("--rgb", action="store_true", help="3 channels (default grey)")
     parser.add_argument("--min-words", type=int, default=5, help="drop shorter figures (5)")
     parser.add_argument("--val-fraction", type=float, default=0.1, help="articles (0.1)")
     parser.add_argument("--test-fraction", type=float, default=0.2, help="articles (0.2)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=_positive, default=2, help="torch threads (2)")
+    parser.add_argument("--threads", type=positive_int, default=2, help="torch threads (2)")
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 

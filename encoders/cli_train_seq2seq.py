@@ -14,7 +14,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from indexer.cli_io import RAW_HELP, emit, fail
+from indexer.cli_io import RAW_HELP, emit, fail, positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -27,13 +27,6 @@ SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 def default_egen() -> list[str]:
     """The E-Gen cluster files of ``../shared/data/egen`` (sorted; empty when absent)."""
     return sorted(glob.glob(str(SHARED_DATA / "egen" / "*.txt")))
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, not {value}")
-    return value
 
 
 def register(kinds: Any) -> None:
@@ -60,26 +53,26 @@ def register(kinds: Any) -> None:
     parser.add_argument("egen", nargs="*", metavar="EGEN", help="E-Gen files (default: shared)")
     parser.add_argument("--out", required=True, help="run folder (checkpoint.pt, vocab.json)")
     parser.add_argument("--mode", choices=("equivalent", "autoencoder"), default="equivalent")
-    parser.add_argument("--hidden", type=_positive_int, default=1024, help="H (1024)")
-    parser.add_argument("--layers", type=_positive_int, default=1, help="GRU layers (1)")
+    parser.add_argument("--hidden", type=positive_int, default=1024, help="H (1024)")
+    parser.add_argument("--layers", type=positive_int, default=1, help="GRU layers (1)")
     parser.add_argument("--lr", type=float, default=1e-4, help="AdamW learning rate (1e-4)")
-    parser.add_argument("--batch-size", type=_positive_int, default=64)
-    parser.add_argument("--max-len", type=_positive_int, default=512, help="tokens (512)")
-    parser.add_argument("--epochs", type=_positive_int, default=20)
-    parser.add_argument("--max-steps", type=_positive_int)
+    parser.add_argument("--batch-size", type=positive_int, default=64)
+    parser.add_argument("--max-len", type=positive_int, default=512, help="tokens (512)")
+    parser.add_argument("--epochs", type=positive_int, default=20)
+    parser.add_argument("--max-steps", type=positive_int)
     parser.add_argument("--time-budget", type=float, help="seconds of training, then stop")
-    parser.add_argument("--max-clusters", type=_positive_int, help="E-Gen clusters read")
+    parser.add_argument("--max-clusters", type=positive_int, help="E-Gen clusters read")
     parser.add_argument("--held-out", type=float, default=0.05, help="E-Gen clusters held out")
-    parser.add_argument("--per-cluster", type=_positive_int, default=20, help="pairs/cluster")
+    parser.add_argument("--per-cluster", type=positive_int, default=20, help="pairs/cluster")
     parser.add_argument("--generated", type=int, default=0, help="SymPy seed expressions (0)")
     parser.add_argument("--sympy-timeout", type=float, default=1.0, help="s per operation")
     parser.add_argument("--semvec", nargs="*", default=[], help="SemVec train sets")
     parser.add_argument("--semvec-exclude", nargs="*", default=[], help="classes kept unseen")
-    parser.add_argument("--semvec-per-class", type=_positive_int, default=20)
-    parser.add_argument("--min-count", type=_positive_int, default=2, help="vocabulary cut")
+    parser.add_argument("--semvec-per-class", type=positive_int, default=20)
+    parser.add_argument("--min-count", type=positive_int, default=2, help="vocabulary cut")
     parser.add_argument("--vocabulary", help="a vocab.json to reuse")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=_positive_int, default=1, help="torch threads (1)")
+    parser.add_argument("--threads", type=positive_int, default=1, help="torch threads (1)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 

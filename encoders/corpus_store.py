@@ -106,6 +106,21 @@ def read_corpus(path: str | os.PathLike[str], vocab_hash: str | None = None) -> 
     }
 
 
+def source_stats(paths: Sequence[str]) -> list[list[Any]]:
+    """``[absolute path, size, mtime_ns]`` of each source (``[path, None]`` when unreadable): the
+    part of a cache key that makes an edited source featurise again."""
+    sources: list[list[Any]] = []
+    for source in paths:
+        entry: list[Any] = [os.path.abspath(source)]
+        try:
+            stat = os.stat(source)
+            entry += [stat.st_size, stat.st_mtime_ns]
+        except OSError:
+            entry.append(None)
+        sources.append(entry)
+    return sources
+
+
 def cache_key(
     paths: Sequence[str],
     fmt: str | None,
@@ -118,15 +133,7 @@ def cache_key(
     Each source contributes its absolute path, size and modification time, so an edited file
     is parsed again.
     """
-    sources = []
-    for source in paths:
-        entry: list[Any] = [os.path.abspath(source)]
-        try:
-            stat = os.stat(source)
-            entry += [stat.st_size, stat.st_mtime_ns]
-        except OSError:
-            entry.append(None)
-        sources.append(entry)
+    sources = source_stats(paths)
     converter = featuriser.converter
     material = {
         "format": CORPUS_FORMAT,

@@ -20,11 +20,9 @@ Example::
 from __future__ import annotations
 
 import copy
-import io
 import json
 import logging
 import os
-import warnings
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,6 +36,7 @@ from encoders.bitmap_training import BitmapTrainingError, load_bitmap_model
 from export.bitmap_runtime import INPUT_NAME, OUTPUT_NAME, crops_to_input, settings_hash
 from export.errors import ExportError, ParityError
 from export.model_card import ModelCard, file_sha256
+from export.onnx_file import IR_VERSION, OPSET, software_versions, write_onnx
 from export.parity import DEFAULT_TOLERANCE, ParityReport
 from export.runtime import open_session
 
@@ -51,9 +50,6 @@ __all__ = [
     "export_bitmap_checkpoint",
 ]
 
-OPSET = 17
-IR_VERSION = 8
-
 
 def export_bitmap(
     model: BitmapCNN, path: str | os.PathLike[str], *, metadata: dict[str, str] | None = None
@@ -63,40 +59,18 @@ def export_bitmap(
     Raises:
         ExportError: the exporter or the ONNX checker failed.
     """
-    import onnx
-
-    path = Path(path)
     module = copy.deepcopy(model).cpu().eval()
     example = torch.full((2, 1, module.config.height, module.config.width), 255.0)
-    buffer = io.BytesIO()
-    try:
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(
-                module,
-                (example,),
-                buffer,
-                dynamo=False,
-                opset_version=OPSET,
-                input_names=[INPUT_NAME],
-                output_names=[OUTPUT_NAME],
-                dynamic_axes={INPUT_NAME: {0: "B"}, OUTPUT_NAME: {0: "B"}},
-                do_constant_folding=True,
-            )
-        proto = onnx.load_from_string(buffer.getvalue())
-        proto.ir_version = IR_VERSION
-        for key, value in (metadata or {}).items():
-            entry = proto.metadata_props.add()
-            entry.key, entry.value = key, str(value)
-        onnx.checker.check_model(proto)
-    except Exception as exc:  # the exporter raises many kinds
-        raise ExportError(f"ONNX export of the bitmap CNN failed: {exc}") from exc
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(proto.SerializeToString())
-    tmp.replace(path)
-    logger.info("exported the bitmap CNN to %s (%d bytes)", path, path.stat().st_size)
-    return path
+    return write_onnx(
+        module,
+        (example,),
+        path,
+        input_names=[INPUT_NAME],
+        output_name=OUTPUT_NAME,
+        dynamic_axes={INPUT_NAME: {0: "B"}, OUTPUT_NAME: {0: "B"}},
+        what="bitmap CNN",
+        metadata=metadata,
+    )
 
 
 def check_bitmap_parity(
@@ -142,17 +116,6 @@ def check_bitmap_parity(
             f"(worst: equation {worst_index} of {len(crops)})"
         )
     return report
-
-
-def _versions() -> dict[str, str]:
-    import onnx
-    import onnxruntime
-
-    return {
-        "torch": torch.__version__,
-        "onnx": onnx.__version__,
-        "onnxruntime": onnxruntime.__version__,
-    }
 
 
 def _training(checkpoint: Path, meta: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -247,7 +210,7 @@ def export_bitmap_checkpoint(
         metrics={**found, **(metrics or {})},
         parity={**parity.to_dict(), "data": parity_data},
         created=datetime.now(UTC).replace(microsecond=0).isoformat(),
-        software=_versions(),
+        software=software_versions(),
     )
     card.write(out)
     return card, parity

@@ -26,21 +26,22 @@ Example::
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from export.embedders import EmbedRefusal
-from export.errors import ModelCardError, ModelMismatchError
-from export.model_card import ModelCard, load_card
-from indexer.bitmap import BitmapSettings, RenderError, centre_crop, render_bitmap
+from export.embedders import EmbedRefusal, OnnxEmbedder
+from export.errors import ModelMismatchError
+from indexer.bitmap import (
+    BitmapSettings,
+    RenderError,
+    centre_crop,
+    render_bitmap,
+    settings_hash,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -48,21 +49,8 @@ __all__ = ["INPUT_NAME", "OUTPUT_NAME", "BitmapEmbedder", "crops_to_input", "set
 
 INPUT_NAME = "bitmap"
 OUTPUT_NAME = "embedding"
-#: BitmapSettings fields that do not change a rendered crop (only which equations are tried).
-_NOT_SHAPING = ("max_chars",)
 #: Crops per ONNX Runtime call.
 DEFAULT_BATCH = 256
-
-
-def settings_hash(settings: BitmapSettings | None = None) -> str:
-    """SHA-256 of the render settings that shape the network's input (the card's vocab_hash).
-
-    >>> len(settings_hash())
-    64
-    """
-    data = {k: v for k, v in asdict(settings or BitmapSettings()).items() if k not in _NOT_SHAPING}
-    text = json.dumps({"family": "bitmap", "settings": data}, sort_keys=True)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def crops_to_input(crops: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
@@ -73,7 +61,7 @@ def crops_to_input(crops: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
     return np.ascontiguousarray(array[:, None].astype(np.float32))
 
 
-class BitmapEmbedder:
+class BitmapEmbedder(OnnxEmbedder):
     """The exported bitmap CNN behind the Embedder interface (module docstring).
 
     Args:
@@ -88,6 +76,8 @@ class BitmapEmbedder:
         ModelMismatchError: the model was made for other render settings or input shape.
     """
 
+    FAMILY = "bitmap"
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -96,14 +86,7 @@ class BitmapEmbedder:
         threads: int | None = None,
         settings: Any = None,
     ) -> None:
-        from export.runtime import open_session
-
-        self.path = Path(path)
-        if not self.path.is_file():
-            raise ModelCardError(f"model {self.path} does not exist")
-        self.card: ModelCard = load_card(self.path)
-        if self.card.family != "bitmap":
-            raise ModelCardError(f"{self.path.name} is a {self.card.family!r} model, not bitmap")
+        self._load_card(path)
         self.render_settings = (
             settings if isinstance(settings, BitmapSettings) else BitmapSettings()
         )
@@ -113,7 +96,7 @@ class BitmapEmbedder:
                 f"model {self.path.name} was trained on bitmaps rendered with settings "
                 f"{self.card.vocab_hash[:12]}, the renderer uses {expected[:12]}"
             )
-        self.session = open_session(self.path, device=device or "auto", threads=threads or 0)
+        self._open_session(device, threads)
         inputs = self.session.get_inputs()
         shape = list(inputs[0].shape)[1:] if inputs else []
         size = [1, self.render_settings.crop_height, self.render_settings.crop_width]
@@ -123,25 +106,6 @@ class BitmapEmbedder:
             )
         self.output_name = self.session.get_outputs()[0].name
         self.batch_size = DEFAULT_BATCH
-
-    @property
-    def family(self) -> str:
-        return self.card.family
-
-    @property
-    def vector_field(self) -> str:
-        return self.card.vector_field
-
-    @property
-    def dim(self) -> int:
-        return int(self.card.embedding_dim)
-
-    @property
-    def providers(self) -> list[str]:
-        return list(self.session.get_providers())
-
-    def __repr__(self) -> str:
-        return f"BitmapEmbedder({self.path.name}, dim={self.dim}, providers={self.providers})"
 
     def crop(self, latex: Any) -> np.ndarray | EmbedRefusal:
         """The ``(32, 333)`` uint8 crop of one equation, or the refusal of the renderer."""

@@ -27,7 +27,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -43,7 +43,9 @@ __all__ = [
     "EmbedRefusal",
     "Embedder",
     "GcnEmbedder",
+    "OnnxEmbedder",
     "default_model_path",
+    "encoder_card",
     "load_embedder",
     "parse_encoders",
 ]
@@ -137,6 +139,24 @@ def parse_encoders(spec: str | Sequence[str]) -> list[str]:
     return out
 
 
+def encoder_card(name: str | os.PathLike[str], *, verify_sha256: bool = True) -> ModelCard:
+    """The card of encoder ``name`` (a family: its default model, or an ``.onnx`` path) without
+    loading a session - what a job's client side and query planning need.
+
+    Raises:
+        ModelCardError: an unknown name, no such model, or no readable card.
+    """
+    name = os.fspath(name)
+    if name not in FAMILY_RUNTIMES and not name.endswith(".onnx"):
+        raise ModelCardError(
+            f"unknown encoder {name!r}: use a family ({', '.join(FAMILIES)}) or a .onnx path"
+        )
+    path = default_model_path(name) if name in FAMILY_RUNTIMES else Path(name)
+    if not path.is_file():
+        raise ModelCardError(f"encoder {name!r}: model {path} does not exist")
+    return load_card(path, verify_sha256=verify_sha256)
+
+
 def load_embedder(
     model: str | os.PathLike[str],
     *,
@@ -164,7 +184,62 @@ def load_embedder(
     return runtime(path, device=device, threads=threads, settings=settings)
 
 
-class GcnEmbedder:
+class OnnxEmbedder:
+    """What every family's runtime shares: the model file and its card (of family
+    :attr:`FAMILY`), the ONNX Runtime session, and the card's properties.
+
+    A runtime calls :meth:`_load_card` first, checks its own inputs (vocabulary, settings), then
+    :meth:`_open_session`.
+    """
+
+    FAMILY: ClassVar[str] = ""
+    path: Path
+    card: ModelCard
+    session: Any
+
+    def _load_card(self, path: str | os.PathLike[str]) -> None:
+        """Read ``path``'s card.
+
+        Raises:
+            ModelCardError: no model file, no card, or a card of another family.
+        """
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise ModelCardError(f"model {self.path} does not exist")
+        self.card = load_card(self.path)
+        if self.FAMILY and self.card.family != self.FAMILY:
+            raise ModelCardError(
+                f"{self.path.name} is a {self.card.family!r} model, not {self.FAMILY}"
+            )
+
+    def _open_session(self, device: str | None, threads: int | None) -> None:
+        from export.runtime import open_session
+
+        self.session = open_session(self.path, device=device or "auto", threads=threads or 0)
+
+    @property
+    def family(self) -> str:
+        return self.card.family
+
+    @property
+    def vector_field(self) -> str:
+        return self.card.vector_field
+
+    @property
+    def dim(self) -> int:
+        return int(self.card.embedding_dim)
+
+    @property
+    def providers(self) -> list[str]:
+        return list(self.session.get_providers())
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({self.path.name}, dim={self.dim}, providers={self.providers})"
+        )
+
+
+class GcnEmbedder(OnnxEmbedder):
     """The graph CNN (:class:`export.runtime.Encoder`) behind the :class:`Embedder` interface:
     items carry ``graph`` (an :class:`~indexer.mathml_graph.EquationGraph` dict)."""
 
@@ -181,22 +256,7 @@ class GcnEmbedder:
         self.encoder = Encoder(path, device=device, threads=threads, settings=settings)
         self.path = self.encoder.path
         self.card = self.encoder.card
-
-    @property
-    def family(self) -> str:
-        return self.card.family
-
-    @property
-    def vector_field(self) -> str:
-        return self.card.vector_field
-
-    @property
-    def dim(self) -> int:
-        return self.encoder.dim
-
-    @property
-    def providers(self) -> list[str]:
-        return self.encoder.providers
+        self.session = self.encoder.session
 
     def embed(self, items: Sequence[Mapping[str, Any]]) -> list[np.ndarray | EmbedRefusal]:
         from indexer.mathml_graph import EquationGraph, MathMLError

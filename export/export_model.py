@@ -17,7 +17,6 @@ import logging
 import os
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from export.errors import ExportError
 from export.gcn_onnx import IR_VERSION, OPSET, OUTPUT_NAME, export_gcn
 from export.graph_batch import INPUT_NAMES
 from export.model_card import ModelCard, file_sha256
+from export.onnx_file import software_versions
 from export.parity import DEFAULT_TOLERANCE, ParityReport, check_parity
 from indexer.mathml_graph import EquationGraph
 from indexer.vocabulary import Vocabulary, default_vocabulary
@@ -68,16 +68,6 @@ def parity_sample(
         )
     picks = np.linspace(0, len(corpus) - 1, count).round().astype(int)
     return [corpus.graphs[i] for i in picks]
-
-
-def _versions() -> dict[str, str]:
-    versions = {}
-    for name in ("torch", "onnx", "onnxruntime-gpu", "onnxruntime", "mathsearch"):
-        try:
-            versions[name] = importlib_metadata.version(name)
-        except importlib_metadata.PackageNotFoundError:
-            continue
-    return versions
 
 
 def _training(checkpoint: Path, meta: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -179,7 +169,7 @@ def export_checkpoint(
         metrics={**found, **(metrics or {})},
         parity={**parity.to_dict(), "data": parity_data},
         created=datetime.now(UTC).replace(microsecond=0).isoformat(),
-        software=_versions(),
+        software=software_versions(),
     )
     card.write(out)
     return card, parity

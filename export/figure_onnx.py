@@ -14,11 +14,9 @@ Example::
 from __future__ import annotations
 
 import copy
-import io
 import json
 import logging
 import os
-import warnings
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,9 +29,8 @@ from encoders.figure_data import FigureCorpus
 from encoders.figure_encoder import FigureEncoder
 from encoders.figure_training import FigureTrainingError, load_figure_checkpoint, to_tensors
 from export.errors import ExportError, ParityError
-from export.export_model import _versions
-from export.gcn_onnx import IR_VERSION, OPSET
 from export.model_card import ModelCard, beside, file_sha256
+from export.onnx_file import IR_VERSION, OPSET, software_versions, write_onnx
 from export.parity import ParityReport
 from export.runtime import open_session
 from indexer.figure_features import FigureFeatures, featurise_figures
@@ -66,9 +63,6 @@ def export_figure(
     Raises:
         ExportError: the exporter or the ONNX checker failed.
     """
-    import onnx
-
-    path = Path(path)
     module = copy.deepcopy(model).cpu().eval()
     c = module.config
     example = (
@@ -84,34 +78,16 @@ def export_figure(
         "has_image": {0: "B"},
         OUTPUT_NAME: {0: "B"},
     }
-    buffer = io.BytesIO()
-    try:
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(
-                module,
-                example,
-                buffer,
-                dynamo=False,
-                opset_version=OPSET,
-                input_names=list(INPUT_NAMES),
-                output_names=[OUTPUT_NAME],
-                dynamic_axes=dynamic,
-                do_constant_folding=True,
-            )
-        proto = onnx.load_from_string(buffer.getvalue())
-        proto.ir_version = IR_VERSION
-        for key, value in (metadata or {}).items():
-            entry = proto.metadata_props.add()
-            entry.key, entry.value = key, str(value)
-        onnx.checker.check_model(proto)
-    except Exception as exc:  # the exporter raises many kinds
-        raise ExportError(f"ONNX export of the figure encoder failed: {exc}") from exc
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(proto.SerializeToString())
-    tmp.replace(path)
-    return path
+    return write_onnx(
+        module,
+        example,
+        path,
+        input_names=INPUT_NAMES,
+        output_name=OUTPUT_NAME,
+        dynamic_axes=dynamic,
+        what="figure encoder",
+        metadata=metadata,
+    )
 
 
 def check_figure_parity(
@@ -231,7 +207,7 @@ def export_figure_checkpoint(
         metrics=found,
         parity={**parity.to_dict(), "data": " ".join(Path(s).name for s in parity_sources)},
         created=datetime.now(UTC).replace(microsecond=0).isoformat(),
-        software=_versions(),
+        software=software_versions(),
     )
     card.write(out)
     return card, parity

@@ -17,15 +17,13 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from export.embedders import EmbedRefusal
+from export.embedders import EmbedRefusal, OnnxEmbedder
 from export.errors import ModelCardError, ModelMismatchError
-from export.model_card import ModelCard, beside, load_card
-from export.runtime import open_session
+from export.model_card import beside
 from indexer.figure_features import (
     FigureFeatureError,
     FigureVocabulary,
@@ -41,13 +39,15 @@ __all__ = ["FigureEmbedder"]
 _INPUTS = ("tokens", "lengths", "images", "has_image")
 
 
-class FigureEmbedder:
+class FigureEmbedder(OnnxEmbedder):
     """The figure encoder behind the :class:`~export.embedders.Embedder` interface.
 
     Raises (constructor):
         ModelCardError: no model, card or vocabulary; ModelMismatchError: the vocabulary's hash
         or the model's inputs differ from the card's.
     """
+
+    FAMILY = "figure"
 
     def __init__(
         self,
@@ -57,10 +57,7 @@ class FigureEmbedder:
         threads: int | None = None,
         settings: Any = None,
     ) -> None:
-        self.path = Path(path)
-        if not self.path.is_file():
-            raise ModelCardError(f"model {self.path} does not exist")
-        self.card: ModelCard = load_card(self.path)
+        self._load_card(path)
         vocab_file = beside(self.path, ".vocab.json")
         try:
             self.vocabulary = FigureVocabulary.load(vocab_file)
@@ -71,27 +68,11 @@ class FigureEmbedder:
                 f"{vocab_file.name} (hash {self.vocabulary.content_hash[:12]}) is not the "
                 f"vocabulary of {self.path.name} ({self.card.vocab_hash[:12]})"
             )
-        self.session = open_session(self.path, device=device or "auto", threads=threads or 0)
+        self._open_session(device, threads)
         names = tuple(i.name for i in self.session.get_inputs())
         if names != _INPUTS:
             raise ModelMismatchError(f"model inputs {names} are not the figure encoder's {_INPUTS}")
         self.settings = settings
-
-    @property
-    def family(self) -> str:
-        return self.card.family
-
-    @property
-    def vector_field(self) -> str:
-        return self.card.vector_field
-
-    @property
-    def dim(self) -> int:
-        return int(self.card.embedding_dim)
-
-    @property
-    def providers(self) -> list[str]:
-        return list(self.session.get_providers())
 
     def _prepare(
         self, item: Mapping[str, Any]

@@ -31,18 +31,16 @@ Example::
 from __future__ import annotations
 
 import copy
-import io
 import logging
 import os
-import warnings
 from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
 from encoders.gcn import GraphCNN
-from export.errors import ExportError
 from export.graph_batch import INPUT_NAMES
+from export.onnx_file import IR_VERSION, OPSET, write_onnx
 
 logger = logging.getLogger(__name__)
 
@@ -56,9 +54,6 @@ __all__ = [
     "segment_sum",
 ]
 
-OPSET = 17
-#: The IR version written; onnxruntime 1.31 accepts up to 11.
-IR_VERSION = 8
 OUTPUT_NAME = "embedding"
 _DYNAMIC = {
     "tag": {0: "N"},
@@ -206,38 +201,16 @@ def export_gcn(
     Raises:
         ExportError: the exporter or the ONNX checker failed.
     """
-    import onnx
-
-    path = Path(path)
     # a copy: the exporter restores the wrapper's (training) mode afterwards, which would switch
     # the caller's model to training mode and let its next forward move the running statistics
     module = GCNOnnxModule(copy.deepcopy(model).cpu()).eval()
-    buffer = io.BytesIO()
-    try:
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notices
-            torch.onnx.export(
-                module,
-                _example_inputs(),
-                buffer,
-                dynamo=False,
-                opset_version=OPSET,
-                input_names=list(INPUT_NAMES),
-                output_names=[OUTPUT_NAME],
-                dynamic_axes=_DYNAMIC,
-                do_constant_folding=True,
-            )
-        proto = onnx.load_from_string(buffer.getvalue())
-        proto.ir_version = IR_VERSION
-        for key, value in (metadata or {}).items():
-            entry = proto.metadata_props.add()
-            entry.key, entry.value = key, str(value)
-        onnx.checker.check_model(proto)
-    except Exception as exc:  # the exporter raises many kinds
-        raise ExportError(f"ONNX export of the graph CNN failed: {exc}") from exc
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(proto.SerializeToString())
-    tmp.replace(path)
-    logger.info("exported the graph CNN to %s (%d bytes)", path, path.stat().st_size)
-    return path
+    return write_onnx(
+        module,
+        _example_inputs(),
+        path,
+        input_names=INPUT_NAMES,
+        output_name=OUTPUT_NAME,
+        dynamic_axes=_DYNAMIC,
+        what="graph CNN",
+        metadata=metadata,
+    )

@@ -13,14 +13,11 @@ hash is the card's ``vocab_hash``) and ``MODEL.card.json`` after :func:`check_se
 from __future__ import annotations
 
 import copy
-import io
 import logging
 import os
-import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +27,9 @@ from torch import nn
 
 from encoders.expemb import ExpEmb
 from encoders.expemb_data import TokenVocabulary, pad_ids
-from export.errors import ExportError, ParityError
+from export.errors import ParityError
 from export.model_card import ModelCard, beside, file_sha256
+from export.onnx_file import IR_VERSION, OPSET, software_versions, write_onnx
 from export.runtime import open_session
 
 logger = logging.getLogger(__name__)
@@ -46,8 +44,6 @@ __all__ = [
     "vocab_path",
 ]
 
-OPSET = 17
-IR_VERSION = 8
 INPUT_NAMES = ("tokens", "lengths")
 OUTPUT_NAME = "embedding"
 _DYNAMIC = {"tokens": {0: "B", 1: "S"}, "lengths": {0: "B"}, "embedding": {0: "B"}}
@@ -75,36 +71,17 @@ def export_encoder_onnx(model: ExpEmb, path: str | os.PathLike[str]) -> Path:
     Raises:
         ExportError: the exporter or the ONNX checker failed.
     """
-    import onnx
-
-    path = Path(path)
     module = EncoderOnnxModule(copy.deepcopy(model).cpu()).eval()
     example = (torch.tensor([[4, 5, 6], [7, 8, 0]]), torch.tensor([3, 2]))
-    buffer = io.BytesIO()
-    try:
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(
-                module,
-                example,
-                buffer,
-                dynamo=False,
-                opset_version=OPSET,
-                input_names=list(INPUT_NAMES),
-                output_names=[OUTPUT_NAME],
-                dynamic_axes=_DYNAMIC,
-                do_constant_folding=True,
-            )
-        proto = onnx.load_from_string(buffer.getvalue())
-        proto.ir_version = IR_VERSION
-        onnx.checker.check_model(proto)
-    except Exception as exc:  # the exporter raises many kinds
-        raise ExportError(f"ONNX export of the seq2seq encoder failed: {exc}") from exc
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(proto.SerializeToString())
-    tmp.replace(path)
-    return path
+    return write_onnx(
+        module,
+        example,
+        path,
+        input_names=INPUT_NAMES,
+        output_name=OUTPUT_NAME,
+        dynamic_axes=_DYNAMIC,
+        what="seq2seq encoder",
+    )
 
 
 @dataclass(frozen=True)
@@ -164,16 +141,6 @@ def check_seq2seq_parity(
     return report
 
 
-def _versions() -> dict[str, str]:
-    out = {}
-    for name in ("torch", "onnx", "onnxruntime-gpu", "onnxruntime", "mathsearch"):
-        try:
-            out[name] = importlib_metadata.version(name)
-        except importlib_metadata.PackageNotFoundError:
-            continue
-    return out
-
-
 def export_seq2seq(
     model: ExpEmb,
     vocab: TokenVocabulary,
@@ -217,7 +184,7 @@ def export_seq2seq(
         metrics=metrics or {},
         parity={**parity.to_dict(), "data": parity_data},
         created=datetime.now(UTC).replace(microsecond=0).isoformat(),
-        software=_versions(),
+        software=software_versions(),
         description=(
             "ExpEmb encoder (expemb seed, appendix A): embedding + one GRU layer over SymPy "
             f"prefix tokens, H={hidden}; the embedding is the last hidden state h_N; trained "

@@ -38,9 +38,9 @@ from typing import Any
 
 import numpy as np
 
-from export.embedders import EmbedRefusal
+from export.embedders import EmbedRefusal, OnnxEmbedder
 from export.errors import ModelCardError, ModelMismatchError
-from export.model_card import ModelCard, beside, load_card
+from export.model_card import beside
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def load_vocab_tokens(path: str | os.PathLike[str]) -> list[str]:
     return [str(t) for t in data["tokens"]]
 
 
-class Seq2SeqEmbedder:
+class Seq2SeqEmbedder(OnnxEmbedder):
     """The exported ExpEmb encoder behind the Embedder interface (module docstring).
 
     Args:
@@ -91,6 +91,8 @@ class Seq2SeqEmbedder:
         ModelMismatchError: the vocabulary's hash is not the card's.
     """
 
+    FAMILY = "seq2seq"
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -99,12 +101,7 @@ class Seq2SeqEmbedder:
         threads: int | None = None,
         settings: Any = None,
     ) -> None:
-        from export.runtime import open_session
-
-        self.path = Path(path)
-        self.card: ModelCard = load_card(self.path)
-        if self.card.family != "seq2seq":
-            raise ModelCardError(f"{self.path.name} is a {self.card.family!r} model, not seq2seq")
+        self._load_card(path)
         tokens = load_vocab_tokens(beside(self.path, ".vocab.json"))
         if vocab_hash(tokens) != self.card.vocab_hash:
             raise ModelMismatchError(
@@ -115,23 +112,7 @@ class Seq2SeqEmbedder:
         self.max_len = int(config.get("max_len", 512))
         self.max_unknown = float(getattr(settings, "max_unknown", DEFAULT_MAX_UNKNOWN))
         self.sympy_timeout = getattr(settings, "sympy_timeout", None)
-        self.session = open_session(self.path, device=device or "auto", threads=threads or 0)
-
-    @property
-    def family(self) -> str:
-        return self.card.family
-
-    @property
-    def vector_field(self) -> str:
-        return self.card.vector_field
-
-    @property
-    def dim(self) -> int:
-        return int(self.card.embedding_dim)
-
-    @property
-    def providers(self) -> list[str]:
-        return list(self.session.get_providers())
+        self._open_session(device, threads)
 
     def prefix_of(self, item: Mapping[str, Any]) -> list[str] | EmbedRefusal:
         """The item's prefix tokens, or why it has none."""

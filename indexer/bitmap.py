@@ -39,12 +39,14 @@ First 2,000 hep-th 2003 equations: 81.7 % rendered (the rest mostly user macros)
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import logging
 import os
 import re
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 from matplotlib.font_manager import FontProperties
@@ -67,6 +69,7 @@ __all__ = [
     "centre_crop",
     "render_batch",
     "render_bitmap",
+    "settings_hash",
     "to_mathtext",
 ]
 
@@ -258,3 +261,18 @@ def render_batch(
     if failed:
         logger.info("rendered %d of %d equations", len(results) - failed, len(results))
     return results
+
+
+#: BitmapSettings fields that do not change a rendered crop (only which equations are tried).
+_NOT_SHAPING = ("max_chars",)
+
+
+def settings_hash(settings: BitmapSettings | None = None) -> str:
+    """SHA-256 of the render settings that shape the network's input (the card's vocab_hash).
+
+    >>> len(settings_hash())
+    64
+    """
+    data = {k: v for k, v in asdict(settings or BitmapSettings()).items() if k not in _NOT_SHAPING}
+    text = json.dumps({"family": "bitmap", "settings": data}, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -18,3 +18,19 @@ def fail(message: str) -> int:
     """Write ``mathsearch: error: message`` to stderr; return the exit status 1."""
     sys.stderr.write(f"mathsearch: error: {message}\n")
     return 1
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, not {value}")
+    return value
+
+
+def unit_fraction(text: str) -> float:
+    """argparse type: a fraction in [0, 1)."""
+    value = float(text)
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), not {value}")
+    return value

@@ -15,9 +15,11 @@ out of :func:`extract_figures`.
 
 Example::
 
-    for item in extract_figures(["paper.tex"]):
-        if isinstance(item, FigureRecord):
-            print(item.fig_id, item.caption, item.image)
+    captions = {
+        item.fig_id: item.caption
+        for item in extract_figures(["paper.tex"])
+        if isinstance(item, FigureRecord)
+    }
 """
 
 from __future__ import annotations

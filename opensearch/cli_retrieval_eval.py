@@ -20,7 +20,7 @@ import textwrap
 from collections.abc import Callable
 from typing import Any
 
-from indexer.cli_io import emit, fail
+from indexer.cli_io import emit, fail, positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -34,13 +34,6 @@ INDEX_EXAMPLES = """\
   mathsearch eval retrieval --task same-document -o eval-small --papers 10 --topics 20 \\
       --grid mode=fusion,rescore alpha=0.3,0.7 --no-pya0 --json
 """
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, not {value}")
-    return value
 
 
 def add_index_options(parser: argparse.ArgumentParser) -> None:
@@ -63,10 +56,12 @@ def add_index_options(parser: argparse.ArgumentParser) -> None:
         "equivalence: SemVec, relevant = the other members of the query's class",
     )
     group.add_argument("-o", "--out", metavar="DIR", help="report folder (required with --task)")
-    group.add_argument("--papers", type=_positive, default=100, help="same-document papers (100)")
+    group.add_argument(
+        "--papers", type=positive_int, default=100, help="same-document papers (100)"
+    )
     group.add_argument(
         "--topics",
-        type=_positive,
+        type=positive_int,
         help="topics: in all for same-document (200), per SemVec set for equivalence (20)",
     )
     group.add_argument("--seed", type=int, default=0, help="papers, topics and split seed (0)")
@@ -91,7 +86,7 @@ def add_index_options(parser: argparse.ArgumentParser) -> None:
         "largeSimpleBoolean5, poly8, simpleBoolean10, simplepoly8)",
     )
     group.add_argument("--index", help="eval index alias (default <prefix>-eval-<task>)")
-    group.add_argument("--depth", type=_positive, default=100, help="results per topic (100)")
+    group.add_argument("--depth", type=positive_int, default=100, help="results per topic (100)")
     group.add_argument("--metric", default="nDCG@10", help="tuning metric (nDCG@10)")
     group.add_argument(
         "--grid",

@@ -30,7 +30,7 @@ from indexer.records import Failure
 from opensearch.bulk_writer import BulkWriter
 from opensearch.documents import failure_actions, upsert_action
 from opensearch.errors import MappingError
-from opensearch.schema import VectorSpec, ensure_failures_index
+from opensearch.schema import VectorSpec, ensure_failures_index, knn_index_body
 from opensearch.settings import OpenSearchSettings
 
 logger = logging.getLogger(__name__)
@@ -68,25 +68,7 @@ def figure_index_body(
     vectors: Sequence[VectorSpec], settings: OpenSearchSettings
 ) -> dict[str, Any]:
     """Settings (k-NN on, ``settings.replicas`` replicas: 0 on the local node) and mapping."""
-    properties = figure_properties()
-    for spec in vectors:
-        properties[spec.field] = spec.mapping(settings)
-    return {
-        "settings": {
-            "index.knn": True,
-            "number_of_shards": settings.shards,
-            "number_of_replicas": settings.replicas,
-        },
-        "mappings": {
-            "dynamic": "strict",
-            "_meta": {
-                "mathsearch_figures": 1,
-                "vector_fields": {spec.field: asdict(spec) for spec in vectors},
-                "default_vector_field": vectors[0].field if vectors else None,
-            },
-            "properties": properties,
-        },
-    }
+    return knn_index_body(figure_properties(), vectors, settings, {"mathsearch_figures": 1})
 
 
 def ensure_figure_index(
@@ -95,11 +77,14 @@ def ensure_figure_index(
     vectors: Sequence[VectorSpec],
     settings: OpenSearchSettings | None = None,
 ) -> str:
-    """Create ``index`` when missing; add missing vector fields (idempotent).
+    """Create ``index`` when missing; add missing vector fields (idempotent,
+    :func:`opensearch.vector_fields.add_vector_field`).
 
     Raises:
         MappingError: the index cannot be created, or a vector field exists with another size.
     """
+    from opensearch.vector_fields import add_vector_field
+
     settings = settings or OpenSearchSettings.from_env()
     if not client.indices.exists(index=index):
         try:
@@ -108,19 +93,8 @@ def ensure_figure_index(
             if getattr(exc, "error", "") != "resource_already_exists_exception":
                 raise MappingError(f"cannot create {index}: {exc}") from exc
         return index
-    mapped = next(iter(client.indices.get_mapping(index=index).values()))["mappings"]
-    properties = mapped.get("properties", {})
     for spec in vectors:
-        found = properties.get(spec.field)
-        if found is None:
-            client.indices.put_mapping(
-                index=index, body={"properties": {spec.field: spec.mapping(settings)}}
-            )
-        elif int(found.get("dimension", -1)) != spec.dimension:
-            raise MappingError(
-                f"{index}.{spec.field} has dimension {found.get('dimension')}, "
-                f"the model {spec.dimension}: write a new model version"
-            )
+        add_vector_field(client, index, spec, settings=settings)
     return index
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from opensearch.errors import QueryError
@@ -58,19 +57,11 @@ def encoder_field(name: str) -> str:
     Raises:
         QueryError: an unknown family, or a model or card that is not there.
     """
-    from export.embedders import FAMILIES, default_model_path
+    from export.embedders import encoder_card
     from export.errors import ModelCardError
-    from export.model_card import load_card
 
     try:
-        path = default_model_path(name) if name in FAMILIES else Path(name)
-        if name not in FAMILIES and not name.endswith(".onnx"):
-            raise ModelCardError(
-                f"unknown encoder {name!r}: use a family ({', '.join(FAMILIES)}) or a .onnx path"
-            )
-        if not path.is_file():
-            raise ModelCardError(f"encoder {name!r}: model {path} does not exist")
-        return load_card(path, verify_sha256=False).vector_field
+        return encoder_card(name, verify_sha256=False).vector_field
     except ModelCardError as exc:
         raise QueryError(str(exc)) from exc
 

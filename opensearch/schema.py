@@ -107,11 +107,16 @@ def equation_properties() -> dict[str, Any]:
     }
 
 
-def equation_index_body(
-    vectors: Sequence[VectorSpec], settings: OpenSearchSettings, *, alias: str
+def knn_index_body(
+    properties: dict[str, Any],
+    vectors: Sequence[VectorSpec],
+    settings: OpenSearchSettings,
+    meta: dict[str, Any],
 ) -> dict[str, Any]:
-    """Settings and mappings of a new versioned equation index."""
-    properties = equation_properties()
+    """Settings (k-NN on, the configured shards and replicas) and a strict mapping of
+    ``properties`` plus one ``knn_vector`` per spec; ``_meta`` records the vector fields and the
+    default (the first) beside ``meta``."""
+    properties = dict(properties)
     for spec in vectors:
         properties[spec.field] = spec.mapping(settings)
     return {
@@ -123,14 +128,21 @@ def equation_index_body(
         "mappings": {
             "dynamic": "strict",
             "_meta": {
-                "mathsearch_schema": SCHEMA_VERSION,
-                "alias": alias,
+                **meta,
                 "vector_fields": {spec.field: asdict(spec) for spec in vectors},
                 "default_vector_field": vectors[0].field if vectors else None,
             },
             "properties": properties,
         },
     }
+
+
+def equation_index_body(
+    vectors: Sequence[VectorSpec], settings: OpenSearchSettings, *, alias: str
+) -> dict[str, Any]:
+    """Settings and mappings of a new versioned equation index."""
+    meta = {"mathsearch_schema": SCHEMA_VERSION, "alias": alias}
+    return knn_index_body(equation_properties(), vectors, settings, meta)
 
 
 def equations_alias(settings: OpenSearchSettings, name: str | None = None) -> str:

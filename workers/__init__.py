@@ -29,7 +29,7 @@ _LAZY = {
     "Embedded": "workers.pipeline",
     "job_embedders": "workers.pipeline",
     "process_embedders": "workers.embedding",
-    "encoder_card": "workers.embedding",
+    "encoder_card": "export.embedders",
     "refusal_totals": "workers.index_job",
 }
 

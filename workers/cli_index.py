@@ -152,8 +152,7 @@ def check_encoders(spec: str | None) -> list[str] | None:
     """
     if spec is None:
         return None
-    from export.embedders import parse_encoders
-    from workers.embedding import encoder_card
+    from export.embedders import encoder_card, parse_encoders
 
     names = parse_encoders(spec)
     for name in names:

@@ -6,8 +6,8 @@ stay short), the form every job writes to OpenSearch.
 A worker process serves one or several encoders (``MATHSEARCH_ENCODERS``, ``mathsearch worker
 --encoders gcn,bitmap``): :func:`process_embedders` loads each one once per process through
 :func:`export.embedders.load_embedder` and keeps it for every later batch;
-:func:`encoder_card` reads an encoder's card without loading its session (the client side of a
-job needs only the vector fields).
+:func:`export.embedders.encoder_card` reads an encoder's card without
+loading its session (the client side of a job needs only the vector fields).
 
 Example::
 
@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator, Sequence
-from pathlib import Path
 
 import numpy as np
 
-from export.embedders import FAMILIES, Embedder, EmbedRefusal, default_model_path, load_embedder
-from export.model_card import ModelCard, load_card
+from export.embedders import Embedder, EmbedRefusal, load_embedder
 from export.runtime import Encoder
 from indexer.mathml_graph import EquationGraph
 from indexer.parse import Featuriser, ParsedEquation
@@ -45,25 +43,6 @@ def process_encoder() -> Encoder:
         _ENCODER.append(Encoder())
         logger.info("ONNX session ready: %s on %s", _ENCODER[0].path.name, _ENCODER[0].providers)
     return _ENCODER[0]
-
-
-def encoder_path(name: str) -> Path:
-    """The ``.onnx`` file of an encoder name: a family (its default model) or a path."""
-    return default_model_path(name) if name in FAMILIES else Path(name)
-
-
-def encoder_card(name: str) -> ModelCard:
-    """The card of encoder ``name`` (a family or an ``.onnx`` path), session not loaded.
-
-    Raises:
-        ModelCardError: no such model or no readable card.
-    """
-    from export.errors import ModelCardError
-
-    path = encoder_path(name)
-    if not path.is_file():
-        raise ModelCardError(f"encoder {name!r}: model {path} does not exist")
-    return load_card(path)
 
 
 def process_embedders(names: Sequence[str] | None = None) -> list[Embedder]:

@@ -38,13 +38,14 @@ import redis
 from opensearchpy import OpenSearch
 from tqdm import tqdm
 
+from export.embedders import encoder_card
 from indexer.records import EquationRecord, Failure
 from opensearch.client import connect
 from opensearch.enrichment import ensure_math_mapping
 from opensearch.errors import MappingError, MathsearchOpenSearchError
 from opensearch.schema import VectorSpec, ensure_equation_index, ensure_failures_index
 from opensearch.settings import OpenSearchSettings
-from workers.embedding import encoder_card, process_embedders
+from workers.embedding import process_embedders
 from workers.job_progress import LocalProgress, Progress, RedisProgress, Snapshot
 from workers.pipeline import JobSpec, batch_failures, embed_write_stage, parse_stage, write_outcome
 from workers.queues import EMBED, PARSE
