@@ -21,11 +21,20 @@ from indexer.cli_parse import (
 )
 from indexer.errors import IndexerError
 from opensearch.cli_bench_query import add_bench_query, run_bench_query
+from opensearch.cli_bench_serve import (
+    add_bench_fuzz_api,
+    add_bench_serve,
+    run_bench_fuzz_api,
+    run_bench_serve,
+)
 from opensearch.cli_figures import add_figures, run_figures
 from opensearch.cli_search import add_models, add_search, run_models, run_search
 from opensearch.cli_serve import add_serve, run_serve
 from opensearch.cli_tune import add_tune, run_tune
 from opensearch.errors import MathsearchOpenSearchError
+from opensearch.settings import OpenSearchSettings
+from workers.cli_bench_fuzz import add_bench_fuzz, run_bench_fuzz_command
+from workers.cli_bench_outage import add_bench_outage, run_bench_outage_command
 from workers.cli_index import (
     add_bench_index,
     add_index,
@@ -55,6 +64,10 @@ examples:
   mathsearch worker --queues parse,embed --concurrency 2
   mathsearch index ../shared/data/hepth2003/equation.txt --index hepth   (through the workers)
   mathsearch index paper.tex --index papers --inline                      (no broker)
+  mathsearch stack up --secure        an OpenSearch node with TLS + auth (docs/security.md)
+  mathsearch bench outage             index hep_array on 3 nodes while one is stopped
+  mathsearch bench serve --clients 50 --duration 60   load on `mathsearch serve`
+  mathsearch bench fuzz --inputs 100000               bad input through the whole pipeline
 
 environment: MATHSEARCH_OPENSEARCH_URL, MATHSEARCH_REDIS_URL and friends (see README.md).
 """
@@ -84,6 +97,8 @@ def _parser() -> argparse.ArgumentParser:
               mathsearch stack node start 2         ... and bring it back
               mathsearch stack status --json
               mathsearch stack down
+              mathsearch stack up --secure          TLS + auth node on 9240 (docs/security.md)
+              mathsearch stack down --secure
             """),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -91,7 +106,10 @@ def _parser() -> argparse.ArgumentParser:
     up = stack_cmds.add_parser("up", help="provision (first time) and start the stack")
     up.add_argument("--nodes", type=int, default=1, help="OpenSearch nodes (default 1)")
     up.add_argument("--no-redis", action="store_true", help="start OpenSearch only")
-    stack_cmds.add_parser("down", help="stop the local nodes and our Redis")
+    secure_help = "the secure profile: one TLS + basic-auth node on https://127.0.0.1:9240"
+    up.add_argument("--secure", action="store_true", help=secure_help + " (no Redis)")
+    down = stack_cmds.add_parser("down", help="stop the local nodes and our Redis")
+    down.add_argument("--secure", action="store_true", help="stop only the secure node")
     status = stack_cmds.add_parser(
         "status",
         help="health, nodes, plugins and versions",
@@ -100,6 +118,7 @@ def _parser() -> argparse.ArgumentParser:
         "green, opensearch-knn and opensearch-neural-search are installed and Redis answers.",
     )
     status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.add_argument("--secure", action="store_true", help="the secure node (no Redis check)")
     node = stack_cmds.add_parser("node", help="stop or start one node of the local cluster")
     node.add_argument("action", choices=["stop", "start"])
     node.add_argument("index", type=int, help="node number, 1-based")
@@ -139,14 +158,22 @@ def _parser() -> argparse.ArgumentParser:
         epilog="examples:\n  mathsearch bench parse\n  mathsearch bench parse --limit 2000 --json\n"
         "  mathsearch bench embed --batch-sizes 1,256\n"
         "  mathsearch bench query --sizes 10000 --queries 50\n"
-        "  mathsearch bench index --limit 3000 --processes 1,2,4",
+        "  mathsearch bench index --limit 3000 --processes 1,2,4\n"
+        "  mathsearch bench outage --limit 3000 --stop-after 10 --down-for 15\n"
+        "  mathsearch bench serve --clients 50 --duration 60 --rate 0\n"
+        "  mathsearch bench fuzz --inputs 100000 --runners 2\n"
+        "  mathsearch bench fuzz-api --inputs 100000",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     bench_cmds = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
     add_bench(bench_cmds)
     add_bench_embed(bench_cmds)
     add_bench_query(bench_cmds)
+    add_bench_serve(bench_cmds)
+    add_bench_fuzz_api(bench_cmds)
     add_bench_index(bench_cmds)
+    add_bench_outage(bench_cmds)
+    add_bench_fuzz(bench_cmds)
 
     add_index(commands)
     add_worker(commands)
@@ -178,6 +205,8 @@ def _stack(args: argparse.Namespace) -> int:
     from opensearch.stack import Stack, assemble
 
     stack = Stack.from_env()
+    if getattr(args, "secure", False):
+        return _secure_stack(args, stack.settings)
     if args.stack_command == "up":
         for line in stack.up(args.nodes, with_redis=not args.no_redis):
             print(line)
@@ -198,6 +227,24 @@ def _stack(args: argparse.Namespace) -> int:
             _print_status(status)
         healthy = status["health"] == "green" and not status["missing_plugins"]
         return 0 if healthy and status["redis"]["ok"] else 1
+    return 0
+
+
+def _secure_stack(args: argparse.Namespace, settings: OpenSearchSettings) -> int:
+    """`stack up|down|status --secure` (docs/security.md)."""
+    from opensearch.stack.secure_stack import SecureStack
+
+    secure = SecureStack(settings)
+    if args.stack_command == "status":
+        status = secure.status()
+        status["redis"] = {"url": "-", "ok": True, "version": "not part of the secure profile"}
+        if args.json:
+            print(json.dumps(status, indent=2))
+        else:
+            _print_status(status)
+        return 0 if status["health"] == "green" and not status["missing_plugins"] else 1
+    for line in secure.up() if args.stack_command == "up" else secure.down():
+        print(line)
     return 0
 
 
@@ -258,8 +305,16 @@ def _bench(args: argparse.Namespace) -> int:
         return run_bench_embed(args)
     if args.bench_command == "query":
         return run_bench_query(args)
+    if args.bench_command == "serve":
+        return run_bench_serve(args)
+    if args.bench_command == "fuzz-api":
+        return run_bench_fuzz_api(args)
     if args.bench_command == "index":
         return run_bench_index_command(args)
+    if args.bench_command == "outage":
+        return run_bench_outage_command(args)
+    if args.bench_command == "fuzz":
+        return run_bench_fuzz_command(args)
     return run_bench_parse(args)
 
 

@@ -69,6 +69,7 @@ class HepthRecord:
     position: int
     raw: str
     paper: str = ""
+    dropped: int = 0  # characters beyond ``max_chars`` not kept in ``raw``
 
     @property
     def eq_id(self) -> str:
@@ -97,24 +98,40 @@ def open_lines(path: str | os.PathLike[str]) -> Iterator[str]:
             yield _decode(line)
 
 
-def read_records(lines: Iterable[str]) -> Iterator[HepthRecord]:
-    """Group lines into records; ``position`` counts records within each paper from 0."""
+def read_records(
+    lines: Iterable[str], *, max_chars: int | None = None, trailing: bool = False
+) -> Iterator[HepthRecord]:
+    """Group lines into records; ``position`` counts records within each paper from 0.
+
+    A record keeps at most ``max_chars`` characters (the rest is counted in ``dropped``), so a
+    file without markers never fills memory. With ``trailing``, lines after the last marker
+    come as a record with ``paper=""`` (else they are logged and dropped).
+    """
     buffer: list[str] = []
+    size = dropped = 0
     positions: dict[str, int] = {}
     for line in lines:
         match = _RECORD_END.match(line.rstrip("\r\n"))
+        piece = line if match is None else match.group("latex")
+        if max_chars is not None and size + len(piece) > max_chars:
+            keep = max(0, max_chars - size)
+            dropped += len(piece) - keep
+            piece = piece[:keep]
+        buffer.append(piece)
+        size += len(piece)
         if match is None:
-            buffer.append(line)
             continue
-        buffer.append(match.group("latex"))
         paper = match.group("source")
         doc_id = paper.rsplit("/", 1)[-1].removesuffix(".tex")
         position = positions.get(doc_id, 0)
         positions[doc_id] = position + 1
-        yield HepthRecord(doc_id=doc_id, position=position, raw="".join(buffer), paper=paper)
-        buffer = []
-    if "".join(buffer).strip():
-        logger.warning("ignoring %d trailing line(s) without a source marker", len(buffer))
+        yield HepthRecord(doc_id, position, "".join(buffer), paper, dropped)
+        buffer, size, dropped = [], 0, 0
+    if "".join(buffer).strip() or dropped:
+        if trailing:
+            yield HepthRecord("", 0, "".join(buffer), "", dropped)
+        else:
+            logger.warning("ignoring %d trailing line(s) without a source marker", len(buffer))
 
 
 def _fragment(masked: str) -> str | None:
@@ -146,6 +163,10 @@ def record_equations(record: HepthRecord, settings: IndexerSettings) -> list[str
             "", record.doc_id, "extract", reason, detail, record.paper, excerpt(record.raw)
         )
 
+    if not record.paper:
+        return failure("no-source-marker", "lines after the last ->YEAR/PAPER.tex marker")
+    if record.dropped:
+        return failure("too-large", f"{len(record.raw) + record.dropped} characters")
     masked = mask_comments(record.raw)
     reason = _fragment(masked)
     if reason is not None:
@@ -184,12 +205,13 @@ def iter_hepth(
     """Equations (and failures) of a record file or of its lines; never raises for bad data."""
     settings = settings or IndexerSettings()
     positions = {} if positions is None else positions
+    cap = {"max_chars": settings.max_equation_chars, "trailing": True}
     if not isinstance(source, str | os.PathLike):
-        yield from _items(read_records(source), "", settings, positions)
+        yield from _items(read_records(source, **cap), "", settings, positions)
         return
     name = str(source)
     try:
-        yield from _items(read_records(open_lines(source)), name, settings, positions)
+        yield from _items(read_records(open_lines(source), **cap), name, settings, positions)
     except (OSError, EOFError, lzma.LZMAError) as exc:  # unreadable or truncated file
         doc_id = Path(name).name.split(".")[0]
         detail = f"{type(exc).__name__}: {exc}"
@@ -199,7 +221,11 @@ def iter_hepth(
 def _items(
     records: Iterable[HepthRecord], name: str, settings: IndexerSettings, positions: dict[str, int]
 ) -> Iterator[EquationRecord | Failure]:
-    for record in records:
+    for raw_record in records:
+        record = raw_record
+        if not record.paper:  # trailing lines: the file's name stands in for the paper
+            stem = Path(name).name.split(".")[0] if name else "hepth"
+            record = HepthRecord(stem, 0, record.raw, "", record.dropped)
         result = record_equations(record, settings)
         items = [result] if isinstance(result, Failure) else result
         for row, found in enumerate(items):

@@ -10,7 +10,9 @@ formula in its paragraph (``settings.context_chars`` each side).
 Parsing is safe by construction: documents over ``settings.max_document_bytes`` are refused
 before parsing (also after gunzip, which is read with a cap), a DOCTYPE that declares entities
 (billion laughs, external entities such as ``file:///etc/passwd``) is refused without being
-expanded, and lxml runs with entity resolution, DTD loading and network access off. Every
+expanded, a DOCTYPE's network URL is never fetched (it is renamed before parsing, so an
+article citing ``http://dtd.nlm.nih.gov/...`` still parses), and lxml runs with entity
+resolution, DTD loading and network access off. Every
 refusal is a :class:`Failure` with ``stage="extract"``; :func:`iter_jats` never raises for a
 bad document.
 
@@ -48,6 +50,11 @@ SUFFIXES = (".xml", ".nxml", ".xml.gz", ".nxml.gz")
 _XML_DECL = re.compile(rb"^\s*<\?xml[^>]*?encoding\s*=\s*[\"']([A-Za-z0-9._-]+)[\"']")
 _DOCTYPE = re.compile(r"<!DOCTYPE", re.IGNORECASE)
 _ENTITY_DECL = re.compile(r"<!ENTITY", re.IGNORECASE)
+#: A network URL as the DOCTYPE's system id (``http://dtd.nlm.nih.gov/...`` in older NLM
+#: articles): libxml2 refuses it under ``no_network`` (a parse error), so it is renamed first.
+_DOCTYPE_URL = re.compile(
+    rb"(<!DOCTYPE\s[^\[>]*?)([\"'])[A-Za-z][A-Za-z0-9+.-]*://[^\"'>]*\2", re.IGNORECASE
+)
 _DOCUMENT_BODY = re.compile(r"\\begin\{document\}(?P<body>.*?)(?:\\end\{document\}|\Z)", re.DOTALL)
 _DELIMITERS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
 _SECTION_TAGS = frozenset({"sec", "app"})
@@ -155,7 +162,7 @@ def _parse(data: bytes, settings: IndexerSettings) -> etree._Element:
             "entity-declaration",
         )
     try:
-        root = etree.fromstring(data, safe_parser())
+        root = etree.fromstring(_DOCTYPE_URL.sub(rb'\1"external.dtd"', data, 1), safe_parser())
     except (etree.XMLSyntaxError, ValueError) as exc:  # ValueError: e.g. unsupported encoding
         raise ExtractionError(f"malformed XML: {exc}", "malformed-xml") from exc
     dtd = root.getroottree().docinfo.internalDTD

@@ -35,7 +35,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from indexer.errors import ExtractionError
-from indexer.records import EquationRecord, Failure, content_id, excerpt, make_eq_id
+from indexer.records import (
+    EquationRecord,
+    Failure,
+    content_id,
+    excerpt,
+    make_eq_id,
+    storable_id,
+)
 from indexer.settings import IndexerSettings
 
 logger = logging.getLogger(__name__)
@@ -208,8 +215,12 @@ def _equation(obj: dict[str, Any], lineno: int, stem: str, source: str) -> Equat
         eq_id = make_eq_id(doc_id, position) if has_doc else content_id(latex or mathml)
     extra = {key: value for key, value in obj.items() if key not in _RECORD_FIELDS}
     nested = _field(obj, "extra", (dict,), lineno, default={})
+    keywords = {**nested, **extra}.get("keywords")
+    if keywords is not None and not _strings(keywords):
+        detail = f"line {lineno}: 'keywords' must be a string or a list of strings"
+        raise ExtractionError(detail, "invalid-field")
     return EquationRecord(
-        eq_id=str(eq_id),
+        eq_id=storable_id(str(eq_id)),
         doc_id=doc_id,
         position=position,
         latex=latex or None,
@@ -218,6 +229,12 @@ def _equation(obj: dict[str, Any], lineno: int, stem: str, source: str) -> Equat
         context=_field(obj, "context", (str,), lineno, default=""),
         source=_field(obj, "source", (str,), lineno, default=source),
         extra={**nested, **extra},
+    )
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, str) or (
+        isinstance(value, list) and all(isinstance(item, str) for item in value)
     )
 
 

@@ -21,15 +21,34 @@ def add_serve(commands: Any) -> None:
         help="HTTP API (POST /search, /render, GET /equations/ID, /health, /metrics) + page",
         description="Serve one equation index over HTTP: the JSON API (schema at "
         "/openapi.json) and the search page at / (LaTeX box with live MathML preview, mode and "
-        "weight controls, results grouped by document with their score breakdown). Limits and "
-        "rate come from MATHSEARCH_SERVE_* (docs/serving.md).",
+        "weight controls, results grouped by document with their score breakdown). Limits, "
+        "rate, load shedding and API keys come from MATHSEARCH_SERVE_* (docs/serving.md).",
         epilog=textwrap.dedent("""\
+            limits (environment; docs/serving.md):
+              MATHSEARCH_SERVE_MAX_BODY=16384      bytes per POST body (411 / 413)
+              MATHSEARCH_SERVE_MAX_LATEX=2000      characters of LaTeX / words (422)
+              MATHSEARCH_SERVE_MAX_K=100           results per search (422)
+              MATHSEARCH_SERVE_RATE=10 / _BURST=20 requests/s per client or API key (429)
+              MATHSEARCH_SERVE_MAX_INFLIGHT=8      API requests at once; as many more wait
+              MATHSEARCH_SERVE_QUEUE_TIMEOUT=1.0   seconds of waiting, then 503 + Retry-After
+
+            API keys (off unless set):
+              MATHSEARCH_SERVE_API_KEYS_FILE=FILE  one key a line (16+ characters, # comments)
+              MATHSEARCH_SERVE_API_KEY=KEY         one key
+              with keys on, every route but GET /health, / (the page), /static/* and
+              /openapi.json needs "Authorization: Bearer KEY" or "X-API-Key: KEY" (401
+              otherwise); keys are compared in constant time, logged only as key-<sha256[:12]>,
+              and each key gets its own rate-limit bucket.
+
             examples:
               mathsearch serve                                   http://127.0.0.1:8080/
               mathsearch serve --index mathsearch-demo-equations --port 9000
               mathsearch serve --profile report/best_profile.json --host 0.0.0.0
               curl -s localhost:8080/search -H 'content-type: application/json' \\
                   -d '{"latex": "E = mc^2", "mode": "rrf", "k": 5}'
+              MATHSEARCH_SERVE_API_KEYS_FILE=keys.txt mathsearch serve
+              curl -s localhost:8080/search -H "Authorization: Bearer $KEY" \\
+                  -H 'content-type: application/json' -d '{"latex": "x^2"}'
             """),
         formatter_class=RAW_HELP,
     )
@@ -75,11 +94,17 @@ def run_serve(args: argparse.Namespace) -> int:
             return fail(str(exc))
         raise
     logger.info(
-        "serving %s on http://%s:%d/ (profile: %s)",
+        "serving %s on http://%s:%d/ (profile: %s; rate %g/s burst %d; %d in flight, wait %g s; "
+        "API keys %s)",
         index,
         settings.serve_host,
         settings.serve_port,
         args.profile or "defaults",
+        settings.serve_rate,
+        settings.serve_burst,
+        settings.serve_max_inflight,
+        settings.serve_queue_timeout,
+        "on" if settings.serve_api_keys_file or settings.serve_api_key else "off",
     )
     uvicorn.run(app, host=settings.serve_host, port=settings.serve_port, log_level="warning")
     return 0

@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import TransportError
 
+from opensearch.redact import redact_url
 from opensearch.settings import OpenSearchSettings
 
 logger = logging.getLogger(__name__)
@@ -39,7 +40,7 @@ def connect(settings: OpenSearchSettings | None = None, **overrides: object) -> 
         if settings.ca_file:
             kwargs["ca_certs"] = str(settings.ca_file)
     kwargs.update(overrides)
-    logger.debug("connecting to %s (user=%s)", settings.url, settings.user or "-")
+    logger.debug("connecting to %s (user=%s)", redact_url(settings.url), settings.user or "-")
     return OpenSearch(**kwargs)
 
 

@@ -18,9 +18,15 @@ Routes (the OpenAPI schema is at ``/openapi.json``; no Swagger UI, which would l
 
 Limits (``MATHSEARCH_SERVE_*``, see :mod:`opensearch.settings`): a POST needs a
 ``Content-Length`` (411) no larger than ``MAX_BODY`` (413); LaTeX and words longer than
-``MAX_LATEX`` characters and ``k`` above ``MAX_K`` are 422s; each client (by address) gets
-``RATE`` requests per second with bursts of ``BURST`` on the API routes (429 + ``Retry-After``).
-Every error is ``{"error": {"status", "reason", "details"?}}``.
+``MAX_LATEX`` characters and ``k`` above ``MAX_K`` are 422s; each client (by address, or by
+API key id when keys are on) gets ``RATE`` requests per second with bursts of ``BURST`` on the
+API routes (429 + ``Retry-After``). At most ``MAX_INFLIGHT`` API requests run at once, as many
+more wait up to ``QUEUE_TIMEOUT`` seconds, the rest are 503 + ``Retry-After`` at once
+(:mod:`opensearch.load_shedding`); an overloaded or timed-out cluster is a 503 + ``Retry-After``
+too. With API keys (``MATHSEARCH_SERVE_API_KEYS_FILE`` / ``MATHSEARCH_SERVE_API_KEY``,
+:mod:`opensearch.api_keys`) every route but ``GET /health``, the page (``/``, ``/static/*``) and
+``/openapi.json`` needs ``Authorization: Bearer KEY`` or ``X-API-Key: KEY`` (401 otherwise).
+Every error is ``{"error": {"status", "reason", "details"?}}``, an unexpected one a JSON 500.
 
 Example::
 
@@ -32,7 +38,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import math
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -48,11 +53,14 @@ from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     generate_latest,
 )
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from opensearch.api_admission import LIMITED_PREFIXES, admitted, error, refusal
+from opensearch.api_keys import ApiKeys
 from opensearch.api_schema import (
     ERROR_RESPONSES,
     RenderBody,
@@ -68,6 +76,7 @@ from opensearch.errors import (
     QueryError,
 )
 from opensearch.fusion import Combination, Normalization
+from opensearch.load_shedding import RETRY_AFTER_S, InflightLimiter
 from opensearch.queries import Mode
 from opensearch.query_encoder import ModelQueryEncoder, QueryEncoder, QueryFeatures
 from opensearch.rate_limit import RateLimiter
@@ -78,17 +87,8 @@ from opensearch.settings import OpenSearchSettings
 logger = logging.getLogger(__name__)
 
 WEB_DIR = Path(__file__).with_name("web")
-LIMITED_PREFIXES = ("/search", "/render", "/equations")
 CSP = "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'"
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-
-
-def error(status: int, reason: str, details: list[dict[str, Any]] | None = None) -> JSONResponse:
-    """The API's error answer."""
-    body: dict[str, Any] = {"status": status, "reason": reason}
-    if details:
-        body["details"] = details
-    return JSONResponse({"error": body}, status_code=status)
 
 
 class _LockedEncoder:
@@ -130,6 +130,11 @@ class _Metrics:
             "mathsearch_http_rejected",
             "Requests refused before routing, by reason",
             ["reason"],
+            registry=self.registry,
+        )
+        self.in_flight = Gauge(
+            "mathsearch_http_in_flight",
+            "API requests running now (at most MATHSEARCH_SERVE_MAX_INFLIGHT)",
             registry=self.registry,
         )
         self.searches = Histogram(
@@ -174,12 +179,21 @@ def create_app(
     profile: SearchProfile | None = None,
     client: OpenSearch | None = None,
     encoder: QueryEncoder | None = None,
+    api_keys: ApiKeys | None = None,
 ) -> FastAPI:
-    """The ASGI app serving ``index`` (an equation alias); see the module docstring."""
+    """The ASGI app serving ``index`` (an equation alias); see the module docstring.
+
+    ``api_keys`` default: those of the settings (none: no auth).
+
+    Raises:
+        ConfigurationError: an API keys file that cannot be read or holds a short key.
+    """
     profile = profile or SearchProfile()
-    client = client or connect(settings)
+    keys = api_keys if api_keys is not None else ApiKeys.from_settings(settings)
+    client = client or connect(settings, pool_maxsize=max(10, settings.serve_max_inflight))
     searcher = Searcher(client, index, encoder=_LockedEncoder(encoder or ModelQueryEncoder()))
     limiter = RateLimiter(settings.serve_rate, settings.serve_burst)
+    slots = InflightLimiter(settings.serve_max_inflight, settings.serve_queue_timeout)
     metrics = _Metrics()
     renderer = _Renderer()
     app = FastAPI(
@@ -214,7 +228,15 @@ def create_app(
 
     @app.exception_handler(ClusterUnavailableError)
     async def _down(_: Request, exc: ClusterUnavailableError) -> JSONResponse:
-        return error(503, str(exc))
+        # the cluster is down, overloaded or slow (ClusterBusyError): come back later
+        response = error(503, str(exc))
+        response.headers["Retry-After"] = str(RETRY_AFTER_S)
+        return response
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        logger.error("%s %s failed: %r", request.method, request.url.path, exc)
+        return error(500, f"internal error ({type(exc).__name__})")
 
     @app.middleware("http")
     async def _guard(
@@ -222,10 +244,21 @@ def create_app(
     ) -> Response:
         started = time.perf_counter()
         path = request.url.path
-        refused = _refusal(request, settings, limiter)
+        limited = path.startswith(LIMITED_PREFIXES)
+        refused = refusal(request, settings, limiter, keys)
+        if refused is None and limited:
+            refused = await admitted(slots, settings)
+        response: Response
         if refused is not None:
             metrics.rejected.labels(refused[1]).inc()
-            response: Response = refused[0]
+            response = refused[0]
+        elif limited:  # holds an in-flight slot until its answer is ready
+            metrics.in_flight.inc()
+            try:
+                response = await call_next(request)
+            finally:
+                slots.release()
+                metrics.in_flight.dec()
         else:
             response = await call_next(request)
         # the page loads nothing from outside; the browser enforces it too
@@ -278,6 +311,7 @@ def create_app(
     def health() -> JSONResponse:
         """200 when the cluster answers and the index exists; 503 with the reason otherwise."""
         report, healthy = _health(searcher)
+        report["load"] = slots.snapshot()
         return JSONResponse(report, status_code=200 if healthy else 503)
 
     @app.get("/config", tags=["operations"])
@@ -295,6 +329,9 @@ def create_app(
                 "max_body_bytes": settings.serve_max_body,
                 "rate_per_s": settings.serve_rate,
                 "burst": settings.serve_burst,
+                "max_inflight": settings.serve_max_inflight,
+                "queue_timeout_s": settings.serve_queue_timeout,
+                "api_keys": keys.enabled,
             },
         }
 
@@ -313,27 +350,6 @@ def create_app(
     if WEB_DIR.is_dir():
         app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
     return app
-
-
-def _refusal(
-    request: Request, settings: OpenSearchSettings, limiter: RateLimiter
-) -> tuple[JSONResponse, str] | None:
-    """The answer to a request refused before routing (size, length, rate), with its reason."""
-    if request.method == "POST":
-        length = request.headers.get("content-length")
-        if length is None:
-            return error(411, "a POST needs a Content-Length header"), "no-length"
-        if not length.isdigit() or int(length) > settings.serve_max_body:
-            reason = f"the body is {length} bytes, the limit is {settings.serve_max_body}"
-            return error(413, reason), "too-large"
-    if request.url.path.startswith(LIMITED_PREFIXES):
-        client = request.client.host if request.client else "?"
-        wait = limiter.acquire(client)
-        if wait > 0:
-            response = error(429, f"rate limited: at most {settings.serve_rate:g} requests/s")
-            response.headers["Retry-After"] = str(max(1, math.ceil(wait)))
-            return response, "rate"
-    return None
 
 
 def _check_lengths(settings: OpenSearchSettings, latex: str, text: str) -> None:

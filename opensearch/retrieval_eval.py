@@ -48,6 +48,7 @@ from opensearch.errors import ClusterUnavailableError, EvaluationError
 from opensearch.eval_index import EvalIndex, ensure_eval_index, eval_alias, fingerprint
 from opensearch.ir_metrics import DEFAULT_DELTA, Evaluation, evaluate
 from opensearch.queries import Mode
+from opensearch.redact import redact_url
 from opensearch.relevance_sets import RelevanceSet
 from opensearch.search_profile import SearchProfile
 from opensearch.settings import OpenSearchSettings
@@ -158,7 +159,7 @@ def check_cluster(client: OpenSearch, settings: OpenSearchSettings) -> None:
         client.info()
     except Exception as exc:  # opensearch-py raises several unrelated classes here
         raise ClusterUnavailableError(
-            f"OpenSearch at {settings.url} does not answer ({type(exc).__name__}): "
+            f"OpenSearch at {redact_url(settings.url)} does not answer ({type(exc).__name__}): "
             "start it with `mathsearch stack up` or set MATHSEARCH_OPENSEARCH_URL"
         ) from exc
 

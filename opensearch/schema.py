@@ -273,10 +273,14 @@ def put_equation_template(
         raise MappingError(f"cannot store the index template of {alias}: {exc}") from exc
 
 
-def failures_index_body() -> dict[str, Any]:
-    """Failure records: one per equation that did not make it (id = the equation id)."""
+def failures_index_body(replicas: int = 0) -> dict[str, Any]:
+    """Failure records: one per equation that did not make it (id = the equation id).
+
+    ``replicas`` follows ``MATHSEARCH_INDEX_REPLICAS`` (as the equation index does), so the
+    failure records survive the loss of a node and their writes need not wait for it.
+    """
     return {
-        "settings": {"number_of_shards": 1, "number_of_replicas": 0},
+        "settings": {"number_of_shards": 1, "number_of_replicas": replicas},
         "mappings": {
             "dynamic": "strict",
             "properties": {
@@ -300,7 +304,7 @@ def ensure_failures_index(client: OpenSearch, settings: OpenSearchSettings | Non
     name = failures_index_name(settings)
     if not client.indices.exists(index=name):
         try:
-            client.indices.create(index=name, body=failures_index_body())
+            client.indices.create(index=name, body=failures_index_body(settings.replicas))
         except TransportError as exc:
             if getattr(exc, "error", "") != "resource_already_exists_exception":
                 raise MappingError(f"cannot create {name}: {exc}") from exc

@@ -2,7 +2,9 @@
 
 Every request goes through :meth:`SearchCalls.call`, which turns the client's exceptions into
 this package's (no index: :class:`MappingError`; no answer: :class:`ClusterUnavailableError`;
-refused: :class:`QueryError`); ``_msearch`` does the same for each response of a multi-search.
+refused: :class:`QueryError`; shed by an overloaded cluster - HTTP 429 / 503, rejected execution -
+or timed out: :class:`~opensearch.load_shedding.ClusterBusyError`, which the API answers with 503
+and ``Retry-After``); ``_msearch`` does the same for each response of a multi-search.
 """
 
 from __future__ import annotations
@@ -12,10 +14,11 @@ from typing import Any, TypeVar
 
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import ConnectionError as OSConnectionError
-from opensearchpy.exceptions import NotFoundError, TransportError
+from opensearchpy.exceptions import ConnectionTimeout, NotFoundError, TransportError
 
 from opensearch.client import transport_reason
 from opensearch.errors import ClusterUnavailableError, MappingError, QueryError
+from opensearch.load_shedding import ClusterBusyError, cluster_busy_reason
 from opensearch.search_fields import EQUATION_SOURCE
 
 _T = TypeVar("_T")
@@ -60,9 +63,14 @@ class SearchCalls:
             return request()
         except NotFoundError as exc:
             raise MappingError(f"no index {self.index}: {transport_reason(exc)}") from exc
+        except ConnectionTimeout as exc:
+            raise ClusterBusyError(f"OpenSearch timed out: {exc}") from exc
         except OSConnectionError as exc:
             raise ClusterUnavailableError(f"OpenSearch does not answer: {exc}") from exc
         except TransportError as exc:
+            busy = cluster_busy_reason(exc.status_code, exc.info)
+            if busy:
+                raise ClusterBusyError(f"{busy}: {transport_reason(exc)}") from exc
             raise QueryError(f"OpenSearch refused the search: {transport_reason(exc)}") from exc
 
     def _msearch(self, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -78,5 +86,8 @@ class SearchCalls:
                 reason = root.get("reason") if isinstance(root, dict) else None
                 if response.get("status") == 404:
                     raise MappingError(f"no index {self.index}: {reason or error}")
+                busy = cluster_busy_reason(response.get("status"), response)
+                if busy:
+                    raise ClusterBusyError(f"{busy}: {reason or error}")
                 raise QueryError(f"OpenSearch refused the search: {reason or error}")
         return responses

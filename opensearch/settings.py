@@ -34,6 +34,10 @@ MATHSEARCH_SERVE_MAX_LATEX         longest query LaTeX / words, characters     2
 MATHSEARCH_SERVE_MAX_K             most results one search may ask for         100
 MATHSEARCH_SERVE_RATE              requests per second per client (0: off)     10
 MATHSEARCH_SERVE_BURST             requests a client may send at once          20
+MATHSEARCH_SERVE_MAX_INFLIGHT      API requests served at once (more wait)     8
+MATHSEARCH_SERVE_QUEUE_TIMEOUT     seconds one waits for a slot, then 503      1.0
+MATHSEARCH_SERVE_API_KEYS_FILE     API keys, one a line (#: comment); auth on  (none: no auth)
+MATHSEARCH_SERVE_API_KEY           one API key (auth on), beside the file      (none)
 =================================  ==========================================  =====================
 
 The cache and state folders default to ``/var/cache/mathsearch`` and ``/var/lib/mathsearch``
@@ -44,11 +48,12 @@ when run as root (the node's non-root user must be able to read them) and to
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from opensearch.errors import ConfigurationError
+from opensearch.redact import redact_url
 
 
 def _env_bool(name: str, default: bool) -> bool:
@@ -150,6 +155,17 @@ class OpenSearchSettings:
     serve_max_k: int = 100
     serve_rate: float = 10.0
     serve_burst: int = 20
+    serve_max_inflight: int = 8
+    serve_queue_timeout: float = 1.0
+    serve_api_keys_file: Path | None = None
+    serve_api_key: str | None = field(default=None, repr=False)
+
+    def __repr__(self) -> str:
+        """The generated repr, with ``password`` left out and any ``user:pass@`` in URLs masked."""
+        shown = (f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)
+        return f"OpenSearchSettings({', '.join(shown)})".replace(
+            repr(self.url), repr(redact_url(self.url)), 1
+        )
 
     @classmethod
     def from_env(cls) -> OpenSearchSettings:
@@ -206,6 +222,16 @@ class OpenSearchSettings:
             serve_max_k=_env_int("MATHSEARCH_SERVE_MAX_K", cls.serve_max_k, minimum=1),
             serve_rate=_env_float("MATHSEARCH_SERVE_RATE", cls.serve_rate),
             serve_burst=_env_int("MATHSEARCH_SERVE_BURST", cls.serve_burst, minimum=1),
+            serve_max_inflight=_env_int(
+                "MATHSEARCH_SERVE_MAX_INFLIGHT", cls.serve_max_inflight, minimum=1
+            ),
+            serve_queue_timeout=_env_float(
+                "MATHSEARCH_SERVE_QUEUE_TIMEOUT", cls.serve_queue_timeout
+            ),
+            serve_api_keys_file=Path(env["MATHSEARCH_SERVE_API_KEYS_FILE"])
+            if env.get("MATHSEARCH_SERVE_API_KEYS_FILE")
+            else None,
+            serve_api_key=env.get("MATHSEARCH_SERVE_API_KEY") or None,
         )
         settings.validate()
         return settings

@@ -4,15 +4,20 @@ Batches go to the ``parse`` queue (CPU) and then to the ``embed`` queue (ONNX Ru
 CPU, followed by the bulk write); both names carry ``MATHSEARCH_QUEUE_PREFIX``. A batch is
 acknowledged only when its task returns (``acks_late``); a pool process that dies mid-batch
 gets its batch requeued at once (``reject_on_worker_lost``) and a worker that dies hard gets its
-batches redelivered after ``MATHSEARCH_VISIBILITY_TIMEOUT`` seconds. Every task is idempotent
+batches redelivered after ``MATHSEARCH_VISIBILITY_TIMEOUT`` seconds (the workers look for such
+batches every fifth of that, at most every 30 s). Every task is idempotent
 (upserts by equation id, per-batch progress entries), so a redelivery changes nothing twice.
-Workers send task events, so Flower (``celery -A workers.app flower``) can watch them.
+A message that cannot be one of our tasks (not JSON, not an envelope, another content type, an
+unknown task, arguments of the wrong shape) is moved to the ``<prefix>dead-letter`` list and the
+worker carries on (:mod:`workers.dead_letter`). Workers send task events, so Flower
+(``celery -A workers.app flower``) can watch them.
 """
 
 from __future__ import annotations
 
 from celery import Celery
 
+from workers.dead_letter import dead_letter_key
 from workers.queues import DEFAULT, EMBED, PARSE
 from workers.settings import WorkerSettings
 
@@ -45,9 +50,25 @@ def create_app(settings: WorkerSettings | None = None) -> Celery:
         task_send_sent_event=True,
         broker_connection_retry_on_startup=True,
         broker_connection_max_retries=None,
-        broker_transport_options={"visibility_timeout": settings.visibility_timeout},
+        broker_transport_options={
+            "visibility_timeout": settings.visibility_timeout,
+            # kombu looks for batches past their visibility timeout every interval x throttle
+            # seconds (10 x 10 by default, whatever the timeout); look every timeout / 5
+            "unacked_restore_interval": max(1, min(30, settings.visibility_timeout // 5)),
+            "unacked_restore_throttle": 1,
+            "dead_letter_key": dead_letter_key(settings.queue_prefix),
+        },
         worker_hijack_root_logger=False,
+        worker_consumer="workers.dead_letter:PoisonSafeConsumer",
+        # a worker that loses Redis gives its running batches back rather than finishing them
+        # into a connection it no longer has (they are redelivered; writes are upserts)
+        worker_cancel_long_running_tasks_on_connection_loss=True,
+        mathsearch_dead_letter_key=dead_letter_key(settings.queue_prefix),
     )
+    if settings.redis_url.startswith("redis://"):
+        # rediss:// and unix:// keep kombu's own transport (its TLS defaults and socket paths
+        # hang on the scheme's name); the consumer and task hooks still dead-letter there
+        app.conf.broker_transport = "workers.dead_letter:PoisonSafeTransport"
     return app
 
 

@@ -43,6 +43,7 @@ from indexer.records import EquationRecord, Failure
 from opensearch.client import connect
 from opensearch.enrichment import ensure_math_mapping
 from opensearch.errors import MappingError, MathsearchOpenSearchError
+from opensearch.redact import redact_url
 from opensearch.schema import VectorSpec, ensure_equation_index, ensure_failures_index
 from opensearch.settings import OpenSearchSettings
 from workers.embedding import process_embedders
@@ -127,7 +128,7 @@ class Broker:
             self.redis.ping()
         except redis.RedisError as exc:
             raise IndexJobError(
-                f"Redis at {self.settings.redis_url} does not answer ({exc}): "
+                f"Redis at {redact_url(self.settings.redis_url)} does not answer ({exc}): "
                 "`mathsearch stack up`, or run the job with --inline"
             ) from exc
         answers = self.app.control.inspect(timeout=2.0).active_queues() or {}

@@ -6,7 +6,9 @@ Series (every worker serves them at ``:MATHSEARCH_METRICS_PORT/metrics``):
   ``write``, ``ok`` or ``failed`` (equations/s: ``rate(...[1m])``);
 * ``mathsearch_batch_seconds{stage}`` - time per batch and stage (histogram);
 * ``mathsearch_failures_total{stage, reason}`` - failure records by stage and reason;
-* ``mathsearch_queue_depth{queue}`` - batches waiting in each Redis queue, read at scrape time.
+* ``mathsearch_queue_depth{queue}`` - batches waiting in each Redis queue, read at scrape time;
+* ``mathsearch_poison_messages_total{queue, reason}`` - messages moved to the dead-letter list
+  (:mod:`workers.dead_letter`).
 
 Celery's prefork pool runs tasks in child processes, so the counters use prometheus_client's
 multiprocess mode: ``mathsearch worker`` points ``PROMETHEUS_MULTIPROC_DIR`` at a fresh folder
@@ -42,6 +44,12 @@ FAILURES = Counter(
     "mathsearch_failures", "Failure records written, by stage and reason", ["stage", "reason"]
 )
 
+POISON = Counter(
+    "mathsearch_poison_messages",
+    "Messages moved to the dead-letter list, by queue and reason",
+    ["queue", "reason"],
+)
+
 
 def batch_done(stage: str, seconds: float, *, ok: int, failed: Sequence[Any]) -> None:
     """Count one batch of ``stage``: ``ok`` equations through, ``failed`` failures."""
@@ -53,6 +61,10 @@ def batch_done(stage: str, seconds: float, *, ok: int, failed: Sequence[Any]) ->
 
 def failure(stage: str, reason: str) -> None:
     FAILURES.labels(stage, reason).inc()
+
+
+def poison(queue: str, reason: str) -> None:
+    POISON.labels(queue, reason).inc()
 
 
 class QueueDepthCollector:

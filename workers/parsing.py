@@ -33,6 +33,37 @@ def featuriser(with_prefix: bool = False) -> Featuriser:
     return _FEATURISERS[with_prefix]
 
 
+#: The types a JSON equation record's fields may have (``None`` allowed where listed).
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "eq_id": (str, int),
+    "doc_id": (str, int),
+    "position": (int,),
+    "latex": (str, type(None)),
+    "mathml": (str, type(None)),
+    "section": (str, type(None)),
+    "context": (str, type(None)),
+    "source": (str, type(None)),
+    "extra": (dict, type(None)),
+}
+
+
+def check_record(data: Any) -> None:
+    """Raise ``TypeError`` unless ``data`` is a dict whose known fields have usable types (a
+    record from any client: a ``position`` of ``"x"`` must not fail the write of its batch).
+    """
+    if not isinstance(data, dict):
+        raise TypeError(f"a record is a JSON object, not {type(data).__name__}")
+    if "eq_id" not in data:
+        raise TypeError("a record needs an eq_id")
+    for key, types in _FIELD_TYPES.items():
+        value = data.get(key)
+        if key in data and (not isinstance(value, types) or isinstance(value, bool)):
+            raise TypeError(f"{key!r} may not be a {type(value).__name__}")
+    position = data.get("position", 0)
+    if not 0 <= position < 2**31:
+        raise TypeError(f"position {position} is outside 0 .. 2**31-1")
+
+
 def parse_records(records: list[dict[str, Any]], with_prefix: bool = False) -> list[dict[str, Any]]:
     """Featurise JSON equation records; one JSON result per record, in order (with SymPy
     prefix tokens when ``with_prefix``).
@@ -43,6 +74,7 @@ def parse_records(records: list[dict[str, Any]], with_prefix: bool = False) -> l
     items: list[EquationRecord | Failure] = []
     for number, data in enumerate(records):
         try:
+            check_record(data)
             items.append(EquationRecord.from_dict(data))
         except (TypeError, AttributeError) as exc:
             eq_id = data.get("eq_id", f"#{number}") if isinstance(data, dict) else f"#{number}"

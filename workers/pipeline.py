@@ -44,7 +44,7 @@ from typing import Any
 from opensearchpy import OpenSearch
 
 from export.embedders import Embedder, EmbedRefusal
-from indexer.records import Failure
+from indexer.records import Failure, scrub_surrogates, storable_id
 from opensearch.bulk_writer import BulkWriter
 from opensearch.documents import equation_actions, failure_actions, failure_id
 from opensearch.enrichment import enrichment_actions, group_by_document
@@ -305,6 +305,10 @@ def write_outcome(
     """
     writer = BulkWriter(client, settings, refresh="false")
     columns = dict(vectors) if isinstance(vectors, Mapping) else {job.vector_field: vectors}
+    # one bad action must not sink a bulk request: strings become valid UTF-8 (lone surrogates
+    # -> U+FFFD) and ids storable (OpenSearch validates ids per request, not per item)
+    parsed = [writable(item) for item in parsed]
+    failures = [writable_failure(failure) for failure in failures]
     actions = list(equation_actions(job.index, parsed, columns, refusals=refusals))
     report = writer.write(actions)
     ids = {item["eq_id"] for item in parsed}
@@ -340,10 +344,49 @@ def write_outcome(
     stale = existing_ids(client, job.failures_index, keys)
     cleanup = [{"_op_type": "delete", "_index": job.failures_index, "_id": i} for i in stale]
     if recorded or cleanup:
-        writer.write([*failure_actions(job.failures_index, recorded, target=job.index), *cleanup])
+        report = writer.write(
+            [*failure_actions(job.failures_index, recorded, target=job.index), *cleanup]
+        )
+        lost = {f.doc_id for f in report.failures}
+        if lost:  # never silent: these equations are in neither place
+            logger.error(
+                "%d failure records refused by OpenSearch: %s",
+                len(lost),
+                "; ".join(f"{f.doc_id}: {f.reason}" for f in report.failures[:3]),
+            )
+            recorded = [f for f in recorded if failure_id(job.index, f.eq_id) not in lost]
     for failure in recorded:
         metrics.failure(failure.stage, failure.reason)
     return len(written_ids) + len(held), recorded
+
+
+#: Longest equation id written (a failure record's id adds the target index name).
+WRITE_ID_BYTES = 384
+
+
+def writable(item: dict[str, Any]) -> dict[str, Any]:
+    """A parsed equation OpenSearch can take: strings valid UTF-8 (lone surrogates -> U+FFFD),
+    the id :func:`~indexer.records.storable_id` (the numeric ``graph`` and ``bow`` untouched)."""
+    out = {
+        key: value if key in ("graph", "bow") else scrub_surrogates(value, depth=2)
+        for key, value in item.items()
+    }
+    out["eq_id"] = storable_id(str(out.get("eq_id", "")), WRITE_ID_BYTES)
+    extra = out.get("extra")
+    if isinstance(extra, dict) and "keywords" in extra:  # the one extra field written
+        words = extra["keywords"]
+        words = [words] if isinstance(words, str) else words if isinstance(words, list) else []
+        out["extra"] = {**extra, "keywords": [w for w in words if isinstance(w, str)]}
+    elif extra is not None and not isinstance(extra, dict):
+        out["extra"] = {}
+    return out
+
+
+def writable_failure(failure: Failure) -> Failure:
+    """A failure record OpenSearch can take (see :func:`writable`)."""
+    clean = Failure.from_dict(scrub_surrogates(failure.to_dict(), depth=1))
+    clean.eq_id = storable_id(clean.eq_id, WRITE_ID_BYTES)
+    return clean
 
 
 def existing_ids(client: OpenSearch, index: str, ids: Sequence[str]) -> set[str]:

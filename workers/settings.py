@@ -9,6 +9,7 @@ MATHSEARCH_WORKER_CONCURRENCY       processes per ``mathsearch worker``    numbe
 MATHSEARCH_TASK_TIME_LIMIT          hard time limit of one batch, s        300
 MATHSEARCH_VISIBILITY_TIMEOUT       a batch taken by a worker that died    600
                                     hard is redelivered after this, s
+                                    (looked for every fifth of it, <=30 s)
 MATHSEARCH_QUEUE_PREFIX             prefix of the queue names (isolates    "" (queues ``parse``,
                                     deployments sharing one Redis)         ``embed``, ``default``)
 MATHSEARCH_BATCH_SIZE               equations per task                     128
@@ -41,11 +42,12 @@ mid-batch and gives a finer progress bar; below 64 the per-call overhead starts 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from export.embedders import parse_encoders
 from export.errors import ModelCardError
 from opensearch.errors import ConfigurationError
+from opensearch.redact import redact_url
 
 
 def _cpus() -> int:
@@ -54,8 +56,9 @@ def _cpus() -> int:
 
 @dataclass(frozen=True)
 class WorkerSettings:
-    redis_url: str = "redis://127.0.0.1:6379/0"
-    result_backend: str = "redis://127.0.0.1:6379/0"
+    # repr=False: a Redis URL may carry a password (redis://:PASSWORD@host); see opensearch.redact
+    redis_url: str = field(default="redis://127.0.0.1:6379/0", repr=False)
+    result_backend: str = field(default="redis://127.0.0.1:6379/0", repr=False)
     concurrency: int = _cpus()
     task_time_limit: int = 300
     visibility_timeout: int = 600
@@ -81,7 +84,9 @@ class WorkerSettings:
         env = os.environ
         redis_url = env.get("MATHSEARCH_REDIS_URL") or cls.redis_url
         if not redis_url.startswith(("redis://", "rediss://", "unix://")):
-            raise ConfigurationError(f"MATHSEARCH_REDIS_URL={redis_url!r} is not a redis:// URL")
+            raise ConfigurationError(
+                f"MATHSEARCH_REDIS_URL={redact_url(redis_url)!r} is not a redis:// URL"
+            )
 
         def number(name: str, default: float, kind: type = int, minimum: float = 0) -> float:
             raw = env.get(f"MATHSEARCH_{name}")

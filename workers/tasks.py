@@ -7,6 +7,15 @@ and writes it. Both are idempotent and acknowledged late. Only transient errors 
 becomes failure records with their reason, so a job always finishes. A batch still failing
 after the last retry is marked ``lost`` in the job's progress with the reason, for the client
 to report and record.
+
+Poison (see :mod:`workers.dead_letter`): a batch whose arguments have the wrong shape (a job
+that is not a job, records that are not a list of equation dicts, a payload that is not an
+object) is not run: it goes to the dead-letter list (``bad-arguments``) and, when its job and
+batch id are readable, the batch is marked ``lost`` (with the equations that were readable) so
+the client's job still finishes; the wrong number of arguments is ``bad-arguments`` too. Any
+other task that fails for good (a bug) is dead-lettered as ``task-failed`` and its batch, unless
+already ``done`` or ``lost``, marked ``lost`` (its equations become failure records on the
+client). Neither is retried.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ from functools import cache
 from typing import Any
 
 import redis
+from celery import Task
 from celery.exceptions import SoftTimeLimitExceeded
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import ConnectionError as OSConnectionError
@@ -25,6 +35,7 @@ from indexer.records import Failure
 from opensearch.client import connect
 from opensearch.errors import WriteError
 from workers.app import app
+from workers.dead_letter import dead_letter, dead_letter_key
 from workers.health import describe_worker
 from workers.job_progress import RedisProgress
 from workers.parsing import parse_records
@@ -55,6 +66,92 @@ def _progress(job: JobSpec) -> RedisProgress:
     return RedisProgress(_redis(), job.job_id)
 
 
+class BadArgumentsError(ValueError):
+    """A task's arguments have the wrong shape (a poison message)."""
+
+
+class PoisonSafeTask(Task):
+    """A task that fails for good is dead-lettered with its arguments (truncated)."""
+
+    def on_failure(
+        self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
+    ) -> None:
+        # the wrong number of arguments fails the call itself: "parse_batch() missing ..."
+        call = isinstance(exc, TypeError) and f"{self.run.__name__}()" in str(exc)
+        bad = call or isinstance(exc, BadArgumentsError)
+        reason = "bad-arguments" if bad else "task-failed"
+        queue = (self.request.delivery_info or {}).get("routing_key")
+        body = {"task": self.name, "id": task_id, "args": args, "kwargs": kwargs}
+        key = dead_letter_key(_settings().queue_prefix)
+        detail = f"{type(exc).__name__}: {exc}"[:300]
+        dead_letter(_redis(), key, reason, detail, queue=queue, body=body)
+        if not bad and isinstance(args, list | tuple) and len(args) == 3:
+            # a batch that failed for good (a bug): lost, so its job finishes and records it
+            records = args[2].get("parsed") if isinstance(args[2], dict) else args[2]
+            _refuse(args[0], args[1], records, exc, unless_finished=True)
+
+
+def check_job(job: Any) -> JobSpec:
+    """The job of a task's arguments, or :class:`BadArgumentsError`."""
+    if not isinstance(job, dict):
+        raise BadArgumentsError(f"job is a {type(job).__name__}, not an object")
+    missing = [k for k in ("job_id", "index", "vector_field", "failures_index") if k not in job]
+    if missing:
+        raise BadArgumentsError(f"job lacks {', '.join(missing)}")
+    if not all(isinstance(job[k], str) for k in ("job_id", "index", "vector_field")):
+        raise BadArgumentsError("job_id, index and vector_field must be strings")
+    try:
+        return JobSpec.from_dict(job)
+    except (TypeError, ValueError) as exc:
+        raise BadArgumentsError(f"job: {exc}") from exc
+
+
+def check_records(records: Any) -> list[dict]:
+    """Equation dicts of a task's arguments, or :class:`BadArgumentsError`."""
+    if not isinstance(records, list):
+        raise BadArgumentsError(f"records is a {type(records).__name__}, not a list")
+    bad = sum(1 for r in records if not isinstance(r, dict) or not isinstance(r.get("eq_id"), str))
+    if bad:
+        raise BadArgumentsError(f"{bad} of {len(records)} records are not equation objects")
+    return records
+
+
+def _refuse(
+    job: Any, batch: Any, records: Any, exc: BaseException, *, unless_finished: bool = False
+) -> None:
+    """Mark a poison batch ``lost`` (if its job and id are readable) so its job finishes; the
+    task then fails with ``exc`` and :class:`PoisonSafeTask` dead-letters it. With
+    ``unless_finished``, a batch already ``done`` or ``lost`` (after its retries) is left."""
+    try:
+        spec = check_job(job)
+    except BadArgumentsError:
+        return
+    if not isinstance(batch, str):
+        return
+    progress = _progress(spec)
+    try:
+        if unless_finished and any(
+            progress.redis.hexists(progress.key(stage), batch) for stage in ("done", "lost")
+        ):
+            return
+    except redis.RedisError:
+        logger.exception("could not read the progress of batch %s", batch)
+        return
+    ok = [
+        r for r in (records if isinstance(records, list) else [])
+        if isinstance(r, dict) and isinstance(r.get("eq_id"), str)
+    ]  # fmt: skip
+    entry = {
+        "reason": f"{type(exc).__name__}: {exc}"[:500],
+        "records": [{k: r.get(k) for k in ("eq_id", "doc_id", "source", "latex")} for r in ok],
+        "failures": [],
+    }
+    try:
+        progress.mark("lost", batch, entry)
+    except redis.RedisError:
+        logger.exception("could not mark poison batch %s lost", batch)
+
+
 def _transient(exc: BaseException) -> bool:
     if isinstance(exc, TransportError) and not isinstance(exc, OSConnectionError):
         status = exc.status_code
@@ -74,10 +171,20 @@ def parse(records: list[dict]) -> list[dict]:
     return parse_records(records)
 
 
-@app.task(name="mathsearch.parse.batch", bind=True, acks_late=True, ignore_result=True)
+@app.task(
+    name="mathsearch.parse.batch", bind=True, acks_late=True, ignore_result=True,
+    base=PoisonSafeTask,
+)  # fmt: skip
 def parse_batch(self: Any, job: dict, batch: str, records: list[dict]) -> None:
     """Featurise one batch, then send it to the embed queue."""
-    spec = JobSpec.from_dict(job)
+    try:
+        spec = check_job(job)
+        records = check_records(records)
+        if not isinstance(batch, str):
+            raise BadArgumentsError(f"batch id is a {type(batch).__name__}")
+    except BadArgumentsError as exc:
+        _refuse(job, batch, records, exc)
+        raise
     try:
         payload = parse_stage(spec, batch, records, _progress(spec))
     except SoftTimeLimitExceeded:
@@ -89,10 +196,23 @@ def parse_batch(self: Any, job: dict, batch: str, records: list[dict]) -> None:
     embed_batch.apply_async(args=[job, batch, payload], retry=True)
 
 
-@app.task(name="mathsearch.embed.batch", bind=True, acks_late=True, ignore_result=True)
+@app.task(
+    name="mathsearch.embed.batch", bind=True, acks_late=True, ignore_result=True,
+    base=PoisonSafeTask,
+)  # fmt: skip
 def embed_batch(self: Any, job: dict, batch: str, payload: dict) -> dict:
     """Embed and write one parsed batch; see :func:`workers.pipeline.embed_write_stage`."""
-    spec = JobSpec.from_dict(job)
+    try:
+        spec = check_job(job)
+        if not isinstance(payload, dict) or not isinstance(batch, str):
+            raise BadArgumentsError(f"payload is a {type(payload).__name__}, not an object")
+        check_records(payload.get("parsed") or [])
+        if not isinstance(payload.get("failures") or [], list):
+            raise BadArgumentsError("payload failures is not a list")
+    except BadArgumentsError as exc:
+        parsed = payload.get("parsed") if isinstance(payload, dict) else None
+        _refuse(job, batch, parsed, exc)
+        raise
     try:
         return embed_write_stage(spec, batch, payload, client=_client(), progress=_progress(spec))
     except Exception as exc:

@@ -19,6 +19,11 @@ logger = logging.getLogger(__name__)
 
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 
+#: The lock's member holding plugins only some profiles install (the secure profile's security
+#: plugin). It must be the last member: the base digest, the default home's cache key, is the
+#: SHA-256 of the text without it, so adding an optional plugin never rebuilds the default node.
+OPTIONAL_MEMBER = ',\n  "optional_plugins"'
+
 
 @dataclass(frozen=True)
 class Artifact:
@@ -70,6 +75,14 @@ class ArtifactLock:
     modules: tuple[ModuleSpec, ...]
     plugins: tuple[PluginSpec, ...]
     digest: str
+    optional_plugins: tuple[PluginSpec, ...] = ()
+
+    def optional(self, name: str) -> PluginSpec:
+        """The optional plugin ``name`` (e.g. ``opensearch-security``)."""
+        for plugin in self.optional_plugins:
+            if plugin.name == name:
+                return plugin
+        raise ArtifactError(f"the artifact lock pins no optional plugin {name!r}")
 
     @property
     def all_artifacts(self) -> list[Artifact]:
@@ -103,11 +116,15 @@ class ArtifactLock:
                     PluginSpec(name=p["name"], artifact=Artifact(p["coordinates"], p["sha256"]))
                     for p in raw["plugins"]
                 ),
-                digest=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+                digest=hashlib.sha256(_base_text(text, raw).encode("utf-8")).hexdigest(),
+                optional_plugins=tuple(
+                    PluginSpec(name=p["name"], artifact=Artifact(p["coordinates"], p["sha256"]))
+                    for p in raw.get("optional_plugins", ())
+                ),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ArtifactError(f"malformed artifact lock: {exc!r}") from exc
-        for artifact in lock.all_artifacts:
+        for artifact in [*lock.all_artifacts, *(p.artifact for p in lock.optional_plugins)]:
             artifact.parts  # noqa: B018 - validates the coordinates
             if len(artifact.sha256) != 64:
                 raise ArtifactError(f"{artifact.coordinates}: sha256 must be 64 hex digits")
@@ -118,6 +135,16 @@ class ArtifactLock:
         """The lock shipped with the package."""
         text = resources.files("opensearch.stack").joinpath("artifacts.json").read_text("utf-8")
         return cls.parse(text)
+
+
+def _base_text(text: str, raw: dict) -> str:
+    """The lock text without its last member ``optional_plugins`` (see OPTIONAL_MEMBER)."""
+    if "optional_plugins" not in raw:
+        return text
+    if list(raw)[-1] != "optional_plugins":
+        raise ArtifactError('"optional_plugins" must be the last member of the artifact lock')
+    start = text.find(OPTIONAL_MEMBER)
+    return text if start < 0 else text[:start] + "\n}\n"  # reformatted: a key of its own
 
 
 def sha256_of(path: Path) -> str:
@@ -157,15 +184,17 @@ def verify(path: Path, artifact: Artifact) -> None:
         )
 
 
-def fetch(lock: ArtifactLock, download_dir: Path) -> dict[str, Path]:
-    """Make every artifact of ``lock`` present and verified in ``download_dir``.
+def fetch(
+    lock: ArtifactLock, download_dir: Path, extra: tuple[Artifact, ...] = ()
+) -> dict[str, Path]:
+    """Make every artifact of ``lock`` (plus ``extra``) present and verified in ``download_dir``.
 
     Files already there with the right checksum are reused; the rest are fetched from Maven
     Central by ``mvn dependency:copy-dependencies`` in one run (Maven keeps its own cache in
     ``~/.m2``). Returns coordinates -> path.
     """
     download_dir.mkdir(parents=True, exist_ok=True)
-    wanted = lock.all_artifacts
+    wanted = [*lock.all_artifacts, *extra]
     missing = []
     for artifact in wanted:
         path = download_dir / artifact.filename

@@ -4,6 +4,10 @@ The integ-test-zip distribution holds only the transport module; we add the lang
 (its jar, its runtime jars, a generated descriptor and security policy) and install the k-NN and
 neural-search plugins with ``opensearch-plugin install --batch``. The result lives in
 ``CACHE/opensearch/<version>-<lock digest>/`` and is reused until the lock changes.
+
+A profile may add optional plugins of the lock (the secure profile adds opensearch-security): it
+gets its own home, ``<version>-<lock digest>-<plugin>-<plugin sha256[:8]>``, and the default home
+is untouched.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import zipfile
 from pathlib import Path
 
 from opensearch.errors import StackError
-from opensearch.stack.artifacts import ArtifactLock, ModuleSpec, fetch
+from opensearch.stack.artifacts import ArtifactLock, ModuleSpec, PluginSpec, fetch
 from opensearch.stack.java import find_java_home
 
 logger = logging.getLogger(__name__)
@@ -26,8 +30,11 @@ logger = logging.getLogger(__name__)
 COMPLETE_MARKER = ".mathsearch-complete"
 
 
-def home_dir(cache_dir: Path, lock: ArtifactLock) -> Path:
-    return cache_dir / "opensearch" / f"{lock.opensearch_version}-{lock.digest[:12]}"
+def home_dir(cache_dir: Path, lock: ArtifactLock, extra: tuple[PluginSpec, ...] = ()) -> Path:
+    name = f"{lock.opensearch_version}-{lock.digest[:12]}"
+    for plugin in extra:
+        name += f"-{plugin.name}-{plugin.artifact.sha256[:8]}"
+    return cache_dir / "opensearch" / name
 
 
 def module_descriptor(module: ModuleSpec, opensearch_version: str) -> str:
@@ -72,15 +79,21 @@ def _unpack_distribution(zip_path: Path, dest: Path) -> Path:
 
 
 def assemble(
-    cache_dir: Path, lock: ArtifactLock | None = None, java_home: Path | None = None
+    cache_dir: Path,
+    lock: ArtifactLock | None = None,
+    java_home: Path | None = None,
+    extra_plugins: tuple[PluginSpec, ...] = (),
 ) -> Path:
     """Return the OpenSearch home for ``lock``, building it first when the cache lacks it.
+
+    ``extra_plugins`` (optional plugins of the lock) are installed after the lock's own plugins,
+    into a home of their own (see :func:`home_dir`).
 
     Safe to call from several processes at once (a file lock serialises the build) and after a
     crash (the home is built in a temporary folder and renamed into place when complete).
     """
     lock = lock or ArtifactLock.load()
-    target = home_dir(cache_dir, lock)
+    target = home_dir(cache_dir, lock, extra_plugins)
     if (target / COMPLETE_MARKER).is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -88,7 +101,7 @@ def assemble(
         fcntl.flock(lock_file, fcntl.LOCK_EX)
         if (target / COMPLETE_MARKER).is_file():
             return target
-        paths = fetch(lock, cache_dir / "downloads")
+        paths = fetch(lock, cache_dir / "downloads", tuple(p.artifact for p in extra_plugins))
         java = find_java_home(lock.java_min, lock.java_max, java_home)
         work = Path(tempfile.mkdtemp(prefix=".build-", dir=target.parent))
         try:
@@ -103,7 +116,7 @@ def assemble(
                 )
                 (folder / "plugin-security.policy").write_text(module_policy(module), "utf-8")
             env = {**os.environ, "OPENSEARCH_JAVA_HOME": str(java), "JAVA_HOME": str(java)}
-            for plugin in lock.plugins:
+            for plugin in (*lock.plugins, *extra_plugins):
                 logger.info("installing plugin %s", plugin.name)
                 command = [
                     str(home / "bin" / "opensearch-plugin"),

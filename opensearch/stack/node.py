@@ -10,6 +10,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +48,9 @@ class NodeSpec:
     http_base: int
     transport_base: int
     cluster_dir: Path
+    scheme: str = "http"
+    extra_yml: tuple[str, ...] = ()
+    cluster_name: str = CLUSTER_NAME
 
     @property
     def name(self) -> str:
@@ -70,11 +74,11 @@ class NodeSpec:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
+        return f"{self.scheme}://127.0.0.1:{self.http_port}"
 
     def opensearch_yml(self) -> str:
         lines = [
-            f"cluster.name: {CLUSTER_NAME}",
+            f"cluster.name: {self.cluster_name}",
             f"node.name: {self.name}",
             "network.host: 127.0.0.1",
             f"http.port: {self.http_port}",
@@ -94,7 +98,7 @@ class NodeSpec:
                 f"discovery.seed_hosts: [{peers}]",
                 f"cluster.initial_cluster_manager_nodes: [{names}]",
             ]
-        return "\n".join(lines) + "\n"
+        return "\n".join([*lines, *self.extra_yml]) + "\n"
 
 
 def read_pid(pid_file: Path) -> int | None:
@@ -170,6 +174,10 @@ def prepare(spec: NodeSpec, home: Path, heap: str, run_as: str | None) -> None:
     )
     (conf / "jvm.options.d").mkdir(exist_ok=True)
     shutil.copy2(home / "config" / "log4j2.properties", conf / "log4j2.properties")
+    if spec.scheme == "https":  # the security plugin wants its config files private
+        for path in conf.rglob("*"):
+            if path.is_file():
+                path.chmod(0o600)
     if run_as:
         _chown_tree(spec.folder, run_as)
         for parent in spec.folder.parents:  # the user must traverse down to its folder
@@ -226,7 +234,8 @@ def start(spec: NodeSpec, home: Path, java_home: Path, heap: str, run_as: str | 
 
 def log_tail(spec: NodeSpec, lines: int = 8) -> str:
     texts = []
-    for path in (spec.folder / "logs" / "stdout.log", spec.folder / "logs" / f"{CLUSTER_NAME}.log"):
+    logs = spec.folder / "logs"
+    for path in (logs / "stdout.log", logs / f"{spec.cluster_name}.log"):
         if path.is_file():
             texts.extend(path.read_text(errors="replace").splitlines()[-lines:])
     return "\n".join(texts)
@@ -240,10 +249,10 @@ def http_ready(url: str, timeout: float = 2.0) -> bool:
         return False
 
 
-def wait_http(spec: NodeSpec, deadline: float) -> None:
-    """Block until the node answers HTTP, raising with the log tail when it died or timed out."""
+def wait_http(spec: NodeSpec, deadline: float, ready: Callable[[str], bool] = http_ready) -> None:
+    """Block until ``ready(spec.url)``, raising with the log tail when it died or timed out."""
     while time.monotonic() < deadline:
-        if http_ready(spec.url):
+        if ready(spec.url):
             return
         if find_pid(spec) is None:
             raise StackError(f"{spec.name} exited during start-up:\n{log_tail(spec)}")

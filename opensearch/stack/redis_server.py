@@ -13,6 +13,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from opensearch.errors import StackError
+from opensearch.redact import redact_url
 from opensearch.stack.process import terminate
 
 logger = logging.getLogger(__name__)
@@ -110,9 +111,10 @@ def start(spec: RedisSpec, timeout: float = 30.0) -> str:
     version = ping(spec.host, spec.port)
     if version:
         owner = "ours" if read_pid(spec) else "already running, reused"
-        return f"Redis {version} at {spec.url} ({owner})"
+        return f"Redis {version} at {redact_url(spec.url)} ({owner})"
     if not spec.is_local:
-        raise StackError(f"MATHSEARCH_REDIS_URL={spec.url} does not answer and is not local")
+        url = redact_url(spec.url)
+        raise StackError(f"MATHSEARCH_REDIS_URL={url} does not answer and is not local")
     binary = find_redis_server()
     spec.folder.mkdir(parents=True, exist_ok=True)
     command = [
@@ -127,7 +129,7 @@ def start(spec: RedisSpec, timeout: float = 30.0) -> str:
         "--save", "",
         "--protected-mode", "yes",
     ]  # fmt: skip
-    logger.info("starting Redis on %s", spec.url)
+    logger.info("starting Redis on %s", redact_url(spec.url))
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise StackError(f"redis-server failed: {(result.stdout + result.stderr).strip()}")
@@ -135,9 +137,10 @@ def start(spec: RedisSpec, timeout: float = 30.0) -> str:
     while time.monotonic() < deadline:
         version = ping(spec.host, spec.port)
         if version:
-            return f"Redis {version} at {spec.url} (ours)"
+            return f"Redis {version} at {redact_url(spec.url)} (ours)"
         time.sleep(0.2)
-    raise StackError(f"Redis did not answer on {spec.url}; see {spec.folder / 'redis.log'}")
+    url = redact_url(spec.url)
+    raise StackError(f"Redis did not answer on {url}; see {spec.folder / 'redis.log'}")
 
 
 def stop(spec: RedisSpec, timeout: float = 30.0) -> bool:

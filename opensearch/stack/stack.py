@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from opensearch.errors import ClusterUnavailableError, StackError
+from opensearch.redact import redact_url
 from opensearch.settings import OpenSearchSettings
 from opensearch.stack import node as node_mod
 from opensearch.stack import redis_server
@@ -22,6 +23,10 @@ from workers.settings import WorkerSettings
 logger = logging.getLogger(__name__)
 
 REQUIRED_PLUGINS = ("opensearch-knn", "opensearch-neural-search")
+
+
+class ClusterAuthenticationError(ClusterUnavailableError):
+    """The cluster answered but refused the credentials (HTTP 401 / 403)."""
 
 
 @dataclass
@@ -78,8 +83,9 @@ class Stack:
         if size < 1:
             raise StackError("--nodes must be at least 1")
         if not self.settings.is_local:
+            url = redact_url(self.settings.url)
             raise StackError(
-                f"MATHSEARCH_OPENSEARCH_URL={self.settings.url} is not a local http URL; "
+                f"MATHSEARCH_OPENSEARCH_URL={url} is not a local http URL; "
                 "`stack up` only manages the local node (use `stack status` for your cluster)"
             )
         messages = []
@@ -174,22 +180,40 @@ class Stack:
     def redis_status(self) -> dict:
         spec = self.redis
         version = redis_server.ping(spec.host, spec.port)
-        return {"url": spec.url, "ok": version is not None, "version": version}
+        return {"url": redact_url(spec.url), "ok": version is not None, "version": version}
 
 
 def cluster_status(settings: OpenSearchSettings) -> dict:
-    """Query any cluster (local or not) for what `stack status` prints."""
+    """Query any cluster (local or not) for what `stack status` prints.
+
+    Raises :class:`ClusterAuthenticationError` when the credentials are refused and
+    :class:`ClusterUnavailableError` otherwise; neither message holds the password.
+    """
+    from opensearchpy.exceptions import AuthenticationException, AuthorizationException, SSLError
+
     from opensearch.client import connect
 
     client = connect(settings)
+    url = redact_url(settings.url)
     try:
         health = client.cluster.health()
         info = client.info()
         nodes = client.cat.nodes(format="json", h="name,ip,version,node.role,heap.percent,cm")
         plugins = client.cat.plugins(format="json", h="name,component,version")
+    except (AuthenticationException, AuthorizationException) as exc:
+        raise ClusterAuthenticationError(
+            f"OpenSearch at {url} refused the credentials of user "
+            f"{settings.user or '(none)'} (HTTP {exc.status_code}); check "
+            "MATHSEARCH_OPENSEARCH_USER and MATHSEARCH_OPENSEARCH_PASSWORD[_FILE]"
+        ) from None
+    except SSLError as exc:
+        raise ClusterUnavailableError(
+            f"TLS with OpenSearch at {url} failed ({_ssl_reason(exc)}); "
+            "set MATHSEARCH_OPENSEARCH_CA_FILE to the CA that signed the cluster's certificate"
+        ) from None
     except Exception as exc:
         raise ClusterUnavailableError(
-            f"OpenSearch at {settings.url} does not answer ({type(exc).__name__}); "
+            f"OpenSearch at {url} does not answer ({type(exc).__name__}); "
             "start it with `mathsearch stack up` or set MATHSEARCH_OPENSEARCH_URL"
         ) from exc
     by_plugin: dict[str, dict] = {}
@@ -198,7 +222,7 @@ def cluster_status(settings: OpenSearchSettings) -> dict:
         entry["nodes"].append(row["name"])
     missing = [name for name in REQUIRED_PLUGINS if name not in by_plugin]
     return {
-        "url": settings.url,
+        "url": url,
         "cluster_name": health["cluster_name"],
         "health": health["status"],
         "opensearch_version": info["version"]["number"],
@@ -207,3 +231,12 @@ def cluster_status(settings: OpenSearchSettings) -> dict:
         "plugins": by_plugin,
         "missing_plugins": missing,
     }
+
+
+def _ssl_reason(exc: Exception) -> str:
+    """``CERTIFICATE_VERIFY_FAILED``-style reason of an SSL error, never a URL or header."""
+    text = str(exc)
+    for reason in ("CERTIFICATE_VERIFY_FAILED", "WRONG_VERSION_NUMBER", "hostname mismatch"):
+        if reason in text:
+            return reason
+    return type(exc).__name__

@@ -186,8 +186,24 @@ def test_cluster_down_or_missing_index_is_503_with_the_reason(
     assert health.status_code == 503 and "does not answer" in health.json()["reason"]
     search = unreachable.post("/search", json={"latex": "x", "mode": "bm25"})
     assert search.status_code == 503 and search.json()["error"]["status"] == 503
+    assert search.headers["retry-after"] == "1"
     missing = TestClient(create_app(settings, "mathsearch-no-such-index", client=client))
     health = missing.get("/health")
     assert health.status_code == 503 and "no such index" in health.json()["reason"]
     search = missing.post("/search", json={"latex": "x", "mode": "bm25"})
     assert search.status_code == 503 and "no index" in search.json()["error"]["reason"]
+
+
+class _Broken:
+    def features(self, latex: str) -> Any:
+        raise RuntimeError("a bug in the featuriser")
+
+
+def test_an_unexpected_error_is_a_json_500_without_internals(
+    settings: OpenSearchSettings, client: OpenSearch, equation_alias: str
+) -> None:
+    app = create_app(settings, equation_alias, client=client, encoder=_Broken())
+    response = TestClient(app, raise_server_exceptions=False).post("/search", json={"latex": "x"})
+    assert response.status_code == 500
+    assert response.json()["error"]["reason"] == "internal error (RuntimeError)"
+    assert "featuriser" not in response.text
