@@ -20,10 +20,10 @@ def test_random_expressions_are_univariate_and_small() -> None:
 
 def test_forms_are_equivalent_and_different() -> None:
     x = sympy.Symbol("x")
-    forms = dict(equivalent_forms((x + 1) ** 2, timeout=2.0))
+    forms = dict(equivalent_forms((x + 1) ** 2, timeout=30.0))
     assert "expand" in forms
     assert sympy.simplify(prefix_to_expr(forms["expand"]) - (x + 1) ** 2) == 0
-    trig = [tokens for name, tokens in equivalent_forms(sympy.sin(x), timeout=2.0)]
+    trig = [tokens for name, tokens in equivalent_forms(sympy.sin(x), timeout=30.0)]
     assert any("cos" in tokens or "tan" in tokens for tokens in trig)  # rewrite
 
 
