@@ -163,7 +163,8 @@ def test_unreadable_and_too_large() -> None:
         latex_to_prefix("x+" * 20 + "x", settings=IndexerSettings(max_equation_chars=10))
     assert caught.value.reason == "too-large"
     with pytest.raises(PrefixError) as caught:
-        latex_to_prefix("+".join("abc" * 10), settings=IndexerSettings(max_nodes=10))
+        # a generous time limit, so a busy machine cannot turn the node limit into a timeout
+        latex_to_prefix("+".join("abc" * 10), settings=IndexerSettings(max_nodes=10), timeout=60)
     assert caught.value.reason == "too-large"
 
 
