@@ -9,6 +9,7 @@ import socket
 import subprocess
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ from opensearchpy import OpenSearch
 from indexer.hepth import iter_hepth
 from indexer.records import EquationRecord, Failure
 from opensearch import OpenSearchSettings
+from opensearch.schema import VectorSpec, ensure_equation_index
+from workers.embedding import process_encoder
 from workers.index_job import IndexJobError
 from workers.settings import WorkerSettings
 from workers.worker_process import start_worker, stop_worker
@@ -154,3 +157,17 @@ def drop_failures(client: OpenSearch, settings: OpenSearchSettings, alias: str) 
     body = [{"delete": {"_index": index, "_id": hit["_id"]}} for hit in answer["hits"]["hits"]]
     if body:
         client.bulk(body=body, refresh=True)
+
+
+@contextmanager
+def fresh_alias(client: OpenSearch, settings: OpenSearchSettings, label: str) -> Iterator[str]:
+    """A new equation index behind ``<prefix>-test-<label>-<hex>``; index, template and failure
+    records deleted afterwards."""
+    name = f"{settings.index_prefix}-test-{label}-{uuid.uuid4().hex[:8]}"
+    ensure_equation_index(client, name, [VectorSpec.from_card(process_encoder().card)], settings)
+    try:
+        yield name
+    finally:
+        client.indices.delete(index=f"{name}-0*", ignore_unavailable=True)
+        client.indices.delete_index_template(name=f"{name}-template", ignore=404)
+        drop_failures(client, settings, name)

@@ -12,7 +12,6 @@ import os
 import signal
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,15 +19,14 @@ from typing import Any
 import pytest
 from opensearchpy import OpenSearch
 
-from opensearch.schema import VectorSpec, ensure_equation_index, resolve_alias
+from opensearch.schema import resolve_alias
 from opensearch.stack.redis_server import RedisSpec
 from opensearch.stack.redis_server import start as redis_start
 from opensearch.stack.redis_server import stop as redis_stop
 from workers.app import create_app
-from workers.embedding import process_encoder
 from workers.index_job import IndexReport, run_index
 
-from .conftest import accounted, drop_failures, free_port
+from .conftest import accounted, free_port, fresh_alias
 
 pytestmark = pytest.mark.services
 
@@ -43,12 +41,8 @@ FAST_RETRIES = {
 
 @pytest.fixture
 def alias(client: OpenSearch, settings) -> Iterator[str]:
-    name = f"{settings.index_prefix}-test-fault-{uuid.uuid4().hex[:8]}"
-    ensure_equation_index(client, name, [VectorSpec.from_card(process_encoder().card)], settings)
-    yield name
-    client.indices.delete(index=f"{name}-0*", ignore_unavailable=True)
-    client.indices.delete_index_template(name=f"{name}-template", ignore=404)
-    drop_failures(client, settings, name)
+    with fresh_alias(client, settings, "fault") as name:
+        yield name
 
 
 class Job(threading.Thread):

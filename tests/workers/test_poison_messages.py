@@ -19,14 +19,12 @@ import pytest
 import redis
 from opensearchpy import OpenSearch
 
-from opensearch.schema import VectorSpec, ensure_equation_index
 from workers.dead_letter import dead_letter_key, entry, envelope_problem, read_dead_letters
-from workers.embedding import process_encoder
 from workers.index_job import run_index
 from workers.job_progress import RedisProgress
 from workers.queues import PARSE
 
-from .conftest import accounted, drop_failures
+from .conftest import accounted, fresh_alias
 
 pytestmark = pytest.mark.services
 
@@ -103,12 +101,8 @@ def poisons(queue: str) -> dict[str, tuple[bytes, str]]:
 
 @pytest.fixture
 def alias(client: OpenSearch, settings) -> Iterator[str]:
-    name = f"{settings.index_prefix}-test-poison-{uuid.uuid4().hex[:8]}"
-    ensure_equation_index(client, name, [VectorSpec.from_card(process_encoder().card)], settings)
-    yield name
-    client.indices.delete(index=f"{name}-0*", ignore_unavailable=True)
-    client.indices.delete_index_template(name=f"{name}-template", ignore=404)
-    drop_failures(client, settings, name)
+    with fresh_alias(client, settings, "poison") as name:
+        yield name
 
 
 def test_entry_truncates_the_body_and_keeps_its_size() -> None:

@@ -14,18 +14,15 @@ from __future__ import annotations
 
 import signal
 import time
-import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
 from opensearchpy import OpenSearch
 
-from opensearch.schema import VectorSpec, ensure_equation_index
 from workers.app import create_app
-from workers.embedding import process_encoder
 from workers.index_job import IndexReport
 
-from .conftest import WorkerProcess, accounted, drop_failures
+from .conftest import WorkerProcess, accounted, fresh_alias
 from .test_pipeline_faults import Job
 
 pytestmark = pytest.mark.services
@@ -36,12 +33,8 @@ OWN_FAILURE_STAGES = {"extract", "parse"}
 
 @pytest.fixture
 def alias(client: OpenSearch, settings) -> Iterator[str]:
-    name = f"{settings.index_prefix}-test-scale-down-{uuid.uuid4().hex[:8]}"
-    ensure_equation_index(client, name, [VectorSpec.from_card(process_encoder().card)], settings)
-    yield name
-    client.indices.delete(index=f"{name}-0*", ignore_unavailable=True)
-    client.indices.delete_index_template(name=f"{name}-template", ignore=404)
-    drop_failures(client, settings, name)
+    with fresh_alias(client, settings, "scale-down") as name:
+        yield name
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout: float = 120) -> None:
