@@ -94,6 +94,8 @@ def add_eval(commands: Any) -> None:
                   --limit 2000 --test-fraction 0.25 --split-seed 0 --triplets 5000 --json
               mathsearch eval ranking ../shared/data/hepth2003/*.txt --format hepth \\
                   --checkpoint runs/gcn/checkpoint.pt --onnx gcn-v1.onnx --onnx gcn-v1.int8.onnx
+              mathsearch eval ranking ../shared/data/hepth2003/*.txt --format hepth \\
+                  --onnx export/models/gcn-v2.onnx      a shipped model on its card's hold-out
             """),
         formatter_class=raw,
     )
@@ -112,9 +114,10 @@ def add_eval(commands: Any) -> None:
         action="append",
         default=[],
         metavar="MODEL.onnx",
-        help="also score an exported model (ONNX Runtime) on the same triplets; repeatable",
+        help="also score an exported model (ONNX Runtime) on the same triplets; repeatable. "
+        "Without --checkpoint the first model's card gives the split and the seeds",
     )
-    _common(ranking, checkpoint_required=True)
+    _common(ranking, checkpoint_required=False)
 
     knn = kinds.add_parser(
         "knn-accuracy",
@@ -175,9 +178,9 @@ def run_eval(args: argparse.Namespace) -> int:
         return int(plugin.run(args))
     if args.eval_command == "retrieval":
         if args.task:  # the index form: no torch, the work is in opensearch/
-            from encoders.held_out import held_out_papers
+            from encoders.held_out import held_out_papers, validation_papers
 
-            return run_index_form(args, held_out=held_out_papers)
+            return run_index_form(args, held_out=held_out_papers, validation=validation_papers)
         missing = [
             flag
             for flag, value in (
@@ -296,14 +299,33 @@ def _corpus(
     return corpus
 
 
+def _card_metadata(path: str) -> dict[str, Any]:
+    """A checkpoint's split and configuration as a model card records them."""
+    from export.model_card import load_card
+
+    training = load_card(path).training
+    config = dict(training.get("config") or {})
+    return {
+        "train_config": config,
+        "model_config": config.get("model"),
+        "split": training.get("split") or config.get("split"),
+        "step": training.get("step"),
+    }
+
+
 def _ranking(args: argparse.Namespace) -> dict[str, Any]:
-    from encoders.eval_inputs import split_settings
+    from encoders.eval_inputs import EvalInputError, split_settings
     from encoders.eval_runs import eval_ranking, untrained_model
     from encoders.sampler import holdout_triplets
     from indexer.parse import Featuriser
 
     vocabulary = _vocabulary(args)
+    if not args.checkpoint and not args.onnx:
+        raise EvalInputError("eval ranking needs --checkpoint CKPT or --onnx MODEL.onnx")
     model, metadata, device = _model(args, vocabulary)
+    if model is None:  # --onnx only: the card of the first model says how it was trained
+        metadata = _card_metadata(args.onnx[0])
+        device = _device(args.device)
     split = split_settings(metadata, args.test_fraction, args.split_seed, args.limit)
     with Featuriser(vocabulary) as featuriser:
         corpus = _corpus(args, args.sources, featuriser, split["limit"])
@@ -311,7 +333,9 @@ def _ranking(args: argparse.Namespace) -> dict[str, Any]:
     train_seed = int((metadata.get("train_config") or {}).get("seed", 0))
     seed = train_seed if args.seed is None else args.seed
     triplets = holdout_triplets(corpus_test, args.triplets, [seed, 5])
-    models = {"model": model, "untrained": untrained_model(metadata, device)}
+    models = {"model": model} if model is not None else {}
+    if metadata.get("model_config"):
+        models["untrained"] = untrained_model(metadata, device)
     for path in args.onnx:
         from export.runtime import Encoder
 
@@ -321,7 +345,7 @@ def _ranking(args: argparse.Namespace) -> dict[str, Any]:
     )
     return {
         "command": "ranking",
-        "checkpoint": str(args.checkpoint),
+        "checkpoint": str(args.checkpoint) if args.checkpoint else None,
         "step": metadata.get("step"),
         "split": split,
         "triplet_seed": seed,

@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["add_train", "run_train"]
 
-_LOSSES = ("histogram", "triplet", "ecml")  # encoders.train_config.LOSSES, without torch
+_LOSSES = ("histogram", "triplet", "ecml", "infonce")  # encoders.train_config.LOSSES, no torch
 
 
 def add_train(commands: Any) -> None:
@@ -57,10 +57,19 @@ def add_train(commands: Any) -> None:
                   --steps-per-epoch 50 --batch-size 32 --loss triplet --no-augmentation
               mathsearch train gcn ../shared/data/hepth2003/*.txt --format hepth --out runs/gcn \\
                   --resume runs/gcn/checkpoint.pt        continue an interrupted run
+              mathsearch train gcn --shared-data ../shared/data --out runs/gcn-v2 --loss infonce \\
+                  --hidden 256 --layers 2 --batch-size 256 --lr 2e-3 --normalisation l2 \\
+                  --time-budget 3600 --epochs 1000      every shared equation, one CPU hour
             """),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    gcn.add_argument("sources", nargs="+", metavar="SRC", help="files or folders to train on")
+    gcn.add_argument("sources", nargs="*", metavar="SRC", help="files or folders to train on")
+    gcn.add_argument(
+        "--shared-data",
+        metavar="DIR",
+        help="train on every equation of the shared data folder instead of SRC (hepth2003, "
+        "hepth2003-documents, hep_array; the hepth2003 held-out papers dropped everywhere)",
+    )
     gcn.add_argument("--format", choices=FORMATS, help="source format (default: from the name)")
     gcn.add_argument("--out", required=True, help="output folder (checkpoints, train.json)")
     gcn.add_argument("--epochs", type=positive_int, default=20, help="default 20")
@@ -72,6 +81,24 @@ def add_train(commands: Any) -> None:
     gcn.add_argument("--batch-size", type=positive_int, default=128, help="triplets per step")
     gcn.add_argument("--lr", type=float, default=1e-4, help="initial learning rate (1e-4)")
     gcn.add_argument("--loss", choices=_LOSSES, default="histogram", help="default histogram")
+    gcn.add_argument("--hidden", type=positive_int, default=512, help="graph layer width (512)")
+    gcn.add_argument("--layers", type=positive_int, default=3, help="graph layers (3)")
+    gcn.add_argument(
+        "--normalisation",
+        choices=("soft", "l2"),
+        default="soft",
+        help="output normalisation: the seed's soft one, or l2 (cosine search)",
+    )
+    gcn.add_argument(
+        "--time-budget", type=float, metavar="S", help="stop after S seconds of training steps"
+    )
+    gcn.add_argument("--threads", type=positive_int, help="torch threads (default: all cores)")
+    gcn.add_argument("--weight-decay", type=float, default=0.0, help="AdamW decay (0: Adam)")
+    gcn.add_argument(
+        "--shared-masking-pass",
+        action="store_true",
+        help="both tasks from the masked graphs in one forward pass (cheaper)",
+    )
     gcn.add_argument("--no-masking", action="store_true", help="no masking task")
     gcn.add_argument("--no-augmentation", action="store_true", help="no identifier permutation")
     gcn.add_argument(
@@ -149,27 +176,80 @@ def run_train(args: argparse.Namespace) -> int:
 
 def _train_gcn(args: argparse.Namespace) -> dict[str, Any]:
     from encoders.corpus import EquationCorpus
-    from encoders.training import TrainConfig, train
+    from encoders.train_config import TrainingError
+    from encoders.training import train
     from indexer.parse import Featuriser
     from indexer.vocabulary import Vocabulary, default_vocabulary
 
     out = Path(args.out)
     vocabulary = Vocabulary.load(args.vocabulary) if args.vocabulary else default_vocabulary()
-    with Featuriser(vocabulary) as featuriser:
-        if args.no_cache:
-            corpus = EquationCorpus.from_sources(
-                args.sources, args.format, args.limit, featuriser=featuriser
-            )
-        else:
-            cache = Path(args.cache_dir) if args.cache_dir else out / "cache"
-            corpus = EquationCorpus.cached(
-                args.sources, args.format, cache, args.limit, featuriser=featuriser
-            )
-    if args.test_fraction > 0:
-        corpus_train, corpus_test = corpus.split_by_paper(args.test_fraction, args.seed)
+    if bool(args.shared_data) == bool(args.sources):
+        raise TrainingError("give either SRC... or --shared-data DIR")
+    if args.shared_data:
+        corpus_train, corpus_test, split, data = _shared_corpus(args, out, vocabulary)
     else:
-        corpus_train, corpus_test = corpus, None
-    config = TrainConfig(
+        with Featuriser(vocabulary) as featuriser:
+            if args.no_cache:
+                corpus = EquationCorpus.from_sources(
+                    args.sources, args.format, args.limit, featuriser=featuriser
+                )
+            else:
+                cache = Path(args.cache_dir) if args.cache_dir else out / "cache"
+                corpus = EquationCorpus.cached(
+                    args.sources, args.format, cache, args.limit, featuriser=featuriser
+                )
+        if args.test_fraction > 0:
+            corpus_train, corpus_test = corpus.split_by_paper(args.test_fraction, args.seed)
+        else:
+            corpus_train, corpus_test = corpus, None
+        split = {"test_fraction": args.test_fraction, "seed": args.seed, "limit": args.limit}
+        data = {"all": corpus.summary()}
+    config = _config(args, out, split)
+    result = train(config, corpus_train, corpus_test, resume=args.resume, vocabulary=vocabulary)
+    summary = result.summary()
+    summary["corpus"] = {
+        **data,
+        "train": corpus_train.summary(),
+        "test": corpus_test.summary() if corpus_test is not None else None,
+    }
+    summary["config"] = config.to_dict()
+    report = out / "train.json"
+    out.mkdir(parents=True, exist_ok=True)
+    summary["report"] = str(report)
+    report.write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    return summary
+
+
+def _model_config(args: argparse.Namespace) -> Any:
+    from encoders.gcn import GCNConfig
+
+    norms = (0, 2) if args.layers >= 3 else (0,)
+    return GCNConfig(
+        hidden=args.hidden,
+        layers=args.layers,
+        batch_norm_before=norms,
+        normalisation=args.normalisation,
+    )
+
+
+def _shared_corpus(args: argparse.Namespace, out: Path, vocabulary: Any) -> tuple[Any, ...]:
+    """``(train, held_out, split, data)`` of ``--shared-data`` (:mod:`encoders.shared_corpus`)."""
+    from encoders.shared_corpus import HELD_OUT_SPLIT, VALIDATION_SPLIT, shared_training_corpus
+    from indexer.parse import Featuriser
+
+    cache = Path(args.cache_dir) if args.cache_dir else out / "cache"
+    with Featuriser(vocabulary) as featuriser:
+        corpus_train, corpus_test, data = shared_training_corpus(
+            args.shared_data, featuriser, cache
+        )
+    split = {**HELD_OUT_SPLIT, "method": "shared-data", "validation": VALIDATION_SPLIT}
+    return corpus_train, corpus_test, split, {"shared": data}
+
+
+def _config(args: argparse.Namespace, out: Path, split: dict[str, Any]) -> Any:
+    from encoders.training import TrainConfig
+
+    return TrainConfig(
         epochs=args.epochs,
         steps_per_epoch=args.steps_per_epoch,
         batch_size=args.batch_size,
@@ -185,18 +265,10 @@ def _train_gcn(args: argparse.Namespace) -> dict[str, Any]:
         eval_every=args.eval_every,
         eval_triplets=args.eval_triplets,
         progress=not args.no_progress,
-        split={"test_fraction": args.test_fraction, "seed": args.seed, "limit": args.limit},
+        split=split,
+        time_budget=args.time_budget,
+        threads=args.threads,
+        weight_decay=args.weight_decay,
+        shared_masking_pass=args.shared_masking_pass,
+        model=_model_config(args),
     )
-    result = train(config, corpus_train, corpus_test, resume=args.resume, vocabulary=vocabulary)
-    summary = result.summary()
-    summary["corpus"] = {
-        "all": corpus.summary(),
-        "train": corpus_train.summary(),
-        "test": corpus_test.summary() if corpus_test is not None else None,
-    }
-    summary["config"] = config.to_dict()
-    report = out / "train.json"
-    out.mkdir(parents=True, exist_ok=True)
-    summary["report"] = str(report)
-    report.write_text(json.dumps(summary, indent=2), encoding="utf-8")
-    return summary

@@ -63,17 +63,25 @@ from encoders.graph_data import one_hot
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "NORMALISATIONS",
     "GCNConfig",
     "GCNConfigError",
     "GraphCNN",
     "SoftNormalisation",
     "SumGraphConv",
+    "aggregate",
+    "l2_normalise",
     "mean_pool",
     "norm_stats",
     "sinusoid_table",
     "soft_normalise",
     "sum_aggregate",
+    "tree_adjacency",
 ]
+
+
+#: ``soft``: the seed's soft normalisation (section 4.1); ``l2``: unit vectors (cosine search).
+NORMALISATIONS = ("soft", "l2")
 
 
 class GCNConfigError(ValueError):
@@ -95,6 +103,8 @@ class GCNConfig:
         batch_norm_before: indices (0-based, into the ``layers`` graph-convolution layers) that
             get a BatchNorm1d in front: the first and the third.
         sinusoid_base: the 10000 of the sinusoid embeddings.
+        normalisation: ``soft`` (the seed's, section 4.1) or ``l2`` (unit vectors, so the
+            inner product is the cosine and OpenSearch's ``cosinesimil`` scores like training).
     """
 
     sizes: tuple[int, int, int] = (32, 32, 192)
@@ -106,6 +116,7 @@ class GCNConfig:
     soft_norm_eps: float = 1e-6
     batch_norm_before: tuple[int, ...] = field(default=(0, 2))
     sinusoid_base: float = 10000.0
+    normalisation: str = "soft"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sizes", tuple(int(s) for s in self.sizes))
@@ -116,6 +127,10 @@ class GCNConfig:
             raise GCNConfigError("hidden, out_dim, layers and max_position must be positive")
         if not 0.0 <= self.soft_norm_momentum <= 1.0:
             raise GCNConfigError(f"soft_norm_momentum {self.soft_norm_momentum} not in [0, 1]")
+        if self.normalisation not in NORMALISATIONS:
+            raise GCNConfigError(
+                f"normalisation must be one of {NORMALISATIONS}, not {self.normalisation!r}"
+            )
         if any(not 0 <= i < self.layers for i in self.batch_norm_before):
             raise GCNConfigError(f"batch_norm_before {self.batch_norm_before} not in [0, layers)")
 
@@ -166,8 +181,33 @@ def sum_aggregate(h: Tensor, edge_index: Tensor) -> Tensor:
         edge_index: (2, E) long, row 0 the source ``j``, row 1 the target ``i``.
     """
     source, target = edge_index[0], edge_index[1]
-    messages = h.index_select(0, source)
-    return h.scatter_add(0, target.unsqueeze(1).expand_as(messages), messages)
+    # index_add adds whole rows (a segment sum); scatter_add over an expanded index would
+    # address every one of the F elements of every message separately
+    return h.index_add(0, target, h.index_select(0, source))
+
+
+def tree_adjacency(edge_index: Tensor, num_nodes: int) -> Tensor:
+    """``A + I`` as a coalesced sparse (N, N) float32 matrix: ``(A + I) @ h`` is
+    :func:`sum_aggregate` ``(h, edge_index)`` as one sparse matmul (the training path; measured
+    ~1.5x faster than the row-wise segment sum forward + backward at width 512).
+
+    Args:
+        edge_index: (2, E) long, row 0 the source ``j``, row 1 the target ``i``.
+        num_nodes: N.
+    """
+    nodes = torch.arange(num_nodes, device=edge_index.device)
+    rows = torch.cat((edge_index[1], nodes))
+    cols = torch.cat((edge_index[0], nodes))
+    values = torch.ones(rows.numel(), dtype=torch.float32, device=edge_index.device)
+    indices = torch.stack((rows, cols))
+    return torch.sparse_coo_tensor(indices, values, (num_nodes, num_nodes), check_invariants=False)
+
+
+def aggregate(h: Tensor, edge_index: Tensor, adjacency: Tensor | None = None) -> Tensor:
+    """:func:`sum_aggregate`, or ``adjacency @ h`` when the :func:`tree_adjacency` is given."""
+    if adjacency is not None:
+        return torch.sparse.mm(adjacency, h)
+    return sum_aggregate(h, edge_index)
 
 
 def mean_pool(h: Tensor, batch_index: Tensor, ptr: Tensor) -> Tensor:
@@ -178,8 +218,7 @@ def mean_pool(h: Tensor, batch_index: Tensor, ptr: Tensor) -> Tensor:
         batch_index: (N,) long graph of each node (sorted, as torch-geometric builds it).
         ptr: (B + 1,) long node offsets; ``ptr[g + 1] - ptr[g]`` nodes belong to graph g.
     """
-    sums = h.new_zeros((ptr.size(0) - 1, h.size(1)))
-    sums = sums.scatter_add(0, batch_index.unsqueeze(1).expand_as(h), h)
+    sums = h.new_zeros((ptr.size(0) - 1, h.size(1))).index_add(0, batch_index, h)
     counts = (ptr[1:] - ptr[:-1]).clamp_min(1).to(h.dtype)
     return sums / counts.unsqueeze(1)
 
@@ -190,6 +229,15 @@ def norm_stats(embeddings: Tensor) -> tuple[Tensor, Tensor]:
     mean = norms.mean()
     std = ((norms - mean) ** 2).mean().sqrt()
     return mean, std
+
+
+def l2_normalise(embeddings: Tensor, eps: float = 1e-12) -> Tensor:
+    """``e_b / max(||e_b||_2, eps)``: unit vectors, inner product = cosine (``normalisation="l2"``).
+
+    Written with elementary operations (no ``F.normalize``) so that the ONNX export is plain.
+    """
+    norms = (embeddings * embeddings).sum(dim=1, keepdim=True).sqrt()
+    return embeddings / norms.clamp_min(eps)
 
 
 def soft_normalise(embeddings: Tensor, mean: Tensor, std: Tensor, eps: float = 1e-6) -> Tensor:
@@ -244,11 +292,17 @@ class SumGraphConv(nn.Module):
         bound = 1.0 / math.sqrt(in_dim)
         self.bias = nn.Parameter(torch.empty(out_dim).uniform_(-bound, bound))
 
-    def forward(self, x: Tensor, edge_index: Tensor, node_term: Tensor | None = None) -> Tensor:
+    def forward(
+        self,
+        x: Tensor,
+        edge_index: Tensor,
+        node_term: Tensor | None = None,
+        adjacency: Tensor | None = None,
+    ) -> Tensor:
         h = self.linear(x)
         if node_term is not None:
             h = h + node_term
-        return torch.relu(sum_aggregate(h, edge_index) + self.bias)
+        return torch.relu(aggregate(h, edge_index, adjacency) + self.bias)
 
 
 class GraphCNN(nn.Module):
@@ -292,9 +346,62 @@ class GraphCNN(nn.Module):
     def embed_tensors(
         self, x: Tensor, pos: Tensor, edge_index: Tensor, batch_index: Tensor, ptr: Tensor
     ) -> Tensor:
-        """Soft-normalised embeddings ``phi_bar`` (B, out_dim); see the module docstring."""
+        """Normalised embeddings ``phi_bar`` (B, out_dim); see the module docstring."""
         states = self.node_states_tensors(x, pos, edge_index)
-        return self.soft_norm(self.project(mean_pool(states, batch_index, ptr)))
+        return self.normalise(self.project(mean_pool(states, batch_index, ptr)))
+
+    def normalise(self, embeddings: Tensor) -> Tensor:
+        """The configured output normalisation: soft (section 4.1) or L2."""
+        if self.config.normalisation == "l2":
+            return l2_normalise(embeddings)
+        return self.soft_norm(embeddings)
+
+    # -- id interface (training on packed batches) ----------------------------------------------
+
+    def input_rows(self, tag: Tensor, attr: Tensor, char: Tensor) -> Tensor:
+        """``W^(1) x_j`` for the one-hot ``x_j`` of ids (N,) each: three rows of ``[W^(1)T; 0]``.
+
+        The same sums as ``input_layer.linear(one_hot_ids(tag, attr, char))`` (id -1, "none",
+        picks the zero row) without building the (N, 256) one-hot matrix; gradients reach
+        ``W^(1)`` through the lookup.
+        """
+        weight = self.input_layer.linear.weight  # (hidden, in_dim)
+        table = torch.cat((weight.t(), weight.new_zeros(1, weight.size(0))))
+        none = self.config.in_dim
+        rows = None
+        offset = 0
+        for ids, size in zip((tag, attr, char), self.config.sizes, strict=True):
+            index = torch.where(ids >= 0, ids + offset, torch.full_like(ids, none))
+            part = table.index_select(0, index)
+            rows = part if rows is None else rows + part
+            offset += size
+        return rows
+
+    def forward_ids(  # noqa: PLR0917 - the packed batch's tensors, as embed_tensors takes them
+        self,
+        tag: Tensor,
+        attr: Tensor,
+        char: Tensor,
+        pos: Tensor,
+        edge_index: Tensor,
+        batch_index: Tensor,
+        ptr: Tensor,
+        adjacency: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """Embeddings (B, out_dim) and node states (N, hidden) from node ids, in one pass.
+
+        Equal to :meth:`forward_with_states` on the same graphs (same parameters), but the first
+        layer is a lookup (:meth:`input_rows`) instead of a product with one-hot rows, and with
+        ``adjacency`` (:func:`tree_adjacency` of ``edge_index``) every neighbourhood sum is one
+        sparse matmul.
+        """
+        positions = pos.clamp(0, self.config.max_position - 1)
+        first = self.input_rows(tag, attr, char) + self.alpha * self.position_table[positions]
+        h = torch.relu(aggregate(first, edge_index, adjacency) + self.input_layer.bias)
+        for norm, conv in zip(self.norms, self.convs, strict=True):
+            h = conv(norm(h), edge_index, adjacency=adjacency)
+        embeddings = self.normalise(self.project(mean_pool(h, batch_index, ptr)))
+        return embeddings, h
 
     # -- torch-geometric interface ----------------------------------------------------------
 
@@ -320,7 +427,7 @@ class GraphCNN(nn.Module):
         x, pos, edge_index = self._inputs(batch)
         states = self.node_states_tensors(x, pos, edge_index)
         batch_index, ptr = self._graph_index(batch, x.size(0), x.device)
-        embeddings = self.soft_norm(self.project(mean_pool(states, batch_index, ptr)))
+        embeddings = self.normalise(self.project(mean_pool(states, batch_index, ptr)))
         return embeddings, states
 
     def forward(self, batch: Data) -> Tensor:

@@ -22,8 +22,10 @@ logger = logging.getLogger(__name__)
 __all__ = ["LOSSES", "TrainConfig", "TrainingError"]
 
 #: ``histogram`` (KDD 2020 eq. 2, the full model), ``triplet`` (KDD 2020 eq. 1, the "No
-#: Histogram Loss" ablation), ``ecml`` (ECML 2019: triplet loss with anchor swap, squared hinge).
-LOSSES = ("histogram", "triplet", "ecml")
+#: Histogram Loss" ablation), ``ecml`` (ECML 2019: triplet loss with anchor swap, squared hinge),
+#: ``infonce`` (in-batch negatives, :mod:`encoders.losses.info_nce_loss`; beyond the seeds: each
+#: step draws (anchor, positive) pairs and every other positive of the batch is a negative).
+LOSSES = ("histogram", "triplet", "ecml", "infonce")
 
 
 class TrainingError(ValueError):
@@ -36,7 +38,7 @@ class TrainConfig:
 
     epochs: int = 20
     steps_per_epoch: int | None = None  # None: triplet_pool / batch, else train equations / batch
-    batch_size: int = 128  # triplets per step (3 * 128 graphs)
+    batch_size: int = 128  # triplets per step (3 * 128 graphs; infonce: pairs, 2 * 128 graphs)
     lr: float = 1e-4  # decreases linearly to 0
     loss: str = "histogram"  # histogram | triplet | ecml
     histogram_bins: int = 64
@@ -57,6 +59,21 @@ class TrainConfig:
     eval_every: int | None = None  # steps; None: after every epoch
     eval_triplets: int = 10_000
     progress: bool = True
+    #: Batches cut from the packed corpus (:class:`~encoders.packed_corpus.PackedCorpus`) and the
+    #: model's id path; False: the older per-graph collate (kept to measure against).
+    packed: bool = True
+    #: Seconds of training after which the run stops (the learning rate then decreases linearly
+    #: over this time instead of over the steps); None: ``epochs`` decide.
+    time_budget: float | None = None
+    #: torch intra-op threads (None: torch's default).
+    threads: int | None = None
+    #: Inverse temperature the infonce loss starts from (learned, capped at 100).
+    infonce_scale: float = 20.0
+    #: infonce: leave the other pairs of the anchor's paper out of its softmax (weak labels).
+    infonce_ignore_same_paper: bool = True
+    weight_decay: float = 0.0
+    #: bf16 autocast on CUDA (no effect on CPU).
+    amp: bool = False
     #: How the corpus was split (``test_fraction``, ``seed``, ``limit``), so eval can redo it.
     split: dict[str, Any] | None = None
     model: GCNConfig = field(default_factory=GCNConfig)
@@ -75,6 +92,10 @@ class TrainConfig:
             value = getattr(self, name)
             if value is not None and int(value) < 1:
                 raise TrainingError(f"{name} must be >= 1 or None, not {value}")
+        if self.time_budget is not None and not self.time_budget > 0:
+            raise TrainingError(f"time_budget must be > 0 seconds, not {self.time_budget}")
+        if self.threads is not None and int(self.threads) < 1:
+            raise TrainingError(f"threads must be >= 1, not {self.threads}")
         if not self.lr > 0 or not 0.0 <= self.mask_rate <= 1.0 or self.masking_weight < 0:
             raise TrainingError("lr must be > 0, mask_rate in [0, 1], masking_weight >= 0")
 

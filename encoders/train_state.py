@@ -8,12 +8,13 @@ a resumed run draws exactly what the uninterrupted run would have drawn.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from encoders.checkpoints import (
     CHECKPOINTS,
@@ -25,17 +26,30 @@ from encoders.checkpoints import (
     set_rng_states,
 )
 from encoders.corpus import EquationCorpus
-from encoders.gcn import GraphCNN
+from encoders.gcn import GraphCNN, tree_adjacency
 from encoders.graph_data import collate
-from encoders.losses import HistogramLoss, TripletLoss, masked_feature_loss_fn
+from encoders.losses import (
+    HistogramLoss,
+    InfoNCELoss,
+    TripletLoss,
+    masked_feature_loss_fn,
+    same_group_mask,
+)
 from encoders.masking import MaskingHeads, mask_nodes
+from encoders.packed_corpus import PackedCorpus
 from encoders.sampler import TripletArrays, TripletSampler
 from encoders.train_config import TrainConfig, TrainingError
 from indexer.vocabulary import Vocabulary
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TrainState", "TripletBatches", "evaluate_ranking", "similarity_loss"]
+__all__ = [
+    "PreparedBatch",
+    "TrainState",
+    "TripletBatches",
+    "evaluate_ranking",
+    "similarity_loss",
+]
 
 _EVAL_CHUNK = 512
 
@@ -76,6 +90,8 @@ class TripletBatches:
 def similarity_loss(config: TrainConfig) -> nn.Module:
     if config.loss == "histogram":
         return HistogramLoss(config.histogram_bins)
+    if config.loss == "infonce":
+        return InfoNCELoss(config.infonce_scale)
     return TripletLoss(config.margin, swap=config.loss == "ecml", squared=config.loss == "ecml")
 
 
@@ -107,6 +123,18 @@ def evaluate_ranking(
     return ranking_score(pos, neg)
 
 
+@dataclass
+class PreparedBatch:
+    """What :meth:`TrainState.prepare` builds for one step (the network not yet involved)."""
+
+    batch: Any
+    masked: Any | None
+    mask: Tensor | None
+    targets: Any | None
+    ignore: Tensor | None  # infonce: (B, B) pairs left out of the softmax
+    adjacency: Tensor | None = None  # packed: the batch's sparse A + I (same for the masked one)
+
+
 class TrainState:
     """State of one training run (model, heads, optimiser, schedule, history)."""
 
@@ -121,6 +149,8 @@ class TrainState:
         self.corpus = corpus
         self.vocabulary = vocabulary
         self.device = config.resolve_device()
+        if config.threads:
+            torch.set_num_threads(int(config.threads))
         self.steps_per_epoch = steps_per_epoch
         self.total_steps = config.epochs * steps_per_epoch
         torch.manual_seed(config.seed)
@@ -131,11 +161,25 @@ class TrainState:
             self.heads = MaskingHeads(config.model.hidden, config.model.sizes).to(self.device)
             params += list(self.heads.parameters())
         self.similarity = similarity_loss(config).to(self.device)
-        self.optimizer = torch.optim.Adam(params, lr=config.lr)
+        params += list(self.similarity.parameters())  # infonce: the learned scale
+        if config.weight_decay:
+            self.optimizer = torch.optim.AdamW(
+                params, lr=config.lr, weight_decay=config.weight_decay
+            )
+        else:
+            self.optimizer = torch.optim.Adam(params, lr=config.lr)
         total = self.total_steps
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda step: max(0.0, 1.0 - step / total)
-        )
+        #: seconds spent in training steps, over resumes (the time-budget schedule reads it)
+        self.elapsed = 0.0
+        budget = config.time_budget
+
+        def factor(step: int) -> float:
+            if budget:
+                return max(0.0, 1.0 - self.elapsed / budget)
+            return max(0.0, 1.0 - step / total)
+
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, factor)
+        self.packed = PackedCorpus.from_corpus(corpus) if config.packed else None
         self.step = 0
         self.evaluations: list[dict[str, float]] = []
         self.epochs: list[dict[str, float]] = []
@@ -195,6 +239,8 @@ class TrainState:
             "train_config": self.config.to_dict(),
             "model": self.model.state_dict(),
             "heads": self.heads.state_dict() if self.heads is not None else None,
+            "similarity": self.similarity.state_dict(),
+            "elapsed": self.elapsed,
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "rng": rng_states(),
@@ -224,6 +270,9 @@ class TrainState:
         self.model.load_state_dict(data["model"])
         if self.heads is not None:
             self.heads.load_state_dict(data["heads"])
+        if data.get("similarity"):
+            self.similarity.load_state_dict(data["similarity"])
+        self.elapsed = float(data.get("elapsed", 0.0))
         self.optimizer.load_state_dict(data["optimizer"])
         self.scheduler.load_state_dict(data["scheduler"])
         set_rng_states(data["rng"])
@@ -232,10 +281,22 @@ class TrainState:
         self.epochs = list(data["history"]["epochs"])
         logger.info("resumed from %s at step %d of %d", path, self.step, self.total_steps)
 
-    def train_step(self, triplets: TripletArrays) -> dict[str, float]:
-        config, step = self.config, self.step
-        order = np.concatenate((triplets.anchors, triplets.positives, triplets.negatives))
-        batch = collate([self.corpus.graphs[i] for i in order.tolist()])
+    def prepare(self, triplets: TripletArrays, step: int | None = None) -> PreparedBatch:
+        """The data side of step ``step`` (default: the current one): the graph batch of the
+        triplets (anchors, positives[, negatives]), identifiers permuted, nodes masked.
+
+        Everything random comes from generators seeded with ``(seed, step)``.
+        """
+        config = self.config
+        step = self.step if step is None else step
+        parts = [triplets.anchors, triplets.positives]
+        if config.loss != "infonce":
+            parts.append(triplets.negatives)
+        order = np.concatenate(parts)
+        if self.packed is not None:
+            batch = self.packed.batch(order)
+        else:
+            batch = collate([self.corpus.graphs[i] for i in order.tolist()])
         if config.use_augmentation:
             from encoders.augment import permute_identifiers
 
@@ -245,19 +306,44 @@ class TrainState:
         if self.heads is not None:
             generator = torch.Generator().manual_seed(_seed_int(config.seed, 4, step))
             masked, mask, targets = mask_nodes(batch, config.mask_rate, generator)
-        self.model.train()
+        ignore = None
+        if config.loss == "infonce" and config.infonce_ignore_same_paper:
+            ignore = same_group_mask(torch.from_numpy(self.corpus.eq_paper[triplets.anchors]))
+        adjacency = None
+        if self.packed is not None:
+            adjacency = tree_adjacency(batch.edge_index, int(batch.x_tag.numel())).coalesce()
+        return PreparedBatch(batch, masked, mask, targets, ignore, adjacency)
+
+    def _forward(self, batch: Any, adjacency: Tensor | None) -> tuple[Tensor, Tensor]:
+        batch = batch.to(self.device)
+        if self.packed is None:
+            return self.model.forward_with_states(batch)
+        if adjacency is not None:
+            adjacency = adjacency.to(self.device)
+        return self.model.forward_ids(
+            batch.x_tag, batch.x_attr, batch.x_char, batch.pos, batch.edge_index, batch.batch,
+            batch.ptr, adjacency,
+        )  # fmt: skip
+
+    def _losses(self, prepared: PreparedBatch) -> tuple[Tensor, Tensor, Tensor]:
+        config = self.config
         if self.heads is not None and config.shared_masking_pass:
-            embeddings, states = self.model.forward_with_states(masked.to(self.device))
+            embeddings, states = self._forward(prepared.masked, prepared.adjacency)
         else:
-            embeddings = self.model(batch.to(self.device))
+            embeddings, states = self._forward(prepared.batch, prepared.adjacency)
             if self.heads is not None:
-                states = self.model.node_states(masked.to(self.device))
-        anchor, positive, negative = embeddings.chunk(3)
-        similarity = self.similarity(anchor, positive, negative)
-        loss, masking = similarity, torch.zeros(())
+                states = self._forward(prepared.masked, prepared.adjacency)[1]
+        if config.loss == "infonce":
+            anchor, positive = embeddings.chunk(2)
+            ignore = prepared.ignore.to(self.device) if prepared.ignore is not None else None
+            similarity = self.similarity(anchor, positive, ignore)
+        else:
+            anchor, positive, negative = embeddings.chunk(3)
+            similarity = self.similarity(anchor, positive, negative)
+        loss, masking = similarity, torch.zeros((), device=similarity.device)
         if self.heads is not None:
-            logits = self.heads(states, mask.to(self.device))
-            t = targets
+            logits = self.heads(states, prepared.mask.to(self.device))
+            t = prepared.targets
             masking = masked_feature_loss_fn(
                 logits.tag,
                 logits.attr,
@@ -265,6 +351,17 @@ class TrainState:
                 *(x.to(self.device) for x in (t.tag, t.attr, t.char)),
             )
             loss = similarity + config.masking_weight * masking
+        return loss, similarity, masking
+
+    def optimise(self, prepared: PreparedBatch) -> dict[str, float]:
+        """The network side of one step: forward, losses, backward, optimiser and schedule."""
+        step = self.step
+        self.model.train()
+        if self.config.amp and self.device.type == "cuda":
+            with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+                loss, similarity, masking = self._losses(prepared)
+        else:
+            loss, similarity, masking = self._losses(prepared)
         if not torch.isfinite(loss):
             raise TrainingError(f"the loss is {float(loss)} at step {step}")
         lr = self.scheduler.get_last_lr()[0]
@@ -280,6 +377,10 @@ class TrainState:
             "masking": masking.item(),
             "lr": lr,
         }
+
+    def train_step(self, triplets: TripletArrays) -> dict[str, float]:
+        """One step: :meth:`prepare` then :meth:`optimise`."""
+        return self.optimise(self.prepare(triplets))
 
     def checkpoint(self) -> Path | None:
         if not self.config.checkpoint_dir:

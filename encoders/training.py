@@ -15,6 +15,11 @@ adding their respective losses": per step
   of the three cross-entropies over the masked nodes. By default the masked graphs go through the
   model in a second pass (the seed scores ``phi_bar(x)`` and ``phi(x_masked)``);
   ``shared_masking_pass`` computes both tasks from the masked graphs in one pass (cheaper);
+* ``loss="infonce"`` (beyond the seed): (anchor, positive) pairs only, every other positive of
+  the batch a negative (:mod:`encoders.losses.info_nce_loss`);
+* batches are cut from the packed corpus (:mod:`encoders.packed_corpus`) and go through the
+  model's id path (:meth:`GraphCNN.forward_ids`); ``time_budget`` stops a run after so many
+  seconds of steps, the learning rate decreasing linearly over that time;
 * ``loss = similarity + masking_weight * masking`` (weight 1: the seed's sum), Adam, learning
   rate ``lr`` decreasing linearly to 0 over ``epochs * steps_per_epoch`` steps (section 4.4:
   20 epochs, batches of 128 triplets, 0.0001).
@@ -66,6 +71,7 @@ class TrainResult:
     seconds: float
     triplets_per_second: float
     vocab_hash: str
+    train_seconds: float = 0.0  # seconds in training steps over the whole run, resumes included
 
     def summary(self) -> dict[str, Any]:
         """JSON-able numbers (no model)."""
@@ -79,6 +85,7 @@ class TrainResult:
             "checkpoint": str(self.checkpoint) if self.checkpoint else None,
             "seconds": round(self.seconds, 3),
             "triplets_per_second": round(self.triplets_per_second, 1),
+            "train_seconds": round(self.train_seconds, 1),
             "vocab_hash": self.vocab_hash,
         }
 
@@ -153,10 +160,13 @@ def train(
         dynamic_ncols=True,
     )
     try:
-        while run.step < run.total_steps:
+        budget = config.time_budget
+        while run.step < run.total_steps and not (budget and run.elapsed >= budget):
             tick = time.perf_counter()
             losses.append(run.train_step(batches(run.step)))
-            now = config.batch_size / max(time.perf_counter() - tick, 1e-9)
+            spent = time.perf_counter() - tick
+            run.elapsed += spent
+            now = config.batch_size / max(spent, 1e-9)
             rate = now if rate == 0.0 else 0.9 * rate + 0.1 * now
             bar.update(1)
             bar.set_postfix(loss=f"{losses[-1]['loss']:.4f}", triplets_s=f"{rate:.0f}")
@@ -165,7 +175,8 @@ def train(
                 run.end_epoch(losses[-steps_per_epoch:])
             every = config.eval_every
             due = (every and run.step % every == 0) or (not every and end_of_epoch)
-            if due or run.step == run.total_steps:
+            out_of_time = bool(budget and run.elapsed >= budget)
+            if due or run.step == run.total_steps or out_of_time:
                 run.evaluate()
             if config.checkpoint_every and run.step % config.checkpoint_every == 0:
                 checkpoint, saved_at = run.checkpoint(), run.step
@@ -186,4 +197,5 @@ def train(
         seconds=seconds,
         triplets_per_second=len(losses) * config.batch_size / max(seconds, 1e-9),
         vocab_hash=corpus_train.vocab_hash,
+        train_seconds=run.elapsed,
     )

@@ -72,6 +72,21 @@ def _time_torch(model: Any, graphs: Sequence[EquationGraph], batch: int) -> tupl
     return prep, run
 
 
+def _default_config() -> Any:
+    """The architecture of the default model (its card's training config), else the seed's."""
+    from encoders.gcn import GCNConfig
+    from export.model_card import load_card
+    from export.settings import ExportSettings
+
+    try:
+        card = load_card(ExportSettings.from_env().model, verify_sha256=False)
+    except (OSError, ValueError) as exc:
+        logger.warning("no default model card (%s): timing the seed's 3 x 512 network", exc)
+        return GCNConfig()
+    recorded = (card.training.get("config") or {}).get("model")
+    return GCNConfig.from_dict(dict(recorded)) if recorded else GCNConfig()
+
+
 def bench_embed(
     graphs: Sequence[EquationGraph],
     *,
@@ -87,7 +102,7 @@ def bench_embed(
     import torch
 
     from encoders.checkpoints import load_model
-    from encoders.gcn import GCNConfig, GraphCNN
+    from encoders.gcn import GraphCNN
     from export.gcn_onnx import export_gcn
     from export.providers import CUDA
     from export.runtime import open_session
@@ -96,9 +111,9 @@ def bench_embed(
     torch.set_num_threads(threads)
     if checkpoint is not None:
         model, _ = load_model(checkpoint, map_location="cpu")
-    else:
+    else:  # the shipped default model's architecture (same speed as its weights)
         torch.manual_seed(0)
-        model = GraphCNN(GCNConfig()).eval()
+        model = GraphCNN(_default_config()).eval()
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="mathsearch-bench-") as tmp:
         session = open_session(
@@ -143,7 +158,10 @@ def bench_embed(
         "repeat": repeat,
         "threads": threads,
         "providers": providers,
-        "weights": str(checkpoint) if checkpoint else "fresh GraphCNN(GCNConfig()), seed 0",
+        "weights": str(checkpoint)
+        if checkpoint
+        else "fresh network of the default model's "
+        f"architecture ({model.config.layers} x {model.config.hidden}), seed 0",
         "torch": torch.__version__,
         "cpu_count": os.cpu_count(),
         "results": results,

@@ -101,9 +101,14 @@ class Embedder(Protocol):
         ...
 
 
+#: The shipped default version of each family (others: 1).
+DEFAULT_VERSIONS: dict[str, int] = {"gcn": 2}
+
+
 def default_model_path(family: str) -> Path:
     """The model a family uses when none is named: ``MATHSEARCH_MODEL_<FAMILY>`` if set
-    (``MATHSEARCH_MODEL`` for ``gcn``, as before), else the shipped ``<family>-v1.onnx``.
+    (``MATHSEARCH_MODEL`` for ``gcn``, as before), else the shipped default: ``gcn-v2.onnx``
+    for ``gcn`` (gcn-v1 stays loadable by path), ``<family>-v1.onnx`` for the others.
 
     Raises:
         ModelCardError: an unknown family.
@@ -112,7 +117,9 @@ def default_model_path(family: str) -> Path:
         raise ModelCardError(f"unknown encoder family {family!r}; known: {', '.join(FAMILIES)}")
     variable = "MATHSEARCH_MODEL" if family == "gcn" else f"MATHSEARCH_MODEL_{family.upper()}"
     configured = os.environ.get(variable, "").strip()
-    return Path(configured) if configured else MODELS_DIR / f"{family}-v1.onnx"
+    if configured:
+        return Path(configured)
+    return MODELS_DIR / f"{family}-v{DEFAULT_VERSIONS.get(family, 1)}.onnx"
 
 
 def parse_encoders(spec: str | Sequence[str]) -> list[str]:

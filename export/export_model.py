@@ -91,10 +91,22 @@ def _training(checkpoint: Path, meta: dict[str, Any]) -> tuple[dict[str, Any], d
             logger.warning("cannot read %s: %s", report, exc)
         else:
             corpus = summary.get("corpus") or {}
+            shared = corpus.get("shared")
+            parts = ("all", "train", "test")
+            if shared:  # train gcn --shared-data: the hepth2003 corpus the held-out split is of
+                corpus = {**corpus, "hepth2003": shared.get("hepth2003")}
+                parts = ("hepth2003", "train", "test")
+                training["sources"] = shared.get("sources")
+                training["held_out"] = shared.get("held_out")
+                training["parts"] = {
+                    name: {k: part.get(k) for k in ("equations", "papers", "sections")}
+                    for name, part in (shared.get("parts") or {}).items()
+                }
             training["data"] = {
                 part: {k: (corpus.get(part) or {}).get(k) for k in ("equations", "papers")}
-                for part in ("all", "train", "test")
+                for part in parts
             }
+            training["train_seconds"] = summary.get("train_seconds")
             training["seconds"] = summary.get("seconds")
             training["triplets_per_second"] = summary.get("triplets_per_second")
     metrics: dict[str, Any] = {}
@@ -104,6 +116,18 @@ def _training(checkpoint: Path, meta: dict[str, Any]) -> tuple[dict[str, Any], d
         metrics["holdout_ranking_step"] = evaluations[-1]["step"]
         metrics["holdout_bound_95"] = evaluations[-1].get("bound_95")
     return training, metrics
+
+
+def _description(config: Any, training: dict[str, Any]) -> str:
+    """One sentence on what the model is, from its configuration."""
+    loss = (training.get("config") or {}).get("loss", "histogram")
+    masking = (training.get("config") or {}).get("use_masking", True)
+    norm = "L2 normalisation (cosine)" if config.normalisation == "l2" else "soft normalisation"
+    return (
+        f"Graph CNN over Presentation MathML (KDD 2020 seed, section 4): {config.layers} x "
+        f"{config.hidden} sum graph convolutions, mean pooling, {config.out_dim}-d, {norm}; "
+        f"{loss} loss{' + masking task' if masking else ''}, identifier permutation."
+    )
 
 
 def export_checkpoint(
@@ -152,12 +176,9 @@ def export_checkpoint(
         name=name,
         family=family,
         version=version,
-        description=description
-        or "Graph CNN over Presentation MathML (KDD 2020 seed, section 4): 3 x 512 sum "
-        "graph convolutions, mean pooling, 64-d, soft normalisation; histogram loss + masking "
-        "task, identifier permutation.",
+        description=description or _description(model.config, training),
         embedding_dim=model.config.out_dim,
-        similarity="dot",
+        similarity="cosine" if model.config.normalisation == "l2" else "dot",
         vocab_hash=vocabulary.content_hash,
         vocab_sizes=list(model.config.sizes),
         opset=OPSET,

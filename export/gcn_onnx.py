@@ -16,7 +16,8 @@ and computes exactly the eval-mode :meth:`GraphCNN.embed_tensors`:
   (onnxruntime 1.31: errors up to 2.9 on random data). The blocked cumulative sum is as
   exact as summing 64 float32 numbers and costs about as much as two gathers;
 * mean pooling after the (linear) projection to 64 dimensions, which commutes with it;
-* batch normalisation and the soft normalisation with their running statistics (eval mode).
+* batch normalisation and the soft normalisation with their running statistics (eval mode), or
+  the L2 normalisation of a ``normalisation="l2"`` model.
 
 Dynamic axes: ``N`` nodes, ``E`` edges and ``B + 1`` graph offsets; the number of graphs comes
 from ``ptr``'s shape. The file is written with opset 17 and IR version 8 (onnx 1.23 would write
@@ -171,7 +172,7 @@ class GCNOnnxModule(nn.Module):
         # the mean and the linear projection commute: project the nodes to out_dim first, so
         # the pooling sums 64 columns instead of 512 (same value, an eighth of the work)
         projected = nn.functional.linear(h, model.project.weight)
-        return model.soft_norm(_mean_pool(projected, batch_index, ptr) + model.project.bias)
+        return model.normalise(_mean_pool(projected, batch_index, ptr) + model.project.bias)
 
 
 def _example_inputs() -> tuple[Tensor, ...]:

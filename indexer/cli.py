@@ -8,6 +8,7 @@ import logging
 import sys
 import textwrap
 
+from encoders.cli_bench_train import add_bench_train, run_bench_train
 from encoders.cli_eval import add_eval, run_eval
 from encoders.cli_train import add_train, run_train
 from export.cli_export import add_bench_embed, add_export, run_bench_embed, run_export
@@ -168,6 +169,7 @@ def _parser() -> argparse.ArgumentParser:
     bench_cmds = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
     add_bench(bench_cmds)
     add_bench_embed(bench_cmds)
+    add_bench_train(bench_cmds)
     add_bench_query(bench_cmds)
     add_bench_serve(bench_cmds)
     add_bench_fuzz_api(bench_cmds)
@@ -290,8 +292,19 @@ def _demo(args: argparse.Namespace) -> int:
         "the stack keeps running: `./deploy/run.sh mathsearch stack down` stops it; search it "
         f"in a browser with `./deploy/run.sh mathsearch serve --index {report.index}`\n"
     )
+    profile = report.profile
+    print(
+        f"ranking profile: {profile.get('label', 'request defaults')}; every mode below uses its "
+        f"parameters (alpha {profile.get('alpha')}, normalization {profile.get('normalization')}, "
+        f"window {profile.get('window')}), the profile's mode first\n"
+    )
     for query in report.queries:
-        print(f"query [{query.mode}]  {query.latex}")
+        mark = (
+            "near-identical equation first"
+            if query.expected_first
+            else "expected " + (" or ".join(query.expected) or "-")
+        )
+        print(f"query [{query.mode}]  {query.latex}   ({mark})")
         for hit in query.hits:
             latex = " ".join(hit.latex.split())
             latex = latex if len(latex) <= 90 else latex[:87] + "..."
@@ -303,6 +316,8 @@ def _demo(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     if args.bench_command == "embed":
         return run_bench_embed(args)
+    if args.bench_command == "train":
+        return run_bench_train(args)
     if args.bench_command == "query":
         return run_bench_query(args)
     if args.bench_command == "serve":

@@ -4,7 +4,7 @@
 ``hep_array.txt.xz`` are extracted (:func:`indexer.extract.extract`), deduplicated on their
 whitespace-normalised LaTeX, featurised (:class:`indexer.parse.Featuriser`: MathML, graph,
 math tokens, symbols) and embedded with the real model (:class:`export.runtime.Encoder`, the
-shipped ``gcn-v1`` unless ``MATHSEARCH_MODEL`` says otherwise). The equations are shuffled with a
+shipped ``gcn-v2`` unless ``MATHSEARCH_MODEL`` says otherwise). The equations are shuffled with a
 fixed seed (so that every size mixes both corpora) and the last :data:`HELD_OUT` are held out:
 they are never indexed and serve as queries. The document fields and the float32 vectors are
 cached under ``<cache dir>/bench-query/<key>/`` (``docs.jsonl.gz`` + ``vectors.npy``), the key

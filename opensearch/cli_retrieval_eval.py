@@ -72,6 +72,13 @@ def add_index_options(parser: argparse.ArgumentParser) -> None:
         "paper split of ../shared/data/hepth2003, reproduced)",
     )
     group.add_argument(
+        "--validation",
+        action="store_true",
+        help="same-document: draw only the default model's validation papers (neither trained "
+        "on nor held out; recorded by `train gcn --shared-data`): where search defaults are "
+        "tuned",
+    )
+    group.add_argument(
         "--source",
         action="append",
         metavar="FILE",
@@ -99,7 +106,9 @@ def add_index_options(parser: argparse.ArgumentParser) -> None:
 
 
 def run_index_form(
-    args: argparse.Namespace, held_out: Callable[[], list[str]] | None = None
+    args: argparse.Namespace,
+    held_out: Callable[[], list[str]] | None = None,
+    validation: Callable[[], list[str]] | None = None,
 ) -> int:
     """Handler of ``mathsearch eval retrieval --task``; 0, or 1 with a one-line reason.
 
@@ -152,6 +161,10 @@ def run_index_form(
             if args.task != "same-document" or held_out is None:
                 return fail("--held-out applies to --task same-document only")
             only_papers = held_out()
+        if getattr(args, "validation", False):
+            if args.task != "same-document" or validation is None or args.held_out:
+                return fail("--validation applies to --task same-document, without --held-out")
+            only_papers = validation()
         data = build_relevance(
             args.task,
             sources=args.source,

@@ -204,7 +204,7 @@ def run_search(args: argparse.Namespace) -> int:
         settings = OpenSearchSettings.from_env()
         alias = equations_alias(settings, args.index)
         searcher = Searcher(connect(settings), alias, encoder=ModelQueryEncoder(args.model))
-        profile = SearchProfile.load(args.profile) if args.profile else SearchProfile()
+        profile = SearchProfile.load(args.profile) if args.profile else SearchProfile.default()
         request = profile.request(
             args.latex,
             text=args.text,

@@ -80,7 +80,7 @@ def run_serve(args: argparse.Namespace) -> int:
             settings = replace(settings, serve_host=args.host)
         if args.port is not None:
             settings = replace(settings, serve_port=args.port)
-        profile = SearchProfile.load(args.profile) if args.profile else SearchProfile()
+        profile = SearchProfile.load(args.profile) if args.profile else SearchProfile.default()
         index = equations_alias(settings, args.index)
         encoder = ModelQueryEncoder(args.model)
         encoder.features("x")  # load the model now: a missing model fails here, not per query
@@ -99,7 +99,7 @@ def run_serve(args: argparse.Namespace) -> int:
         index,
         settings.serve_host,
         settings.serve_port,
-        args.profile or "defaults",
+        args.profile or profile.label,
         settings.serve_rate,
         settings.serve_burst,
         settings.serve_max_inflight,

@@ -14,9 +14,12 @@ from opensearch.fusion import FusedHit
 from opensearch.queries import Mode
 from opensearch.results import FieldScore, ScoreBreakdown
 from opensearch.search_request import SearchRequest
+from opensearch.window_rescore import WindowScore
 
-#: How the ``knn`` score of an inner-product field is computed by the k-NN plugin.
-KNN_FORMULA = "knn (inner product: 1 + ip, or 1 / (1 - ip) below 0)"
+#: How the k-NN plugin computes the ``knn`` score of a field.
+KNN_FORMULA = (
+    "knn (the k-NN plugin's score: 1 + ip for innerproduct, (1 + cos) / 2 for cosinesimil)"
+)
 
 
 def fusion_weights(alpha: float) -> list[float]:
@@ -86,11 +89,6 @@ def cos01(query: Sequence[float], doc: Sequence[float]) -> float:
     return (1.0 + (dot / norm if norm else 0.0)) / 2.0
 
 
-def knn_score(query: Sequence[float], doc: Sequence[float]) -> float:
-    ip = sum(a * b for a, b in zip(query, doc, strict=True))
-    return 1.0 + ip if ip >= 0 else 1.0 / (1.0 - ip)
-
-
 def single_breakdown(mode: Mode, score: float) -> ScoreBreakdown:
     """``bm25`` and ``knn`` modes: the score is the one subquery's."""
     if mode is Mode.BM25:
@@ -118,24 +116,14 @@ def multi_knn_breakdown(
 
 
 def rescore_breakdown(
-    request: SearchRequest,
-    score: float,
-    bm25: float | None,
-    query_vector: Sequence[float],
-    doc_vector: Sequence[float] | None,
+    request: SearchRequest, score: float, bm25: float | None, knn: float | None
 ) -> ScoreBreakdown:
-    """``rescore`` / ``knn-rescore``: the hit's exact BM25 and its vector score, and the formula.
-
-    ``knn`` holds ``(1 + cos) / 2`` for ``rescore`` and the k-NN score for ``knn-rescore``.
-    """
+    """``knn-rescore`` over one field: the hit's exact BM25, its k-NN score (the plugin's, for
+    the field's space type: ``1 + ip`` for innerproduct, ``(1 + cos) / 2`` for cosinesimil) and
+    the formula. (``rescore`` is explained by :func:`window_breakdown`.)"""
     a = request.alpha
-    if request.mode is Mode.RESCORE:
-        vector_score = cos01(query_vector, doc_vector) if doc_vector else None
-        formula = f"{1 - a:.2f} * bm25 + {a:.2f} * (1 + cos) / 2"
-    else:
-        vector_score = knn_score(query_vector, doc_vector) if doc_vector else None
-        formula = f"{a:.2f} * knn + {1 - a:.2f} * bm25"
-    return ScoreBreakdown(bm25=bm25, knn=vector_score, score=score, formula=formula)
+    formula = f"{a:.2f} * knn + {1 - a:.2f} * bm25"
+    return ScoreBreakdown(bm25=bm25, knn=knn, score=score, formula=formula)
 
 
 def multi_rescore_breakdown(
@@ -162,5 +150,34 @@ def multi_rescore_breakdown(
         knn_normalized=parts[0].normalized,
         score=score,
         formula=f"{weights[0]:.3g} * bm25 + {terms}",
+        fields=parts,
+    )
+
+
+def window_breakdown(
+    bm25: float,
+    scored: WindowScore,
+    raw: Sequence[float | None],
+    *,
+    fields: Sequence[str],
+    weights: Sequence[float],
+    normalization: str,
+) -> ScoreBreakdown:
+    """``rescore``: the raw and window-normalised BM25 and ``(1 + cos) / 2`` of every field, and
+    the formula (:mod:`opensearch.window_rescore`)."""
+    parts = [
+        FieldScore(name, value, normed, weight)
+        for name, value, normed, weight in zip(
+            fields, raw, scored.vectors_normalized, weights[1:], strict=True
+        )
+    ]
+    terms = " + ".join(f"{p.weight:.3g} * N((1 + cos) / 2)({p.field})" for p in parts)
+    return ScoreBreakdown(
+        bm25=bm25,
+        bm25_normalized=scored.bm25_normalized,
+        knn=raw[0] if raw else None,
+        knn_normalized=scored.vectors_normalized[0] if raw else None,
+        score=scored.score,
+        formula=f"{weights[0]:.3g} * N(bm25) + {terms}, N = {normalization} over the window",
         fields=parts,
     )

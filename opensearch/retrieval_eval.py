@@ -10,9 +10,11 @@ One evaluation, from relevance data (:mod:`opensearch.relevance_sets`) to a side
 3. the tuning half runs the default grid of ``mathsearch tune``
    (:data:`~opensearch.tuning_grid.DEFAULT_GRID`: every mode, alpha 0.1 .. 0.9, three
    normalisations; k = ``k``; or ``grid``) and picks the best by ``metric``;
-4. on the test half: BM25 only, kNN only, rescore, knn-rescore, fusion and rrf with their
-   default parameters, the tuned best, Approach Zero (pya0, indexed in its own workdir and
-   searched in a child process; equations and queries its parser refuses are counted) and a
+4. on the test half: BM25 only, kNN only, rescore, knn-rescore, fusion and rrf with the
+   parameters of the shipped default profile (:meth:`SearchProfile.default`: what a user gets
+   without ``--profile``), that profile itself (``default``), the tuned best, Approach Zero
+   (pya0, indexed in its own workdir and searched in a child process; equations and queries
+   its parser refuses are counted) and a
    seeded random ranking (the trivial baseline), each evaluated with
    :func:`opensearch.ir_metrics.evaluate` (P@5, P@10, P@100, nDCG@10, MAP, uMAP, Hoeffding
    widths).
@@ -241,7 +243,11 @@ def run_retrieval_eval(
     test_qrels = _subset(data.qrels, test_topics)
     _featurise(searcher, test_topics)  # the timings below are searches, not featurisation
     systems: list[SystemResult] = []
-    profiles = [(mode.value, SearchProfile(mode=mode, k=k)) for mode in BASELINES]
+    # every mode with the parameters users get without --profile (the shipped default
+    # profile's alpha, normalisation, ...), the default profile itself, and the tuned best
+    default = replace(SearchProfile.default(), k=k)
+    profiles = [(mode.value, replace(default, mode=mode)) for mode in BASELINES]
+    profiles.append(("default", default))
     profiles.append(("tuned", replace(best.config.profile, k=k)))
     tick = time.perf_counter()
     with tqdm(

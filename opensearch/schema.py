@@ -16,7 +16,7 @@ default vector field that search uses (see :mod:`opensearch.vector_fields`).
 
 Example::
 
-    spec = VectorSpec.from_card(load_card("export/models/gcn-v1.onnx"))
+    spec = VectorSpec.from_card(load_card("export/models/gcn-v2.onnx"))
     index = ensure_equation_index(client, "mathsearch-equations", [spec])
 """
 

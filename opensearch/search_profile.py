@@ -4,7 +4,10 @@ A profile is a JSON file holding the parameters of :class:`~opensearch.search_re
 that shape the ranking (mode, alpha, window, depth, normalisation, combination, rank constant,
 k, max_df) plus where they came from (``source``: e.g. the tune report and the metric it
 maximised). ``mathsearch search --profile P`` and ``mathsearch serve --profile P`` start from the
-profile; flags or request fields given explicitly still win.
+profile; flags or request fields given explicitly still win. Without ``--profile`` they (and the
+demo) start from :meth:`SearchProfile.default`: ``MATHSEARCH_SEARCH_PROFILE`` when set, else the
+shipped ``opensearch/profiles/default.json`` - the best configuration of a tuning run of the
+default model on its validation papers (its report beside it), never on evaluation topics.
 
 Example::
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -29,6 +33,10 @@ from opensearch.search_request import SearchRequest
 logger = logging.getLogger(__name__)
 
 PROFILE_FORMAT = "mathsearch-search-profile/1"
+#: The shipped default profile (see the module docstring).
+DEFAULT_PROFILE_PATH = Path(__file__).resolve().parent / "profiles" / "default.json"
+#: Environment variable naming another default profile file.
+PROFILE_ENV = "MATHSEARCH_SEARCH_PROFILE"
 
 
 @dataclass(frozen=True)
@@ -88,6 +96,27 @@ class SearchProfile:
         except (TypeError, ValueError, QueryError) as exc:
             raise ConfigurationError(f"bad search profile: {exc}") from exc
         return profile
+
+    @classmethod
+    def default(cls) -> SearchProfile:
+        """``MATHSEARCH_SEARCH_PROFILE``, else the shipped default profile, else the
+        request's defaults (a checkout without the file).
+
+        Raises:
+            ConfigurationError: the named profile cannot be read or is not a profile.
+        """
+        named = os.environ.get(PROFILE_ENV, "").strip()
+        if named:
+            return cls.load(named)
+        if DEFAULT_PROFILE_PATH.is_file():
+            return cls.load(DEFAULT_PROFILE_PATH)
+        return cls()
+
+    @property
+    def label(self) -> str:
+        """Where the profile came from, in a few words (for logs and the demo)."""
+        origin = self.source.get("name") or self.source.get("report") or "request defaults"
+        return f"{origin} ({self.mode.value}, alpha {self.alpha:g})"
 
     @classmethod
     def load(cls, path: str | Path) -> SearchProfile:

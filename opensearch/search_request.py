@@ -73,8 +73,9 @@ class SearchRequest:
             out["window"] = self.window
         if self.mode in (Mode.FUSION, Mode.RRF):
             out["depth"] = self.depth
-        if self.mode is Mode.FUSION:
+        if self.mode in (Mode.FUSION, Mode.RESCORE):  # rescore: normalised inside the window
             out["normalization"] = self.normalization.value
+        if self.mode is Mode.FUSION:
             out["combination"] = self.combination.value
         if self.mode is Mode.RRF:
             out["rank_constant"] = self.rank_constant

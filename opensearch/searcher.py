@@ -12,6 +12,11 @@ test compares them); ``"auto"`` (the default) is client-side, which measured 2x 
 equations and 9x at 1M, and is the only way to ``z_score`` on neural-search 2.19. Alpha is the
 vector's share in every mode: fusion weights are ``[1 - alpha, alpha]`` for ``[bm25, knn]``.
 
+``rescore`` runs client-side over one request: BM25 fetches ``window`` hits with their stored
+vectors, and BM25 and each field's ``(1 + cos) / 2`` are normalised inside the window
+(``normalization``, default min_max) before ``(1 - alpha) * bm25 + alpha * cos`` combines them
+(:mod:`opensearch.window_rescore`), so alpha means the same for every query.
+
 ``max_df`` leaves the query tokens found in more than that fraction of the equations out of BM25
 (:mod:`opensearch.token_stats`), in every mode that uses BM25.
 
@@ -53,6 +58,7 @@ from opensearch.explain import (
     multi_rescore_breakdown,
     rescore_breakdown,
     single_breakdown,
+    window_breakdown,
 )
 from opensearch.fusion import FusedHit, fuse, rrf
 from opensearch.queries import Mode
@@ -71,6 +77,7 @@ from opensearch.search_fields import EQUATION_FIELDS, EQUATION_SOURCE, SearchFie
 from opensearch.search_request import SearchRequest
 from opensearch.token_stats import TokenStats
 from opensearch.vector_plan import VectorPlan, plan_vectors, requested_fields
+from opensearch.window_rescore import cosine01, rank_window, rescore_window
 
 logger = logging.getLogger(__name__)
 
@@ -224,16 +231,46 @@ class Searcher(SearchCalls):
         elif request.mode is Mode.KNN:
             body = queries.knn_body_multi(vectors, **common)
         elif request.mode is Mode.RESCORE:
-            body = queries.rescore_body(
-                tokens, request.text, vectors, window=request.window, alpha=request.alpha,
-                bm25_weight=plan.bm25_weight, **common,
-            )  # fmt: skip
+            return self._window_rescore(request, tokens, plan)
         else:
             body = queries.knn_rescore_body(
                 tokens, request.text, vectors, window=request.window, alpha=request.alpha,
                 bm25_weight=plan.bm25_weight, **common,
             )  # fmt: skip
         return self._hits(self._search(body), tokens)
+
+    def _window_rescore(
+        self, request: SearchRequest, tokens: list[str], plan: VectorPlan
+    ) -> list[Hit]:
+        """BM25 fetches the window with its stored vectors; both scores are normalised inside
+        it and combined (:mod:`opensearch.window_rescore`), in one request."""
+        fields = plan.fields
+        source = tuple(dict.fromkeys((*self._source(request), *fields)))
+        body = queries.bm25_body(
+            tokens, request.text, size=request.window, filters=request.filters, source=source,
+            fields=self.fields,
+        )  # fmt: skip
+        raw = self._search(body)["hits"]["hits"]
+        stored = [hit.get("_source") or {} for hit in raw]
+        columns = [[cosine01(q.vector, doc.get(q.field)) for doc in stored] for q in plan.queries]
+        weights = plan.weights
+        scores = rescore_window(
+            [float(hit["_score"] or 0.0) for hit in raw], columns, weights, request.normalization
+        )
+        order = rank_window(scores)[: request.k]
+        ranked = [{**raw[i], "_score": scores[i].score} for i in order]
+        hits = self._hits({"hits": {"hits": ranked}}, tokens)
+        if request.explain:
+            for hit, i in zip(hits, order, strict=True):
+                hit.explanation = window_breakdown(
+                    float(raw[i]["_score"] or 0.0),
+                    scores[i],
+                    [column[i] for column in columns],
+                    fields=fields,
+                    weights=weights,
+                    normalization=request.normalization.value,
+                )
+        return hits
 
     def _server_fusion(
         self, request: SearchRequest, tokens: list[str], plan: VectorPlan
@@ -333,26 +370,17 @@ class Searcher(SearchCalls):
                 raw = [found.get(hit.eq_id) for found in lists]
                 hit.explanation = multi_knn_breakdown(hit.score, raw, plan.fields, plan.shares)
             return
+        if request.mode is Mode.RESCORE:  # explained by _window_rescore
+            return
         bm25 = self._bm25_of(ids, tokens, request.text)
-        if not several:
-            only = plan.queries[0]
-            stored = self._vectors_of(ids, only.field)
+        if not several:  # knn-rescore: the server's k-NN scores of the window
+            column = self._per_field(request, plan, request.window)[0]
             for hit in hits:
                 hit.explanation = rescore_breakdown(
-                    request, hit.score, bm25.get(hit.eq_id), only.vector, stored.get(hit.eq_id)
+                    request, hit.score, bm25.get(hit.eq_id), column.get(hit.eq_id)
                 )
             return
-        if request.mode is Mode.RESCORE:
-            from opensearch.explain import cos01
-
-            columns = []
-            for query in plan.queries:
-                stored = self._vectors_of(ids, query.field)
-                columns.append(
-                    {i: cos01(query.vector, v) for i, v in stored.items() if v is not None}
-                )
-        else:
-            columns = self._per_field(request, plan, request.window)
+        columns = self._per_field(request, plan, request.window)
         for hit in hits:
             hit.explanation = multi_rescore_breakdown(
                 request,

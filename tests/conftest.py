@@ -8,8 +8,18 @@ from collections.abc import Iterator
 import pytest
 from opensearchpy import OpenSearch
 
+from export.embedders import default_model_path
+from export.model_card import load_card
 from opensearch import OpenSearchSettings, connect
 from workers import WorkerSettings
+
+#: The shipped default graph CNN's card. Tests that mean "the default model" take its field and
+#: space type from here rather than from a version literal (the default moves with new releases).
+DEFAULT_CARD = load_card(default_model_path("gcn"), verify_sha256=False)
+DEFAULT_FIELD = DEFAULT_CARD.vector_field
+DEFAULT_SPACE = DEFAULT_CARD.space_type
+#: The field of the default's int8 variant (tests/opensearch/second_models.gcn_int8).
+DEFAULT_INT8_FIELD = f"{DEFAULT_FIELD}_int8"
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,7 @@
 2. Celery workers in their own processes (``mathsearch worker``; ones already running are used);
 3. the bundled real hep-th equations (or ``corpus``) through the pipeline - parse queue
    (LaTeX -> MathML graph, math tokens, symbols; :mod:`indexer.parse`), embed queue (the shipped
-   default models in ONNX Runtime, each into its own vector field: ``gcn-v1``, the KDD 2020
+   default models in ONNX Runtime, each into its own vector field: ``gcn-v2``, the KDD 2020
    graph CNN, and ``bitmap-v1``, the ECML 2019 CNN over rendered equations, both trained by the
    project on hep-th) and bulk writes - into the demo equation index; failures become records in
    the failures index;
@@ -38,6 +38,7 @@ from opensearch.errors import QueryError
 from opensearch.queries import Mode
 from opensearch.results import Hit
 from opensearch.schema import resolve_alias
+from opensearch.search_profile import SearchProfile
 from opensearch.searcher import ModelQueryEncoder, Searcher, SearchRequest
 from opensearch.settings import OpenSearchSettings
 from opensearch.stack import Stack
@@ -47,7 +48,8 @@ from workers.worker_process import start_worker, stop_worker
 
 logger = logging.getLogger(__name__)
 
-DEMO_MODES = (Mode.FUSION, Mode.RRF, Mode.RESCORE)
+#: Every ranking mode, each with the default profile's parameters (alpha, normalisation, ...).
+DEMO_MODES = (Mode.FUSION, Mode.RRF, Mode.RESCORE, Mode.KNN_RESCORE, Mode.KNN, Mode.BM25)
 #: Equation encoders the demo indexes with, when their shipped model is there (seq2seq is left
 #: out: SymPy reads 1 of the 206 bundled hep-th equations, so it would add refusals only).
 DEMO_FAMILIES = ("gcn", "bitmap")
@@ -63,6 +65,13 @@ QUERIES = (
     r"\Gamma(\ell-1) \lambda(m_0^2,m_1^2,m_2^2)",
     r"\sum_k \phi_k(x) \exp(iky/R)",
 )
+#: The near-identical equations of the bundled sample that each query retypes (paper 0301004:
+#: the action S_free is written twice there, in eq. #2 and #9).
+EXPECTED: dict[str, tuple[str, ...]] = {
+    QUERIES[0]: ("0301004#2", "0301004#9"),
+    QUERIES[1]: ("0301004#5",),
+    QUERIES[2]: ("0301004#1",),
+}
 
 
 @dataclass
@@ -70,6 +79,14 @@ class DemoQuery:
     latex: str
     mode: str
     hits: list[Hit]
+    expected: list[str] = field(default_factory=list)  # the near-identical equation(s)
+
+    @property
+    def expected_first(self) -> bool:
+        return bool(self.hits) and self.hits[0].eq_id in self.expected
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "expected_first": self.expected_first}
 
 
 @dataclass
@@ -82,10 +99,13 @@ class DemoReport:
     job: dict[str, Any] = field(default_factory=dict)
     enrichment: dict[str, Any] = field(default_factory=dict)
     models: list[dict[str, Any]] = field(default_factory=list)
+    profile: dict[str, Any] = field(default_factory=dict)
     queries: list[DemoQuery] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        data["queries"] = [query.to_dict() for query in self.queries]
+        return data
 
 
 def demo_records(
@@ -245,18 +265,23 @@ def run_demo(
         enrichment=enrichment,
         models=models,
     )
+    profile = SearchProfile.default()
+    report.profile = {"label": profile.label, **profile.to_dict()}
     searcher = Searcher(client, alias, encoder=ModelQueryEncoder(encoders=embedders[:1]))
+    modes = (profile.mode, *(m for m in DEMO_MODES if m is not profile.mode))
     for latex in QUERIES:
-        for mode in DEMO_MODES:
+        for mode in modes:
             try:
                 # fusion and rrf through the neural-search pipelines of the node
                 response = searcher.search(
-                    SearchRequest(latex, mode=mode, k=k, fusion_side="server")
+                    profile.request(latex, mode=mode, k=k, fusion_side="server")
                 )
             except QueryError as exc:
                 logger.warning("demo query %s failed: %s", latex, exc)
                 continue
-            report.queries.append(DemoQuery(latex=latex, mode=mode.value, hits=response.hits))
+            report.queries.append(
+                DemoQuery(latex, mode.value, response.hits, list(EXPECTED.get(latex, ())))
+            )
     if len(embedders) > 1:  # BM25 + one kNN per encoder, fused in one hybrid query
         fused = Searcher(client, alias, encoder=ModelQueryEncoder())
         request = SearchRequest(
@@ -265,7 +290,9 @@ def run_demo(
         try:
             response = fused.search(request)
             label = f"rrf: bm25 + {' + '.join(e.vector_field for e in embedders)}"
-            report.queries.append(DemoQuery(latex=QUERIES[0], mode=label, hits=response.hits))
+            report.queries.append(
+                DemoQuery(QUERIES[0], label, response.hits, list(EXPECTED[QUERIES[0]]))
+            )
         except QueryError as exc:
             logger.warning("demo multi-encoder query failed: %s", exc)
     return report

@@ -3,6 +3,8 @@
 - :func:`histogram_loss_fn` / :class:`HistogramLoss`: histogram loss, KDD 2020 eq. 2.
 - :func:`triplet_loss_fn` / :class:`TripletLoss`: triplet margin loss, KDD 2020 eq. 1, with the
   ECML 2019 anchor swap and squared hinge (ECML eq. 3).
+- :func:`info_nce_loss_fn` / :class:`InfoNCELoss`: contrastive loss with in-batch negatives
+  (InfoNCE / multiple-negatives ranking), beyond the seeds.
 - :func:`masked_feature_loss_fn`: cross-entropy of the masking task's three heads.
 
 The ``*_fn`` functions are the pure math over tensors; the modules compute the similarities of
@@ -17,6 +19,7 @@ from encoders.losses.histogram_loss import (
     histogram_loss_fn,
     pair_similarity,
 )
+from encoders.losses.info_nce_loss import InfoNCELoss, info_nce_loss_fn, same_group_mask
 from encoders.losses.masking_loss import NONE_TARGET, masked_feature_loss_fn
 from encoders.losses.triplet_loss import TripletLoss, triplet_loss_fn
 
@@ -24,9 +27,12 @@ __all__ = [
     "DEFAULT_BINS",
     "NONE_TARGET",
     "HistogramLoss",
+    "InfoNCELoss",
     "TripletLoss",
     "histogram_loss_fn",
+    "info_nce_loss_fn",
     "masked_feature_loss_fn",
     "pair_similarity",
+    "same_group_mask",
     "triplet_loss_fn",
 ]

@@ -36,3 +36,47 @@ def test_a_card_without_a_split_is_refused(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(export.model_card, "load_card", no_split)
     with pytest.raises(EvaluationError, match="records no paper split"):
         held_out_papers()
+
+
+def test_validation_papers_are_neither_trained_nor_held_out() -> None:
+    from encoders.held_out import validation_papers
+
+    card = load_card(ExportSettings.from_env().model)
+    validation = validation_papers()
+    assert card.training["split"]["validation"] == {"test_fraction": 0.1, "seed": 1}
+    assert len(validation) == 38  # 0.1 of the 379 papers left after the 95 held out
+    assert not set(validation) & set(held_out_papers())
+
+
+def test_the_shipped_cards_ranking_score_is_reproduced_on_its_hold_out(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`eval ranking --onnx` of the shipped default on its card's held-out papers gives the
+    card's hold-out ranking score (same split, same triplet seed), within the card's width."""
+    import json
+    import os
+
+    from indexer.cli import main
+
+    path = ExportSettings.from_env().model
+    card = load_card(path)
+    cache = os.path.join(os.environ.get("MATHSEARCH_CACHE_DIR", "/tmp"), "test-corpus-cache")
+    sources = [str(SHARED_DATA / "hepth2003" / n) for n in ("equation.txt", "eqnarray.txt")]
+    code = main(
+        ["eval", "ranking", *sources, "--format", "hepth", "--onnx", str(path),
+         "--triplets", str(card.training["config"]["eval_triplets"]), "--cache-dir", cache,
+         "--device", "cpu", "--no-progress", "--json"]
+    )  # fmt: skip
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["test_papers"] == card.training["data"]["test"]["papers"]
+    got = report["scores"][f"onnx:{path.name}"]["ranking_score"]
+    width = card.metrics["holdout_bound_95"]
+    assert abs(got - card.metrics["holdout_ranking"]) <= width
+    # the same triplets as training's last evaluation: equal up to float rounding
+    assert got == pytest.approx(card.metrics["holdout_ranking"], abs=2e-3)
+    assert (
+        got
+        > report["scores"]["bow"]["ranking_score"]
+        > report["scores"]["untrained"]["ranking_score"]
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from encoders.checkpoints import CheckpointError, load_checkpoint, load_model, s
 from encoders.cli_train import add_train, run_train
 from encoders.corpus import EquationCorpus
 from encoders.gcn import GCNConfig, GraphCNN
+from encoders.graph_data import collate
 from encoders.sampler import holdout_triplets
 from encoders.training import TrainConfig, TrainingError, evaluate_ranking, train
 from indexer.hepth import bundled_sample_lines, iter_hepth
@@ -104,6 +106,41 @@ def test_loss_falls_and_holdout_ranking_beats_the_untrained_model() -> None:
     assert last["ranking_score"] > before + 0.1
     assert last["bound_95"] > 0
     assert result.triplets_per_second > 0
+
+
+def test_infonce_loss_falls_and_l2_model_beats_the_untrained_one() -> None:
+    train_corpus, test_corpus = _split()
+    model = GCNConfig(hidden=32, normalisation="l2")
+    config = _small(
+        loss="infonce", steps_per_epoch=80, batch_size=16, model=model, shared_masking_pass=True
+    )
+    result = train(config, train_corpus, test_corpus)
+    similarity = np.array([x["similarity"] for x in result.losses])
+    assert similarity[-20:].mean() < 0.8 * similarity[:10].mean()
+    first, last = result.evaluations[0], result.evaluations[-1]
+    assert last["ranking_score"] > first["ranking_score"] + 0.05
+    with torch.no_grad():  # unit vectors
+        norms = result.model(collate(test_corpus.graphs[:20])).norm(dim=1)
+    assert torch.allclose(norms, torch.ones_like(norms), atol=1e-5)
+
+
+def test_packed_and_collated_batches_train_the_same() -> None:
+    train_corpus, _ = _split()
+    packed = train(_small(use_augmentation=True), train_corpus)
+    collated = train(_small(use_augmentation=True, packed=False), train_corpus)
+    assert [x["loss"] for x in packed.losses] == pytest.approx(
+        [x["loss"] for x in collated.losses], rel=1e-4
+    )
+
+
+def test_time_budget_stops_the_run_and_drives_the_schedule() -> None:
+    train_corpus, _ = _split()
+    result = train(_small(steps_per_epoch=10_000, time_budget=1.0), train_corpus)
+    assert 0 < result.step < 10_000
+    assert result.train_seconds >= 1.0
+    lrs = [x["lr"] for x in result.losses]
+    assert lrs[0] == pytest.approx(3e-3) and lrs[-1] < lrs[0]
+    assert all(a >= b for a, b in itertools.pairwise(lrs))
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,9 @@ from export.embedders import (
 from export.errors import ModelCardError
 from export.model_card import card_path, load_card
 from export.runtime import Encoder
+from export.settings import DEFAULT_MODEL_PATH
 from indexer.parse import Featuriser, ParsedEquation
+from tests.conftest import DEFAULT_FIELD
 
 LATEX = [r"\frac{a}{b}+c", r"E = m c^2", r"\int_0^1 x^2 \, dx"]
 
@@ -47,7 +49,7 @@ def test_gcn_embedder_matches_the_encoder_and_keeps_the_interface(gcn: GcnEmbedd
         [Featuriser().parse_latex(latex).graph for latex in LATEX]
     )
     assert isinstance(gcn, Embedder)
-    assert (gcn.family, gcn.vector_field, gcn.dim) == ("gcn", "vec_gcn_v1", 64)
+    assert (gcn.family, gcn.vector_field, gcn.dim) == ("gcn", DEFAULT_FIELD, 64)
     assert np.allclose(np.stack(out), direct, atol=1e-6)
 
 
@@ -74,6 +76,9 @@ def test_parse_encoders_keeps_order_and_refuses_unknown_names() -> None:
 def test_default_model_paths_follow_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert set(FAMILIES) == {"gcn", "bitmap", "seq2seq", "figure"}
     assert default_model_path("bitmap").name == "bitmap-v1.onnx"
+    # unset, the family default and the runtime's default are the same shipped file
+    monkeypatch.delenv("MATHSEARCH_MODEL", raising=False)
+    assert default_model_path("gcn") == DEFAULT_MODEL_PATH and DEFAULT_MODEL_PATH.is_file()
     monkeypatch.setenv("MATHSEARCH_MODEL_SEQ2SEQ", "/models/s.onnx")
     monkeypatch.setenv("MATHSEARCH_MODEL", "/models/g.onnx")
     assert default_model_path("seq2seq") == Path("/models/s.onnx")

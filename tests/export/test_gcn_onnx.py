@@ -130,3 +130,15 @@ def test_parity_check_catches_a_model_that_differs(exported: tuple[GraphCNN, Pat
         check_parity(other, path, list(real_graphs()[:64]))
     report = check_parity(other, path, list(real_graphs()[:64]), raise_on_failure=False)
     assert not report.passed and report.max_abs_diff > 1e-2
+
+
+def test_l2_model_exports_unit_vectors_with_parity(tmp_path: Path) -> None:
+    torch.manual_seed(1)
+    model = GraphCNN(GCNConfig(hidden=64, layers=2, batch_norm_before=(0,), normalisation="l2"))
+    path = export_gcn(model.eval(), tmp_path / "l2.onnx")
+    graphs = list(real_graphs()[:300])
+    report = check_parity(model, path, graphs, tolerance=1e-4, batch_size=100)
+    assert report.passed
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    out = session.run(None, pack_graphs(graphs[:50]).feeds())[0]
+    assert np.allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-5)

@@ -9,6 +9,7 @@ import pytest
 
 from export.errors import ModelCardError
 from export.model_card import ModelCard, card_path, file_sha256, load_card
+from export.settings import DEFAULT_MODEL_PATH
 
 
 def _card(**changes: object) -> ModelCard:
@@ -30,7 +31,8 @@ def _card(**changes: object) -> ModelCard:
 
 
 def test_card_path_sits_beside_the_model() -> None:
-    assert card_path("models/gcn-v1.onnx") == Path("models/gcn-v1.card.json")
+    assert card_path("models/gcn-v2.onnx") == Path("models/gcn-v2.card.json")
+    assert card_path(DEFAULT_MODEL_PATH).is_file()  # the shipped default has its card
     assert card_path("/x/model") == Path("/x/model.card.json")
 
 

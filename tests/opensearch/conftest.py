@@ -83,7 +83,8 @@ def equation_alias(
     demo_dicts: list[dict[str, Any]],
     demo_vectors: list[list[float]],
 ) -> Iterator[str]:
-    """A read-only equation index of the 206 sample equations with gcn-v1 vectors."""
+    """A read-only equation index of the 206 sample equations with the default model's vectors
+    (field ``DEFAULT_FIELD``)."""
     alias = new_alias(settings)
     fill(client, alias, settings, encoder, demo_dicts, demo_vectors)
     yield alias

@@ -1,10 +1,11 @@
 """Real second encoders for the several-encoder tests (the other families may not be shipped).
 
-* :func:`gcn_int8` - the shipped graph CNN quantised to int8 (:func:`export.quantize.quantize_int8`,
-  as ``mathsearch export --int8`` does): a real model with its own card, field
-  ``vec_gcn_v1_int8`` and vectors that differ from ``vec_gcn_v1``'s;
-* :func:`gcn_copy` - the shipped model and its card copied under another name and version
-  (``gcn-v2``, field ``vec_gcn_v2``);
+* :func:`gcn_int8` - the shipped default graph CNN quantised to int8
+  (:func:`export.quantize.quantize_int8`, as ``mathsearch export --int8`` does): a real model
+  with its own card, field ``<default field>_int8`` (``vec_gcn_v2_int8`` for ``gcn-v2``) and
+  vectors that differ from the default's;
+* :func:`gcn_copy` - the shipped default and its card copied under another name and version
+  (by default ``gcn-v3``, field ``vec_gcn_v3``: not the default's own version);
 * :class:`RefusingEmbedder` - a real embedder that refuses the equations a predicate picks,
   as a seq2seq encoder refuses what SymPy cannot read.
 """
@@ -25,21 +26,27 @@ from indexer.mathml_graph import EquationGraph
 
 
 def gcn_int8(folder: Path, graphs: Sequence[EquationGraph]) -> Path:
-    """The int8 variant of the shipped gcn-v1 in ``folder`` (its card beside it)."""
-    from export.quantize import quantize_int8
+    """The int8 variant of the shipped default graph CNN in ``folder`` (its card beside it):
+    ``<default>.int8.onnx``, e.g. ``gcn-v2.int8.onnx`` with field ``vec_gcn_v2_int8``."""
+    from export.quantize import int8_path, quantize_int8
 
-    out = folder / "gcn-v1.int8.onnx"
+    source = default_model_path("gcn")
+    out = folder / int8_path(source).name
     if not out.is_file():
-        quantize_int8(default_model_path("gcn"), list(graphs), out)
+        quantize_int8(source, list(graphs), out)
     return out
 
 
-def gcn_copy(folder: Path, version: int = 2) -> Path:
-    """The shipped gcn-v1 and its card as ``gcn-v<version>`` in ``folder``."""
+def gcn_copy(folder: Path, version: int = 3) -> Path:
+    """The shipped default graph CNN and its card as ``gcn-v<version>`` in ``folder`` (field
+    ``vec_gcn_v<version>``), which must not be the default's own version: the copy's field
+    would be the default's."""
     source = default_model_path("gcn")
+    card = json.loads(card_path(source).read_text())
+    if version == card["version"]:
+        raise ValueError(f"gcn_copy: version {version} is the default model's own")
     out = folder / f"gcn-v{version}.onnx"
     shutil.copyfile(source, out)
-    card = json.loads(card_path(source).read_text())
     card.update(name=f"gcn-v{version}", version=version)
     card.pop("vector_field", None)
     card.pop("space_type", None)

@@ -16,6 +16,7 @@ from indexer.records import EquationRecord
 from opensearch import OpenSearchSettings
 from opensearch.enrichment import DocumentMath, math_mapping
 from opensearch.schema import VectorSpec
+from tests.conftest import DEFAULT_FIELD
 from workers.enrich import enrich_index
 
 pytestmark = pytest.mark.services
@@ -96,7 +97,7 @@ def test_enrichment_adds_math_and_leaves_every_existing_field_byte_for_byte(
         assert mapping_after["properties"][name] == field_mapping
     math = after[next(iter(before))][0]["math"]
     assert math["equation_count"] == len(math["eq_ids"]) and math["equation_count"] > 0
-    assert len(math["vector"]) == encoder.card.embedding_dim and math["model"] == "vec_gcn_v1"
+    assert len(math["vector"]) == encoder.card.embedding_dim and math["model"] == DEFAULT_FIELD
     assert math["tokens"] and math["symbols"]
     # the new fields are searchable: BM25 on math.tokens, a keyword filter on math.symbols
     symbol = math["symbols"][0]

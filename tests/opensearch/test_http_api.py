@@ -16,6 +16,7 @@ from opensearch.client import connect
 from opensearch.http_api import create_app
 from opensearch.queries import Mode
 from opensearch.search_profile import SearchProfile
+from tests.conftest import DEFAULT_FIELD
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +156,7 @@ def test_render_equation_health_metrics_and_openapi(
 
     health = api.get("/health").json()
     assert health["status"] == "ok" and health["equations"] == 206
-    assert health["index"] == equation_alias and health["vector_field"] == "vec_gcn_v1"
+    assert health["index"] == equation_alias and health["vector_field"] == DEFAULT_FIELD
 
     api.post("/search", json={"latex": "x^2", "mode": "bm25"})
     metrics = api.get("/metrics").text

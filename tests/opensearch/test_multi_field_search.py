@@ -1,6 +1,6 @@
 """Search across several vector fields against the real node: the 206 sample equations with
-two real encoders' vectors (the shipped gcn-v1 and its int8 variant), every mode, server-side
-fusion equal to client-side fusion, and clear errors for fields the index lacks."""
+two real encoders' vectors (the shipped default graph CNN and its int8 variant), every mode,
+server-side fusion equal to client-side fusion, and clear errors for fields the index lacks."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from opensearch.query_encoder import ModelQueryEncoder
 from opensearch.schema import VectorSpec, ensure_equation_index
 from opensearch.search_request import SearchRequest
 from opensearch.searcher import Searcher
+from tests.conftest import DEFAULT_FIELD, DEFAULT_INT8_FIELD
 from workers.embedding import vectors_of
 
 from .conftest import drop_alias, new_alias
@@ -37,7 +38,7 @@ from .test_fusion import _same_ranking
 
 pytestmark = pytest.mark.services
 
-FIELDS = ("vec_gcn_v1", "vec_gcn_v1_int8")
+FIELDS = (DEFAULT_FIELD, DEFAULT_INT8_FIELD)
 QUERIES = (3, 120)
 
 
@@ -56,7 +57,7 @@ def two_field_alias(
     demo_vectors: list,
     int8_path: Path,
 ) -> Iterator[str]:
-    """The sample equations with vec_gcn_v1 and vec_gcn_v1_int8 (read-only)."""
+    """The sample equations with the default field and its int8 variant's (read-only)."""
     int8 = Encoder(int8_path)
     alias = new_alias(settings)
     specs = [VectorSpec.from_card(encoder.card), VectorSpec.from_card(int8.card)]
@@ -148,13 +149,15 @@ def test_knn_and_rescore_over_two_fields(searcher2: Searcher, demo_parsed: list)
     for hit in rescore.hits:
         e = hit.explanation
         assert all(0.0 <= p.raw <= 1.0 for p in e.fields)  # (1 + cos) / 2 of each field
-        expected = 0.6 * e.bm25 + sum(0.2 * p.raw for p in e.fields)
+        # each normalised inside the window (window_rescore)
+        expected = 0.6 * e.bm25_normalized + sum(0.2 * p.normalized for p in e.fields)
         assert math.isclose(expected, hit.score, rel_tol=1e-4)
     single = searcher2.search(SearchRequest(query.record.latex, mode=Mode.RESCORE, k=6,
                                             alpha=0.4, explain=True))  # fmt: skip
     e = single.hits[0].explanation
-    assert not e.fields and math.isclose(0.6 * e.bm25 + 0.4 * e.knn, single.hits[0].score,
-                                         rel_tol=1e-4)  # fmt: skip
+    assert len(e.fields) == 1
+    expected = 0.6 * e.bm25_normalized + 0.4 * e.knn_normalized
+    assert math.isclose(expected, single.hits[0].score, rel_tol=1e-4)
     both = searcher2.search(_request(query.record.latex, mode=Mode.KNN_RESCORE, k=6, explain=True))
     top = both.hits[0].explanation
     expected = 0.5 * top.bm25 + 0.25 * top.fields[0].raw + 0.25 * top.fields[1].raw
@@ -197,7 +200,7 @@ def test_http_api_accepts_encoders_and_refuses_unknown_ones(
     latex = demo_parsed[40].record.latex
     ok = api.post("/search", json={"latex": latex, "mode": "rrf", "k": 3, "encoders": ["gcn"]})
     assert ok.status_code == 200, ok.text
-    assert ok.json()["vector_field"] == "vec_gcn_v1"
+    assert ok.json()["vector_field"] == DEFAULT_FIELD
     assert ok.json()["hits"][0]["eq_id"] == demo_parsed[40].eq_id
     bad = api.post("/search", json={"latex": latex, "encoders": ["nope"]})
     assert bad.status_code == 422 and "unknown encoder 'nope'" in bad.json()["error"]["reason"]
@@ -225,6 +228,6 @@ def test_search_command_with_encoders(
     ]
     assert data["hits"][0]["eq_id"] == demo_parsed[40].eq_id
     assert main([*argv, "--explain"]) == 0
-    assert "vec_gcn_v1_int8" in capsys.readouterr().out
+    assert DEFAULT_INT8_FIELD in capsys.readouterr().out
     assert main(["search", latex, "--index", two_field_alias, "--encoders", "gcn,nope"]) == 1
     assert "unknown encoder" in capsys.readouterr().err

@@ -21,12 +21,13 @@ from opensearch.http_api import create_app
 from opensearch.queries import Filters, Mode
 from opensearch.query_encoder import QueryFeatures
 from opensearch.searcher import Searcher, SearchRequest
+from tests.conftest import DEFAULT_FIELD
 
-FIELD = "vec_gcn_v1"
+FIELD = DEFAULT_FIELD  # the field of the index the service test searches
 BENIGN = "x ^ 2 + y ^ 2"
 CRAFTED = [
     '"}},{"script":{"source":"System.exit(0)","lang":"painless"}},{"match_all":{',
-    "doc['vec_gcn_v1'].value * 1000; return 1e9;",
+    f"doc['{FIELD}'].value * 1000; return 1e9;",
     "* OR _id:*",
     'latex:* AND NOT doc_id:x~2 [* TO *] /.*/ +a -b && || ! ( ) { } [ ] ^ " ~ ? : \\ /',
     "\u0000\u0000 \\u0000",

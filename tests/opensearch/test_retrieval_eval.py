@@ -32,7 +32,9 @@ pytest.importorskip("pya0")
 
 SAMPLE = Path(str(resources.files("indexer").joinpath("resources/hepth2003-sample.txt")))
 SEMVEC = Path(__file__).resolve().parents[1] / "resources" / "indexer" / "semvec"
-SYSTEMS = {"bm25", "knn", "rescore", "knn-rescore", "fusion", "rrf", "tuned", "pya0", "random"}
+SYSTEMS = {
+    "bm25", "knn", "rescore", "knn-rescore", "fusion", "rrf", "default", "tuned", "pya0", "random"
+}  # fmt: skip
 GRID = ["--grid", "mode=fusion,rescore", "alpha=0.3,0.7"]
 
 

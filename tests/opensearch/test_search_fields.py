@@ -20,6 +20,7 @@ from opensearch.query_encoder import ModelQueryEncoder, QueryFeatures
 from opensearch.search_fields import FIGURE_FIELDS
 from opensearch.search_request import SearchRequest
 from opensearch.searcher import Searcher
+from tests.conftest import DEFAULT_FIELD
 from workers.index_job import run_index
 
 from .second_models import shipped_families
@@ -137,7 +138,7 @@ def test_every_shipped_family_indexes_and_searches_with_gcn(
             common = {"mode": mode, "k": 5, "depth": 20, "encoders": ("gcn", family)}
             server = searcher.search(SearchRequest(plain[0], fusion_side="server", **common))
             local = searcher.search(SearchRequest(plain[0], fusion_side="client", **common))
-            assert server.vector_fields == ["vec_gcn_v1", field]
+            assert server.vector_fields == [DEFAULT_FIELD, field]
             assert server.hits[0].eq_id == "plain#0"
             assert [h.score for h in server.hits] == pytest.approx([h.score for h in local.hits])
     finally:
@@ -149,5 +150,5 @@ def test_gcn_encoder_is_unchanged_by_the_several_encoder_path(demo_parsed: list)
     latex = demo_parsed[5].record.latex
     old = ModelQueryEncoder(Encoder()).features(latex)
     new = ModelQueryEncoder(encoders=["gcn"]).features(latex)
-    assert old.tokens == new.tokens and old.vector_field == new.vector_field == "vec_gcn_v1"
+    assert old.tokens == new.tokens and old.vector_field == new.vector_field == DEFAULT_FIELD
     assert old.vector == pytest.approx(new.vector, abs=1e-6)

@@ -12,6 +12,7 @@ from indexer.cli import main
 from opensearch.errors import QueryError
 from opensearch.queries import Filters, Mode
 from opensearch.searcher import Searcher, SearchRequest
+from tests.conftest import DEFAULT_FIELD
 
 pytestmark = pytest.mark.services
 
@@ -86,12 +87,34 @@ def test_rescore_explanations_add_up(searcher: Searcher, demo_parsed: list, mode
     for hit in response.hits:
         e = hit.explanation
         assert e is not None and e.bm25 is not None and e.knn is not None
-        if mode is Mode.RESCORE:
+        if mode is Mode.RESCORE:  # both normalised inside the window (window_rescore)
             assert 0.0 <= e.knn <= 1.0
-            expected = (1 - alpha) * e.bm25 + alpha * e.knn
+            assert 0.0 < e.bm25_normalized <= 1.0 and 0.0 < e.knn_normalized <= 1.0
+            expected = (1 - alpha) * e.bm25_normalized + alpha * e.knn_normalized
         else:
             expected = alpha * e.knn + (1 - alpha) * e.bm25
         assert math.isclose(hit.score, expected, rel_tol=1e-4)
+
+
+def test_rescore_normalises_bm25_and_cosine_inside_the_window(
+    searcher: Searcher, demo_parsed: list
+) -> None:
+    latex = demo_parsed[QUERY].record.latex
+    bm25 = searcher.search(SearchRequest(latex, mode=Mode.BM25, k=20))
+    request = SearchRequest(latex, mode=Mode.RESCORE, k=20, window=20, alpha=0.5, explain=True)
+    hits = searcher.search(request).hits
+    # the same window as BM25's top 20, re-ordered; its best BM25 hit normalises to 1
+    assert {h.eq_id for h in hits} == {h.eq_id for h in bm25.hits}
+    explained = {h.eq_id: h.explanation for h in hits}
+    assert explained[bm25.hits[0].eq_id].bm25_normalized == pytest.approx(1.0)
+    assert max(e.knn_normalized for e in explained.values()) == pytest.approx(1.0)
+    assert "min_max over the window" in hits[0].explanation.formula
+    # alpha 1: the vector alone orders the window; alpha 0: BM25 alone
+    by_vector = searcher.search(replace(request, alpha=1.0, explain=False)).hits
+    cosines = [explained[h.eq_id].knn for h in by_vector]
+    assert cosines == sorted(cosines, reverse=True)
+    by_bm25 = searcher.search(replace(request, alpha=0.0, explain=False)).hits
+    assert [h.eq_id for h in by_bm25][:5] == [h.eq_id for h in bm25.hits][:5]
 
 
 @pytest.mark.parametrize("mode", [Mode.FUSION, Mode.RRF])
@@ -143,8 +166,8 @@ def test_bad_requests_are_query_errors(searcher: Searcher) -> None:
         searcher.search(
             SearchRequest("x", mode=Mode.BM25, filters=Filters(terms={"latex": ("x",)}))
         )
-    with pytest.raises(QueryError, match="query model fills vec_gcn_v1"):
-        searcher.search(SearchRequest("x", mode=Mode.KNN, vector_field="vec_gcn_v2"))
+    with pytest.raises(QueryError, match=f"query model fills {DEFAULT_FIELD}"):
+        searcher.search(SearchRequest("x", mode=Mode.KNN, vector_field="vec_gcn_v99"))
 
 
 def test_a_crafted_query_stays_a_value(
@@ -175,4 +198,4 @@ def test_search_command_prints_json_and_text(
     assert main(["search", r"\frac{", "--index", equation_alias]) == 1
     assert "unbalanced" in capsys.readouterr().err
     assert main(["models", "list", "--index", equation_alias]) == 0
-    assert "* vec_gcn_v1" in capsys.readouterr().out
+    assert f"* {DEFAULT_FIELD}" in capsys.readouterr().out

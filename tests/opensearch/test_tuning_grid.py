@@ -54,8 +54,10 @@ def test_each_mode_varies_only_what_it_uses() -> None:
         by_mode.setdefault(config.mode, []).append(config.parameters())
     assert by_mode[Mode.KNN] == [{"mode": "knn", "k": 10}]
     assert by_mode[Mode.BM25] == [{"mode": "bm25", "k": 10}]
-    assert len(by_mode[Mode.RESCORE]) == 4  # alpha x window
-    assert {tuple(p) for p in by_mode[Mode.RESCORE]} == {("mode", "k", "alpha", "window")}
+    assert len(by_mode[Mode.RESCORE]) == 8  # alpha x window x normalization (in the window)
+    assert {tuple(p) for p in by_mode[Mode.RESCORE]} == {
+        ("mode", "k", "alpha", "window", "normalization")
+    }
     assert len(by_mode[Mode.FUSION]) == 8  # alpha x normalization x combination
     assert {p["rank_constant"] for p in by_mode[Mode.RRF]} == {20, 60}
     assert all("alpha" not in p for p in by_mode[Mode.RRF])

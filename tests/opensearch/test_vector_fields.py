@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -21,22 +19,18 @@ from opensearch.vector_fields import (
     drop_vector_field,
     set_default_vector_field,
 )
+from tests.conftest import DEFAULT_FIELD, DEFAULT_SPACE
 from tests.opensearch.conftest import fill
+from tests.opensearch.second_models import gcn_copy
 from workers.reembed import reembed
 
 pytestmark = pytest.mark.services
 
 
-def _second_version(tmp_path: Path, encoder: Encoder) -> Encoder:
-    """The shipped network published as version 2 (its own card, hence field vec_gcn_v2)."""
-    model = Path(encoder.path)
-    target = tmp_path / "gcn-v2.onnx"
-    shutil.copy(model, target)
-    card = json.loads(model.with_suffix(".card.json").read_text())
-    card.update(name="gcn-v2", version=2)
-    card.pop("vector_field", None)
-    target.with_suffix(".card.json").write_text(json.dumps(card))
-    return Encoder(target)
+def _next_version(tmp_path: Path) -> Encoder:
+    """The shipped default network published as another version (its own card, hence its own
+    field, e.g. vec_gcn_v3)."""
+    return Encoder(gcn_copy(tmp_path))
 
 
 # HNSW is approximate: ask for half the index (the graph search then visits nearly all of it)
@@ -68,47 +62,47 @@ def test_a_new_model_version_is_added_filled_switched_and_the_old_one_dropped(
     tmp_path: Path,
 ) -> None:
     fill(client, fresh_alias, settings, encoder, demo_dicts, demo_vectors)
-    v2 = _second_version(tmp_path, encoder)
-    assert v2.card.vector_field == "vec_gcn_v2"
+    old = DEFAULT_FIELD
+    newer = _next_version(tmp_path)
+    new = newer.card.vector_field
+    assert new == "vec_gcn_v3" and new != old  # gcn_copy's default version
     query = demo_dicts[11]["latex"]
     before = Searcher(client, fresh_alias).search(SearchRequest(query, mode=Mode.KNN, k=TOP))
 
     # add + fill: the old field keeps serving the whole time
-    assert add_vector_field(client, fresh_alias, VectorSpec.from_card(v2.card))
-    assert default_vector_field(client, fresh_alias) == "vec_gcn_v1"
-    assert {"vec_gcn_v1", "vec_gcn_v2"} <= set(_template_properties(client, fresh_alias))
+    assert add_vector_field(client, fresh_alias, VectorSpec.from_card(newer.card))
+    assert default_vector_field(client, fresh_alias) == old
+    assert {old, new} <= set(_template_properties(client, fresh_alias))
     during = Searcher(client, fresh_alias).search(SearchRequest(query, mode=Mode.KNN, k=TOP))
     assert _top(during) == _top(before)
-    report = reembed(client, fresh_alias, v2)
+    report = reembed(client, fresh_alias, newer)
     assert report.equations == len(demo_dicts) and report.updated == len(demo_dicts)
-    assert all(
-        f == ["vec_gcn_v1", "vec_gcn_v2"] for f in _fields_of_every_document(client, fresh_alias)
-    )
-    again = reembed(client, fresh_alias, v2)
+    assert all(f == [old, new] for f in _fields_of_every_document(client, fresh_alias))
+    again = reembed(client, fresh_alias, newer)
     assert again.unchanged == len(demo_dicts) and again.updated == 0
 
-    # switch: one command; the same network under v2 finds the same neighbours
-    set_default_vector_field(client, fresh_alias, "vec_gcn_v2")
-    after = Searcher(client, fresh_alias, encoder=ModelQueryEncoder(v2)).search(
+    # switch: one command; the same network under the new version finds the same neighbours
+    set_default_vector_field(client, fresh_alias, new)
+    after = Searcher(client, fresh_alias, encoder=ModelQueryEncoder(newer)).search(
         SearchRequest(query, mode=Mode.KNN, k=TOP)
     )
-    assert after.vector_field == "vec_gcn_v2"
+    assert after.vector_field == new
     assert _top(after) == _top(before)
 
     # drop the old field: a new index version behind the alias, every document kept
     with pytest.raises(MappingError, match="default"):
-        drop_vector_field(client, fresh_alias, "vec_gcn_v2")
+        drop_vector_field(client, fresh_alias, new)
     old_index = resolve_alias(client, fresh_alias)
-    new_index = drop_vector_field(client, fresh_alias, "vec_gcn_v1")
+    new_index = drop_vector_field(client, fresh_alias, old)
     assert new_index.endswith("-000002") and resolve_alias(client, fresh_alias) == new_index
     assert not client.indices.exists(index=old_index)
     assert client.count(index=fresh_alias)["count"] == len(demo_dicts)
-    assert all(f == ["vec_gcn_v2"] for f in _fields_of_every_document(client, fresh_alias))
+    assert all(f == [new] for f in _fields_of_every_document(client, fresh_alias))
     mapping = client.indices.get_mapping(index=fresh_alias)[new_index]["mappings"]
-    assert "vec_gcn_v1" not in mapping["properties"]
-    assert "vec_gcn_v1" not in _template_properties(client, fresh_alias)
-    assert mapping["_meta"]["default_vector_field"] == "vec_gcn_v2"
-    final = Searcher(client, fresh_alias, encoder=ModelQueryEncoder(v2)).search(
+    assert old not in mapping["properties"]
+    assert old not in _template_properties(client, fresh_alias)
+    assert mapping["_meta"]["default_vector_field"] == new
+    final = Searcher(client, fresh_alias, encoder=ModelQueryEncoder(newer)).search(
         SearchRequest(query, mode=Mode.KNN, k=TOP)
     )
     assert _top(final) == _top(before)
@@ -118,6 +112,6 @@ def test_a_field_cannot_change_shape(
     client: OpenSearch, settings: OpenSearchSettings, equation_alias: str
 ) -> None:
     with pytest.raises(MappingError, match="new field"):
-        add_vector_field(client, equation_alias, VectorSpec("vec_gcn_v1", 32, "innerproduct"))
+        add_vector_field(client, equation_alias, VectorSpec(DEFAULT_FIELD, 32, DEFAULT_SPACE))
     with pytest.raises(MappingError, match="no field"):
         set_default_vector_field(client, equation_alias, "vec_nope_v9")

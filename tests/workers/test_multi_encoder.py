@@ -1,5 +1,5 @@
 """Jobs with several encoders: one vector field each, secondary refusals as data, workers that
-serve several models (real models: the shipped gcn-v1 and its int8 variant)."""
+serve several models (real models: the shipped default graph CNN and its int8 variant)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from opensearchpy import OpenSearch
 
 from export.embedders import load_embedder
+from export.model_card import load_card
 from indexer.hepth import iter_hepth
 from indexer.records import EquationRecord
 from opensearch import OpenSearchSettings
@@ -20,6 +21,7 @@ from opensearch.query_encoder import ModelQueryEncoder
 from opensearch.schema import VectorSpec, ensure_equation_index, ensure_failures_index
 from opensearch.search_request import SearchRequest
 from opensearch.searcher import Searcher
+from tests.conftest import DEFAULT_FIELD, DEFAULT_INT8_FIELD, DEFAULT_SPACE
 from workers.index_job import run_index
 from workers.pipeline import JobSpec, embed_write_stage, parse_stage
 from workers.worker_process import start_worker, stop_worker
@@ -28,6 +30,8 @@ from ..opensearch.second_models import RefusingEmbedder, gcn_int8
 from .conftest import CORPUS, accounted, drop_failures
 
 pytestmark = pytest.mark.services
+
+FIELDS = [DEFAULT_FIELD, DEFAULT_INT8_FIELD]
 
 
 @pytest.fixture(scope="module")
@@ -78,21 +82,23 @@ def test_inline_job_with_two_encoders_writes_both_fields_and_reruns_change_nothi
     encoders = ["gcn", str(int8_model)]
     report = run_index(records, alias, inline=True, batch_size=32, progress=False,
                        encoders=encoders)  # fmt: skip
-    assert report.complete and report.vector_fields == ["vec_gcn_v1", "vec_gcn_v1_int8"]
+    assert report.complete and report.vector_fields == FIELDS
     indexed, _ = accounted(client, alias, settings, records)
     assert report.written == len(indexed) > 80 and report.refusals == {}
     mapping = client.indices.get_mapping(index=alias)
     properties = next(iter(mapping.values()))["mappings"]["properties"]
-    assert properties["vec_gcn_v1_int8"]["dimension"] == 64
-    assert properties["vec_gcn_v1_int8"]["method"]["space_type"] == "innerproduct"
+    assert properties[DEFAULT_INT8_FIELD]["dimension"] == 64
+    # the int8 variant scores like its float32 source: its card's space type, the default's
+    space_type = properties[DEFAULT_INT8_FIELD]["method"]["space_type"]
+    assert space_type == load_card(int8_model).space_type == DEFAULT_SPACE
     found = client.search(index=alias, body={"size": 200, "query": {"match_all": {}}})
     for hit in found["hits"]["hits"]:
         source = hit["_source"]
-        assert len(source["vec_gcn_v1"]) == len(source["vec_gcn_v1_int8"]) == 64
-        assert source["model_versions"] == ["vec_gcn_v1", "vec_gcn_v1_int8"]
+        assert len(source[DEFAULT_FIELD]) == len(source[DEFAULT_INT8_FIELD]) == 64
+        assert source["model_versions"] == FIELDS
         assert source["embed_refusals"] == []
     some = found["hits"]["hits"][0]["_source"]
-    assert some["vec_gcn_v1"] != some["vec_gcn_v1_int8"]  # two real models, two vectors
+    assert some[DEFAULT_FIELD] != some[DEFAULT_INT8_FIELD]  # two real models, two vectors
     before = {h["_id"]: h["_version"] for h in client.search(
         index=alias, body={"size": 200, "version": True})["hits"]["hits"]}  # fmt: skip
     run_index(records, alias, inline=True, batch_size=32, progress=False, encoders=encoders)
@@ -114,26 +120,27 @@ def test_secondary_refusal_is_recorded_and_the_equation_stays_searchable(
     payload = parse_stage(job, "b0", batch)
     entry = embed_write_stage(job, "b0", payload, client=client, embedders=[gcn, refusing])
     refused_ids = [i["eq_id"] for i in payload["parsed"] if "frac" in i["latex"]]
-    assert refused_ids and entry["refusals"] == {"vec_gcn_v1_int8:sympy-parse": len(refused_ids)}
+    refusal = f"{DEFAULT_INT8_FIELD}:sympy-parse"
+    assert refused_ids and entry["refusals"] == {refusal: len(refused_ids)}
     assert entry["written"] == len(payload["parsed"])
     client.indices.refresh(index=alias)
     doc = client.get(index=alias, id=refused_ids[0])["_source"]
-    assert doc["embed_refusals"] == ["vec_gcn_v1_int8:sympy-parse"]
-    assert "vec_gcn_v1_int8" not in doc and len(doc["vec_gcn_v1"]) == 64
-    assert doc["model_versions"] == ["vec_gcn_v1"]
+    assert doc["embed_refusals"] == [refusal]
+    assert DEFAULT_INT8_FIELD not in doc and len(doc[DEFAULT_FIELD]) == 64
+    assert doc["model_versions"] == [DEFAULT_FIELD]
     assert not client.exists(index=failures_index, id=failure_id(alias, refused_ids[0]))
     # searchable with both fields: BM25 and gcn find it, the int8 field adds nothing for it
     searcher = Searcher(client, alias, encoder=ModelQueryEncoder(encoders=["gcn", int8]))
     for mode in (Mode.FUSION, Mode.RRF, Mode.RESCORE, Mode.KNN):
         request = SearchRequest(doc["latex"], mode=mode, k=10, explain=True,
-                                vector_fields=("vec_gcn_v1", "vec_gcn_v1_int8"))  # fmt: skip
+                                vector_fields=tuple(FIELDS))  # fmt: skip
         hits = {hit.eq_id: hit for hit in searcher.search(request).hits}
         if mode in (Mode.FUSION, Mode.RESCORE):  # BM25 carries it; rrf / knn may rank it lower
             assert refused_ids[0] in hits, mode
         for eq_id in set(hits) & set(refused_ids):
             explanation = hits[eq_id].explanation
             int8_part = explanation.fields[1]
-            assert int8_part.field == "vec_gcn_v1_int8" and int8_part.raw is None, mode
+            assert int8_part.field == DEFAULT_INT8_FIELD and int8_part.raw is None, mode
     # the primary's refusal is still a failure record; a worker without the field refuses
     primary = RefusingEmbedder(gcn, lambda item: True, "invalid-graph")
     entry = embed_write_stage(job, "b1", parse_stage(job, "b1", batch[:2]), client=client,
@@ -144,7 +151,7 @@ def test_secondary_refusal_is_recorded_and_the_equation_stays_searchable(
                               embedders=[gcn])  # fmt: skip
     assert entry["failed"] == 2
     record = client.get(index=failures_index, id=failure_id(alias, new[0]["eq_id"]))["_source"]
-    assert record["reason"] == "model-mismatch" and "vec_gcn_v1_int8" in record["detail"]
+    assert record["reason"] == "model-mismatch" and DEFAULT_INT8_FIELD in record["detail"]
 
 
 def test_a_worker_with_two_encoders_embeds_both(
@@ -163,6 +170,6 @@ def test_a_worker_with_two_encoders_embeds_both(
         found = client.search(index=alias, body={"size": 100, "_source": ["model_versions"]})
         assert len(found["hits"]["hits"]) == len(indexed) == report.written
         for hit in found["hits"]["hits"]:
-            assert hit["_source"]["model_versions"] == ["vec_gcn_v1", "vec_gcn_v1_int8"]
+            assert hit["_source"]["model_versions"] == FIELDS
     finally:
         stop_worker(process)

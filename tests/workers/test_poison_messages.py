@@ -19,6 +19,7 @@ import pytest
 import redis
 from opensearchpy import OpenSearch
 
+from tests.conftest import DEFAULT_FIELD
 from workers.dead_letter import dead_letter_key, entry, envelope_problem, read_dead_letters
 from workers.index_job import run_index
 from workers.job_progress import RedisProgress
@@ -34,7 +35,7 @@ RUN = uuid.uuid4().hex[:8]
 JOB = {  # names no index of the suite; anything a poison batch writes is deleted after the test
     "job_id": f"poison-{RUN}",
     "index": f"mathsearch-test-poison-x-{RUN}",
-    "vector_field": "vec_gcn_v1",
+    "vector_field": DEFAULT_FIELD,  # the worker's model
     "failures_index": f"mathsearch-test-poison-f-{RUN}",
 }
 

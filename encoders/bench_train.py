@@ -1,0 +1,175 @@
+"""``mathsearch bench train gcn``: training speed of the whole loop against the network alone.
+
+One training step is two halves (:class:`encoders.train_state.TrainState`):
+
+* ``prepare`` - the data side: sample the step's triplets (pairs for ``infonce``), cut their
+  graphs from the packed corpus (or, ``packed=False``, collate them one ``Data`` per graph, the
+  loop as it was), permute identifiers, mask nodes, build the sparse adjacency;
+* ``optimise`` - the network side: forward, losses, backward, optimiser step.
+
+:func:`bench_train` times, on the same corpus, configuration and threads:
+
+* ``loop``: ``steps`` whole steps (sampling + prepare + optimise), as ``train`` runs them;
+* ``network``: the same steps' batches prepared beforehand, then only ``optimise`` timed;
+* ``legacy`` (optional): the loop with per-graph collation (``packed=False``).
+
+Rates are per *item* of the loss (a triplet, or an (anchor, positive) pair for infonce) from the
+median step time, after ``warmup`` untimed steps; ``loop_over_network`` is the loop's rate over
+the network's (1.0 = the loop costs nothing beyond the network).
+
+Example::
+
+    report = bench_train(corpus, TrainConfig(loss="histogram"), steps=8)
+    report["loop_over_network"]     # e.g. 0.93
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from dataclasses import replace
+from typing import Any
+
+import torch
+
+from encoders.corpus import EquationCorpus
+from encoders.train_config import TrainConfig
+from encoders.train_state import TrainState, TripletBatches
+from indexer.vocabulary import Vocabulary, default_vocabulary
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["bench_train", "format_bench_train"]
+
+_STEPS_PER_EPOCH = 1_000_000  # the schedule must not reach zero during a bench
+
+
+def _state(config: TrainConfig, corpus: EquationCorpus, vocabulary: Vocabulary) -> TrainState:
+    return TrainState(config, corpus, vocabulary, _STEPS_PER_EPOCH)
+
+
+def _rate(config: TrainConfig, seconds: list[float]) -> dict[str, float]:
+    median = statistics.median(seconds)
+    return {
+        "median_step_s": round(median, 4),
+        "items_per_s": round(config.batch_size / median, 1),
+        "steps": len(seconds),
+    }
+
+
+def _time_loop(
+    config: TrainConfig, corpus: EquationCorpus, vocabulary: Vocabulary, steps: int, warmup: int
+) -> dict[str, float]:
+    state = _state(config, corpus, vocabulary)
+    batches = TripletBatches(corpus, config, _STEPS_PER_EPOCH)
+    seconds, prepare = [], []
+    for step in range(warmup + steps):
+        tick = time.perf_counter()
+        prepared = state.prepare(batches(step))
+        ready = time.perf_counter()
+        state.optimise(prepared)
+        if step >= warmup:
+            seconds.append(time.perf_counter() - tick)
+            prepare.append(ready - tick)
+    out = _rate(config, seconds)
+    out["median_prepare_s"] = round(statistics.median(prepare), 4)
+    return out
+
+
+def _time_network(
+    config: TrainConfig, corpus: EquationCorpus, vocabulary: Vocabulary, steps: int, warmup: int
+) -> dict[str, float]:
+    state = _state(config, corpus, vocabulary)
+    batches = TripletBatches(corpus, config, _STEPS_PER_EPOCH)
+    prepared = [state.prepare(batches(step), step) for step in range(warmup + steps)]
+    seconds = []
+    for step, ready in enumerate(prepared):
+        tick = time.perf_counter()
+        state.optimise(ready)
+        if step >= warmup:
+            seconds.append(time.perf_counter() - tick)
+    return _rate(config, seconds)
+
+
+def bench_train(
+    corpus: EquationCorpus,
+    config: TrainConfig,
+    *,
+    steps: int = 8,
+    warmup: int = 2,
+    legacy: bool = False,
+    vocabulary: Vocabulary | None = None,
+) -> dict[str, Any]:
+    """Time the training loop and the network alone (see the module docstring).
+
+    Args:
+        corpus: training equations (the sampler needs papers with two or more equations).
+        config: the run's configuration; checkpoints and evaluation are switched off here.
+        steps: timed steps per measurement (default 8); ``warmup`` untimed ones before.
+        legacy: also time the loop with per-graph collation.
+        vocabulary: the corpus's (default: the shipped one).
+
+    Returns:
+        JSON-able: the setting (model size, loss, batch, threads, device, graphs and nodes per
+        step) and ``loop``, ``network`` (and ``legacy``) rates with ``loop_over_network``.
+    """
+    vocabulary = vocabulary or default_vocabulary()
+    config = replace(config, checkpoint_dir=None, progress=False, time_budget=None)
+    if config.threads:
+        torch.set_num_threads(int(config.threads))
+    graphs_per_item = 2 if config.loss == "infonce" else 3
+    report: dict[str, Any] = {
+        "hidden": config.model.hidden,
+        "layers": config.model.layers,
+        "loss": config.loss,
+        "masking": config.use_masking,
+        "shared_masking_pass": config.shared_masking_pass,
+        "augmentation": config.use_augmentation,
+        "batch_size": config.batch_size,
+        "graphs_per_step": graphs_per_item * config.batch_size,
+        "threads": torch.get_num_threads(),
+        "device": str(config.resolve_device()),
+        "amp": config.amp,
+        "corpus_equations": len(corpus),
+        "corpus_papers": corpus.num_papers,
+        "mean_nodes": round(float(sum(g.num_nodes for g in corpus.graphs) / len(corpus)), 1),
+    }
+    report["loop"] = _time_loop(config, corpus, vocabulary, steps, warmup)
+    report["network"] = _time_network(config, corpus, vocabulary, steps, warmup)
+    report["loop_over_network"] = round(
+        report["loop"]["items_per_s"] / report["network"]["items_per_s"], 3
+    )
+    if legacy:
+        report["legacy"] = _time_loop(
+            replace(config, packed=False), corpus, vocabulary, max(2, steps // 2), 1
+        )
+        report["loop_over_legacy"] = round(
+            report["loop"]["items_per_s"] / report["legacy"]["items_per_s"], 2
+        )
+    return report
+
+
+def format_bench_train(reports: list[dict[str, Any]]) -> str:
+    """A table, one row per configuration."""
+    head = (
+        f"{'hidden x layers':>15} {'loss':>9} {'mask':>5} {'batch':>5} {'loop/s':>8} "
+        f"{'network/s':>9} {'loop/net':>8} {'prepare ms':>10} {'legacy/s':>8}"
+    )
+    lines = [head]
+    for r in reports:
+        legacy = r.get("legacy", {}).get("items_per_s")
+        lines.append(
+            f"{r['hidden']:>9} x {r['layers']:<3} {r['loss']:>9} {str(r['masking'])[0]:>5} "
+            f"{r['batch_size']:>5} {r['loop']['items_per_s']:>8.1f} "
+            f"{r['network']['items_per_s']:>9.1f} {r['loop_over_network']:>8.3f} "
+            f"{r['loop']['median_prepare_s'] * 1000:>10.1f} "
+            f"{legacy if legacy is not None else '-':>8}"
+        )
+    first = reports[0] if reports else {}
+    lines.append(
+        f"items/s: triplets (pairs for infonce) per second, median step; {first.get('threads')} "
+        f"threads on {first.get('device')}; {first.get('corpus_equations')} equations, "
+        f"{first.get('mean_nodes')} nodes on average"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,131 @@
+r"""Contrastive loss with in-batch negatives (InfoNCE / multiple-negatives ranking).
+
+Beyond the KDD 2020 seed's histogram and triplet losses (section 4.2, eq. 1-2), which compare
+each anchor with one negative, this loss scores every anchor against its own positive *and every
+other positive of the batch* (van den Oord et al. 2018, "InfoNCE"; Henderson et al. 2017,
+"multiple negatives ranking"): ``B`` comparisons per forward pass instead of one. For ``B``
+pairs of L2-normalised embeddings ``a_i``, ``p_i`` and a scale ``s = exp(t)`` (the inverse
+temperature, fixed or learned):
+
+.. math::
+
+    S_{ij} = s \langle a_i, p_j \rangle,\qquad
+    \ell_{a \to p} = -\frac{1}{B} \sum_i \log
+        \frac{\exp S_{ii}}{\sum_{j \notin M_i} \exp S_{ij}},\qquad
+    \ell = \tfrac12 (\ell_{a \to p} + \ell_{p \to a})
+
+where :math:`\ell_{p \to a}` is the same with :math:`S^T` (each positive against every anchor,
+``symmetric=True``) and :math:`M_i` the optional *ignored* columns of row ``i``: other pairs of
+the batch known to be related to pair ``i`` (e.g. drawn from the same paper, so weak labels would
+call them positives); they are neither positives nor negatives. The diagonal is never ignored.
+Chance level is :math:`\log B`.
+
+Args (:class:`InfoNCELoss`): ``scale`` (initial ``s``, 20.0), ``learn_scale`` (True: ``t`` is a
+parameter, clamped to ``s <= max_scale``, 100.0), ``symmetric`` (True).
+
+Shapes: ``anchor``, ``positive`` (B, d); ``ignore`` (B, B) bool or None -> scalar.
+
+Example::
+
+    loss = InfoNCELoss()
+    value = loss(model(anchors), model(positives))   # ~log(B) untrained
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import torch
+import torch.nn.functional as F  # noqa: N812 - the usual alias
+from torch import Tensor, nn
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["InfoNCELoss", "info_nce_loss_fn", "same_group_mask"]
+
+
+def same_group_mask(groups: Tensor) -> Tensor:
+    """``(B, B)`` bool: True where pairs ``i != j`` share a group id (e.g. the same paper).
+
+    Args:
+        groups: ``(B,)`` integer group of each pair.
+    """
+    same = groups.unsqueeze(0) == groups.unsqueeze(1)
+    return same & ~torch.eye(groups.numel(), dtype=torch.bool, device=groups.device)
+
+
+def info_nce_loss_fn(
+    anchor: Tensor,
+    positive: Tensor,
+    scale: Tensor | float = 20.0,
+    ignore: Tensor | None = None,
+    *,
+    symmetric: bool = True,
+) -> Tensor:
+    r"""Mean InfoNCE loss of ``B`` (anchor, positive) pairs (see the module docstring).
+
+    Args:
+        anchor: ``(B, d)`` embeddings (L2-normalised for a cosine similarity).
+        positive: ``(B, d)`` embeddings; ``positive[i]`` belongs to ``anchor[i]``, every other
+            row is a negative of it.
+        scale: ``s`` multiplying the inner products (a tensor keeps its gradient).
+        ignore: ``(B, B)`` bool, True for pairs ``(i, j)`` (``i != j``) left out of row ``i``'s
+            and column ``j``'s softmax; the diagonal is always kept.
+        symmetric: also score every positive against all anchors and average both directions.
+
+    Returns:
+        the scalar loss; ``log(B)`` when all similarities are equal.
+    """
+    if anchor.shape != positive.shape or anchor.dim() != 2:
+        raise ValueError(
+            f"anchor and positive must be (B, d) alike: {anchor.shape}, {positive.shape}"
+        )
+    logits = scale * anchor @ positive.t()
+    if ignore is not None:
+        keep_diagonal = torch.eye(logits.size(0), dtype=torch.bool, device=logits.device)
+        logits = logits.masked_fill(ignore & ~keep_diagonal, float("-inf"))
+    target = torch.arange(logits.size(0), device=logits.device)
+    loss = F.cross_entropy(logits, target)
+    if symmetric:
+        loss = 0.5 * (loss + F.cross_entropy(logits.t(), target))
+    return loss
+
+
+class InfoNCELoss(nn.Module):
+    """InfoNCE with in-batch negatives and a (learned) scale; see the module docstring.
+
+    Args:
+        scale: initial inverse temperature ``s`` (20.0).
+        learn_scale: learn ``t = log s`` (True) or keep ``s`` fixed.
+        max_scale: upper clamp of the learned ``s`` (100.0, as CLIP).
+        symmetric: average the anchor->positive and positive->anchor directions (True).
+    """
+
+    def __init__(
+        self,
+        scale: float = 20.0,
+        learn_scale: bool = True,
+        max_scale: float = 100.0,
+        symmetric: bool = True,
+    ) -> None:
+        super().__init__()
+        if scale <= 0 or max_scale < scale:
+            raise ValueError(f"need 0 < scale <= max_scale, got {scale}, {max_scale}")
+        log_scale = torch.tensor(math.log(scale))
+        if learn_scale:
+            self.log_scale = nn.Parameter(log_scale)
+        else:
+            self.register_buffer("log_scale", log_scale)
+        self.max_log_scale = math.log(max_scale)
+        self.symmetric = symmetric
+
+    @property
+    def scale(self) -> Tensor:
+        return self.log_scale.clamp(max=self.max_log_scale).exp()
+
+    def forward(self, anchor: Tensor, positive: Tensor, ignore: Tensor | None = None) -> Tensor:
+        return info_nce_loss_fn(anchor, positive, self.scale, ignore, symmetric=self.symmetric)
+
+    def extra_repr(self) -> str:
+        return f"scale={float(self.scale.detach()):.2f}, symmetric={self.symmetric}"

@@ -1,0 +1,75 @@
+"""encoders.losses.info_nce_loss: the InfoNCE formula as a pure function, and its module."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from encoders.losses import InfoNCELoss, info_nce_loss_fn, same_group_mask
+
+
+def _reference(a: np.ndarray, p: np.ndarray, scale: float, ignore: np.ndarray | None) -> float:
+    """The docstring's formula, row by row in float64."""
+    logits = scale * a @ p.T
+    n = len(a)
+
+    def direction(matrix: np.ndarray) -> float:
+        total = 0.0
+        for i in range(n):
+            keep = [j for j in range(n) if j == i or ignore is None or not ignore[i, j]]
+            row = matrix[i, keep]
+            total += -(matrix[i, i] - math.log(np.exp(row).sum()))
+        return total / n
+
+    return 0.5 * (direction(logits) + direction(logits.T))
+
+
+def _unit(rows: int, dim: int, seed: int) -> torch.Tensor:
+    x = torch.randn(rows, dim, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return x / x.norm(dim=1, keepdim=True)
+
+
+def test_equal_similarities_give_log_batch() -> None:
+    a = torch.ones(8, 4) / 2.0
+    assert info_nce_loss_fn(a, a.clone(), 20.0).item() == pytest.approx(math.log(8))
+
+
+def test_matches_the_formula_with_and_without_ignored_pairs() -> None:
+    a, p = _unit(6, 5, 0), _unit(6, 5, 1)
+    ignore = same_group_mask(torch.tensor([0, 0, 1, 2, 2, 2]))
+    for mask in (None, ignore):
+        got = info_nce_loss_fn(a, p, 7.0, mask).item()
+        want = _reference(a.numpy(), p.numpy(), 7.0, None if mask is None else mask.numpy())
+        assert got == pytest.approx(want, rel=1e-9)
+
+
+def test_same_group_mask_leaves_the_diagonal() -> None:
+    mask = same_group_mask(torch.tensor([3, 3, 4]))
+    assert mask.tolist() == [[False, True, False], [True, False, False], [False, False, False]]
+
+
+def test_aligned_pairs_score_low_and_one_direction_differs() -> None:
+    a = _unit(16, 8, 2)
+    assert info_nce_loss_fn(a, a.clone(), 50.0).item() < 0.05
+    p = _unit(16, 8, 3)
+    one_way = info_nce_loss_fn(a, p, 5.0, symmetric=False).item()
+    other_way = info_nce_loss_fn(p, a, 5.0, symmetric=False).item()
+    assert info_nce_loss_fn(a, p, 5.0).item() == pytest.approx(0.5 * (one_way + other_way))
+
+
+def test_module_learns_its_scale_and_refuses_bad_shapes() -> None:
+    loss = InfoNCELoss(scale=10.0)
+    assert float(loss.scale.detach()) == pytest.approx(10.0)
+    a = _unit(4, 3, 4).float().requires_grad_()
+    value = loss(a, _unit(4, 3, 5).float())
+    value.backward()
+    assert loss.log_scale.grad is not None and a.grad is not None
+    fixed = InfoNCELoss(scale=10.0, learn_scale=False)
+    assert not list(fixed.parameters())
+    with pytest.raises(ValueError, match="alike"):
+        info_nce_loss_fn(torch.zeros(3, 2), torch.zeros(4, 2))
+    with pytest.raises(ValueError, match="scale"):
+        InfoNCELoss(scale=0.0)
