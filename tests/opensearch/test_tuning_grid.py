@@ -29,11 +29,11 @@ def test_default_grid_has_every_mode_with_its_own_parameters() -> None:
         Mode.KNN: 1,
         Mode.BM25: 1,
         Mode.RRF: 1,
-        Mode.RESCORE: 9,
+        Mode.RESCORE: 27,  # 9 alphas x the normalisation inside the window
         Mode.KNN_RESCORE: 9,
         Mode.FUSION: 27,  # 9 alphas x min_max, l2, z_score x arithmetic_mean
     }
-    assert len({c.name for c in configs}) == len(configs) == 48
+    assert len({c.name for c in configs}) == len(configs) == 66
     fusion = {(c.profile.alpha, c.profile.normalization) for c in configs if c.mode is Mode.FUSION}
     assert (0.3, Normalization.Z_SCORE) in fusion
     assert all(c.profile.k == 100 for c in configs)
