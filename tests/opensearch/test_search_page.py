@@ -47,6 +47,8 @@ from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
+from opensearch.search_profile import SearchProfile  # noqa: E402
+
 #: The width and height of an element as laid out (MathML elements included).
 RECT_JS = "const r = arguments[0].getBoundingClientRect(); return [r.width, r.height];"
 
@@ -340,7 +342,9 @@ def test_malformed_latex_shows_the_reason_and_the_page_still_works(
     _wait(browser, _preview_math, "the preview after the fix")
     _wait(browser, lambda d: not d.find_element(By.ID, "preview-error").is_displayed(), "no error")
     browser.find_element(By.ID, "search").click()
-    _wait(browser, lambda d: "mode fusion" in _status(d), "results after the fix")
+    # the page starts from the server's profile: without --profile, the shipped default one
+    mode = SearchProfile.default().mode.value
+    _wait(browser, lambda d: f"mode {mode}" in _status(d), "results after the fix")
     assert browser.find_elements(By.CSS_SELECTOR, ".group .hit .hit-math math")
 
     _assert_same_origin(browser, server)
