@@ -6,7 +6,6 @@ With several vector fields every breakdown lists each field's raw and normalised
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 from opensearch.errors import QueryError
@@ -14,7 +13,7 @@ from opensearch.fusion import FusedHit
 from opensearch.queries import Mode
 from opensearch.results import FieldScore, ScoreBreakdown
 from opensearch.search_request import SearchRequest
-from opensearch.window_rescore import WindowScore
+from opensearch.window_rescore import WindowScore, cosine01
 
 #: How the k-NN plugin computes the ``knn`` score of a field.
 KNN_FORMULA = (
@@ -84,9 +83,8 @@ def fusion_breakdown(
 
 
 def cos01(query: Sequence[float], doc: Sequence[float]) -> float:
-    dot = sum(a * b for a, b in zip(query, doc, strict=True))
-    norm = math.sqrt(sum(a * a for a in query)) * math.sqrt(sum(b * b for b in doc))
-    return (1.0 + (dot / norm if norm else 0.0)) / 2.0
+    """``(1 + cos) / 2`` of two vectors (:func:`opensearch.window_rescore.cosine01`)."""
+    return float(cosine01(query, doc))  # type: ignore[arg-type]
 
 
 def single_breakdown(mode: Mode, score: float) -> ScoreBreakdown:

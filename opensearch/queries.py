@@ -8,9 +8,9 @@ Modes (DESIGN.md):
 
 * ``bm25``: ``match`` on ``math_tokens`` (plus ``context`` when words are given);
 * ``knn``: lucene HNSW ``knn`` on the vector field, filters inside the kNN search;
-* ``rescore``: BM25 retrieves ``window`` hits, an exact cosine rescore re-ranks them by
-  ``(1 - alpha) * bm25 + alpha * cos01``, where ``cos01 = (1 + cos) / 2`` is the k-NN plugin's
-  ``cosinesimil`` script score - the figure-embeddings seed's tf-idf + embedding interpolation;
+* ``rescore``: the plain BM25 body (:func:`bm25_body`) fetches ``window`` hits with their
+  vectors; :mod:`opensearch.window_rescore` re-ranks them client-side (both scores normalised
+  inside the window) - the figure-embeddings seed's tf-idf + embedding interpolation;
 * ``knn-rescore``: HNSW retrieves ``window`` hits, BM25 re-ranks them by
   ``alpha * knn + (1 - alpha) * bm25``;
 * ``fusion``: the neural-search ``hybrid`` query of [bm25, knn] under a temporary search pipeline
@@ -25,8 +25,7 @@ the share of each subquery, ``[bm25, field 1, ..., field n]``, summing to 1):
 * ``knn``: a ``bool`` ``should`` of one kNN query per field, each boosted by its weight share,
   so a hit scores ``sum_i w_i * knn_i`` (0 for a field whose top k missed it): the weighted mean
   of the per-field kNN scores, each list cut at k;
-* ``rescore``: ``w_0 * bm25 + sum_i w_i * (1 + cos_i) / 2`` (exact, per field; a document without
-  a field's vector, refused by that encoder, gets 0 there);
+* ``rescore``: ``w_0 * N(bm25) + sum_i w_i * N((1 + cos_i) / 2)`` (window_rescore);
 * ``knn-rescore``: the multi-field kNN retrieves, ``sum_i w_i * knn_i + w_0 * bm25`` re-ranks.
 
 With one field every body is exactly the single-field one.
@@ -199,19 +198,6 @@ def _shares(weights: Sequence[float]) -> list[float]:
     return [float(w) / total for w in weights]
 
 
-def cosine_script(field_name: str, vector: Sequence[float]) -> dict:
-    """Exact ``(1 + cos) / 2`` against ``field_name`` (the k-NN plugin's scoring script)."""
-    return {
-        "source": "knn_score",
-        "lang": "knn",
-        "params": {
-            "field": field_name,
-            "query_value": [float(x) for x in vector],
-            "space_type": "cosinesimil",
-        },
-    }
-
-
 def _check_alpha(alpha: float) -> None:
     if not 0.0 <= alpha <= 1.0:
         raise QueryError(f"alpha must lie in [0, 1], not {alpha}")
@@ -262,51 +248,6 @@ def knn_body_multi(
 ) -> dict:
     """kNN over one or several fields (:func:`multi_knn_query`)."""
     return {**_base(size, source), "query": multi_knn_query(vectors, k or size, filters, fields)}
-
-
-def rescore_body(
-    tokens: Sequence[str],
-    words: str,
-    vectors: Sequence[VectorQuery],
-    *,
-    size: int,
-    window: int,
-    alpha: float,
-    filters: Filters,
-    source: Sequence[str],
-    bm25_weight: float | None = None,
-    fields: SearchFields = EQUATION_FIELDS,
-) -> dict:
-    """BM25 window re-ranked by ``(1 - alpha) * bm25 + alpha * (1 + cos) / 2`` (exact cosine).
-
-    Several fields: ``bm25_weight * bm25 + sum_i w_i * (1 + cos_i) / 2`` with the
-    :class:`VectorQuery` weights (``bm25_weight`` default ``1 - alpha``).
-    """
-    _check_alpha(alpha)
-    first = bm25_query(tokens, words, filters, fields)
-    if len(vectors) == 1:
-        cosine = {
-            "script_score": {
-                "query": {"match_all": {}},
-                "script": cosine_script(vectors[0].field, vectors[0].vector),
-            }
-        }
-        weights = (1 - alpha, alpha)
-    else:
-        cosine = {"bool": {"should": [_cosine_clause(v) for v in vectors]}}
-        weights = (1 - alpha if bm25_weight is None else bm25_weight, 1.0)
-    return _rescored(first, cosine, size=size, window=window, weights=weights, source=source)
-
-
-def _cosine_clause(vector: VectorQuery) -> dict:
-    """``w * (1 + cos) / 2`` of one field; a document without the field does not match (0)."""
-    return {
-        "script_score": {
-            "query": {"exists": {"field": vector.field}},
-            "script": cosine_script(vector.field, vector.vector),
-            "boost": float(vector.weight),
-        }
-    }
 
 
 def knn_rescore_body(

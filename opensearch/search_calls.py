@@ -40,18 +40,6 @@ class SearchCalls:
         )
         return {doc["_id"]: doc.get("_source", {}) for doc in found["docs"] if doc.get("found")}
 
-    def _vectors_of(self, ids: list[str], field_name: str) -> dict[str, list[float]]:
-        if not ids:
-            return {}
-        found = self._search(
-            {"size": len(ids), "_source": [field_name], "query": {"ids": {"values": ids}}}
-        )
-        return {
-            hit["_id"]: hit["_source"][field_name]
-            for hit in found["hits"]["hits"]
-            if field_name in hit.get("_source", {})
-        }
-
     def _search(self, body: dict[str, Any]) -> dict[str, Any]:
         return self.call(lambda: self.client.search(index=self.index, body=body))
 
