@@ -56,6 +56,9 @@ def create_app(settings: WorkerSettings | None = None) -> Celery:
             # seconds (10 x 10 by default, whatever the timeout); look every timeout / 5
             "unacked_restore_interval": max(1, min(30, settings.visibility_timeout // 5)),
             "unacked_restore_throttle": 1,
+            # the sweep's lock: a worker killed while holding it (300 s by default) would stop
+            # every other worker's sweep, i.e. all redelivery, for that long
+            "unacked_mutex_expire": max(5, min(300, settings.visibility_timeout)),
             "dead_letter_key": dead_letter_key(settings.queue_prefix),
         },
         worker_hijack_root_logger=False,

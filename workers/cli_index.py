@@ -219,6 +219,8 @@ def run_index_command(args: argparse.Namespace) -> int:
             emit(f"time in the stages (all processes): {busy}")
         if report.lost_batches:
             emit(f"batches given up after their retries: {', '.join(report.lost_batches)}")
+        if report.resent_batches:
+            emit(f"batches sent again (the broker lost them): {', '.join(report.resent_batches)}")
     if report.missing_batches:
         return fail(
             f"{len(report.missing_batches)} batches did not finish "

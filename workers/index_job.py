@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,6 +75,7 @@ class IndexReport:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     lost_batches: list[str] = field(default_factory=list)
     missing_batches: list[str] = field(default_factory=list)
+    resent_batches: list[str] = field(default_factory=list)
     enriched_index: str | None = None
     vector_fields: list[str] = field(default_factory=list)
     refusals: dict[str, int] = field(default_factory=dict)
@@ -184,8 +185,16 @@ def run_index(
     stall_timeout: float = 600.0,
     progress: bool = True,
     encoders: Sequence[str] | None = None,
+    resend_after: float | None = None,
 ) -> IndexReport:
     """Run one indexing job (see the module docstring); returns its report.
+
+    A batch whose message the broker lost (a worker killed between Redis' ``BRPOP`` and its
+    ``unacked`` entry: kombu cannot redeliver what it never recorded) is sent again, once,
+    when nothing moved for ``resend_after`` seconds (default ``stall_timeout / 2``); tasks
+    are idempotent, so a batch that was only slow costs a duplicate, never a double write
+    (``report.resent_batches``). To do so the job keeps the records of the batches it has not
+    yet seen finished, no more.
 
     ``encoders`` (families or ``.onnx`` paths, the primary first; default
     ``worker_settings.encoders``) each fill their own vector field; the workers must serve all
@@ -225,7 +234,9 @@ def run_index(
         enriched_index=enrich_index,
         vector_fields=fields,
     )
-    sent: set[str] = set()  # batch ids only: the records leave with their task
+    sent: set[str] = set()
+    # the records of batches not yet seen finished, to send again if the broker loses them
+    pending = _Pending(tracker, interval=10.0)
     extraction: list[Failure] = []
     bar = _ProgressBar(progress)
     start = time.perf_counter()
@@ -252,10 +263,30 @@ def run_index(
             else:
                 while (depth := queue.depth()) is None or depth >= limit:
                     bar.poll(tracker, report.equations)
+                    pending.prune()
                     time.sleep(0.1)
                 queue.send(job, batch, records)
+                pending.add(batch, records)
             bar.poll(tracker, report.equations)
-        snap = _wait(tracker, sent, bar, report.equations, stall_timeout)
+
+        def resend(missing: set[str]) -> None:
+            for batch in sorted(missing - set(report.resent_batches)):
+                records = pending.records.get(batch)
+                if queue is not None and records is not None:
+                    logger.warning("batch %s not finished: sent again", batch)
+                    queue.send(job, batch, records)
+                    report.resent_batches.append(batch)
+
+        wait_for_resend = stall_timeout / 2 if resend_after is None else resend_after
+        snap = _wait(
+            tracker,
+            sent,
+            bar,
+            report.equations,
+            stall_timeout,
+            resend=resend,
+            resend_after=wait_for_resend,
+        )
     finally:
         bar.close()
     report.batches = len(sent)
@@ -353,16 +384,50 @@ class _ProgressBar:
             return
 
 
+class _Pending:
+    """The records of sent batches, dropped once the progress shows them finished."""
+
+    def __init__(self, tracker: Progress, interval: float) -> None:
+        self.tracker = tracker
+        self.interval = interval
+        self.records: dict[str, list[dict[str, Any]]] = {}
+        self.pruned = time.monotonic()
+
+    def add(self, batch: str, records: list[dict[str, Any]]) -> None:
+        self.records[batch] = records
+        self.prune()
+
+    def prune(self, finished: set[str] | None = None) -> None:
+        """Forget finished batches (reads the progress at most every ``interval`` s)."""
+        if finished is None:
+            if time.monotonic() - self.pruned < self.interval:
+                return
+            self.pruned = time.monotonic()
+            try:
+                finished = self.tracker.snapshot().finished
+            except redis.RedisError:
+                return
+        for batch in finished & self.records.keys():
+            del self.records[batch]
+
+
 def _wait(
     tracker: Progress,
     sent: set[str],
     bar: _ProgressBar,
     enqueued: int,
     stall_timeout: float,
+    *,
+    resend: Callable[[set[str]], None] | None = None,
+    resend_after: float = 300.0,
 ) -> Snapshot:
-    """Poll until every batch is done or lost, or nothing moved for ``stall_timeout`` s."""
+    """Poll until every batch is done or lost, or nothing moved for ``stall_timeout`` s.
+
+    After ``resend_after`` s without movement, ``resend`` gets the unfinished batches (once).
+    """
     last: tuple[int, ...] = ()
     moved = time.monotonic()
+    resent = False
     while True:
         try:
             snap = tracker.snapshot()
@@ -376,6 +441,10 @@ def _wait(
         state = (snap.parsed, snap.embedded, snap.written, snap.failed, len(snap.finished))
         if state != last:
             last, moved = state, time.monotonic()
+        elif resend is not None and not resent and time.monotonic() - moved > resend_after:
+            resent = True
+            resend(sent - snap.finished)
+            moved = time.monotonic()
         elif time.monotonic() - moved > stall_timeout:
             logger.error("no progress for %.0f s; giving up waiting", stall_timeout)
             return snap

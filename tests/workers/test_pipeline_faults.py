@@ -7,7 +7,9 @@ every retry, whose batches are given up and recorded, then indexed by a re-run.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import json
 import os
 import signal
 import threading
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from opensearchpy import OpenSearch
 
 from opensearch.schema import resolve_alias
@@ -25,6 +28,7 @@ from opensearch.stack.redis_server import start as redis_start
 from opensearch.stack.redis_server import stop as redis_stop
 from workers.app import create_app
 from workers.index_job import IndexReport, run_index
+from workers.queues import PARSE
 
 from .conftest import accounted, free_port, fresh_alias
 
@@ -111,6 +115,39 @@ def test_kill_9_of_the_whole_worker(client, settings, alias, corpus, pipeline) -
     report = job.finish()
     assert report.complete
     accounted(client, alias, settings, corpus)
+
+
+def _batch_of(message: bytes) -> str:
+    """The batch id in a kombu envelope of a ``mathsearch.parse.batch`` task."""
+    body = json.loads(base64.b64decode(json.loads(message)["body"]))
+    return body[0][1]
+
+
+def test_a_batch_the_broker_lost_is_sent_again(client, settings, alias, corpus, pipeline) -> None:
+    """A message gone from Redis (popped, never recorded as unacked: nothing to redeliver)."""
+    worker = pipeline["spawn"](concurrency=1)
+    queue = pipeline["settings"].queue(PARSE)
+    broker = redis.Redis.from_url(pipeline["settings"].redis_url)
+    items = corpus[:300]
+    job = Job(
+        items=items,
+        index=alias,
+        worker_settings=pipeline["settings"],
+        batch_size=20,
+        resend_after=8,
+    )
+    job.start()
+    wait_for(lambda: broker.llen(queue) > 0, "the first batch in the parse queue")
+    os.killpg(worker.process.pid, signal.SIGSTOP)  # the queue fills while the worker waits
+    try:
+        wait_for(lambda: broker.llen(queue) >= 8, "batches waiting in the parse queue")
+        lost = _batch_of(broker.rpop(queue))  # the next one a worker would take: gone
+    finally:
+        os.killpg(worker.process.pid, signal.SIGCONT)
+    report = job.finish()
+    assert lost in report.resent_batches, report.to_dict()
+    assert report.complete, report.to_dict()
+    accounted(client, alias, settings, items)
 
 
 def test_redis_restart_mid_job(client, settings, alias, corpus, pipeline, tmp_path: Path) -> None:
