@@ -54,6 +54,8 @@ class ParsedEquation:
     unknown_macros: list[str] = field(default_factory=list)
     prefix: list[str] | None = None
     prefix_error: str | None = None
+    canonical: list[str] = field(default_factory=list)
+    canonical_error: str | None = None
 
     @property
     def eq_id(self) -> str:
@@ -78,6 +80,10 @@ class ParsedEquation:
             data["prefix"] = self.prefix
         if self.prefix_error is not None:
             data["prefix_error"] = self.prefix_error
+        if self.canonical:
+            data["canonical"] = self.canonical
+        if self.canonical_error is not None:
+            data["canonical_error"] = self.canonical_error
         return data
 
 
@@ -89,6 +95,7 @@ class StageTimes:
     graph: float = 0.0
     tokens: float = 0.0
     prefix: float = 0.0
+    canonical: float = 0.0
 
     def to_dict(self) -> dict[str, float]:
         return {
@@ -96,6 +103,7 @@ class StageTimes:
             "graph": self.graph,
             "tokens": self.tokens,
             "prefix": self.prefix,
+            "canonical": self.canonical,
         }
 
 
@@ -206,7 +214,23 @@ class Featuriser(Closing):
         )
         if self.with_prefix and record.latex:
             self._prefix(parsed, record.latex)
+        if self.settings.canonical_form != "off" and record.latex:
+            self._canonical(parsed, record.latex)
         return parsed
+
+    def _canonical(self, parsed: ParsedEquation, latex: str) -> None:
+        """``canon_tokens``, optional: a formula no normal form reads keeps its reason."""
+        from indexer.canonical_form import CanonicalFormError, canonical_tokens
+
+        start = time.perf_counter()
+        try:
+            parsed.canonical = canonical_tokens(
+                latex, settings=self.settings, sympy=self.settings.canonical_form == "sympy"
+            )
+        except CanonicalFormError as exc:
+            parsed.canonical_error = exc.reason
+        finally:
+            self.times.canonical += time.perf_counter() - start
 
     def _prefix(self, parsed: ParsedEquation, latex: str) -> None:
         """SymPy prefix tokens, optional: an expression SymPy cannot read keeps its reason."""

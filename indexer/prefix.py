@@ -327,7 +327,13 @@ def _canonical(expr: sympy.Basic) -> sympy.Basic:
     return expr.func(*args)
 
 
-def _latex_to_prefix_untimed(latex: str, evaluate: bool, max_tokens: int) -> list[str]:
+def latex_to_expr_untimed(latex: str, evaluate: bool = True) -> Any:
+    """The SymPy expression of a LaTeX formula, no time limit (the caller sets one).
+
+    Raises:
+        PrefixError: an unknown command (before the parser runs), an unreadable formula, or
+            one nested too deeply.
+    """
     known = known_commands()
     text = latex
     for pattern, replacement in _CLEAN:
@@ -348,7 +354,11 @@ def _latex_to_prefix_untimed(latex: str, evaluate: bool, max_tokens: int) -> lis
     except Exception as exc:  # lark / SymPy raise many types on unreadable input
         detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
         raise PrefixError(f"{type(exc).__name__}: {detail}", "sympy-unparsable") from exc
-    tokens = expr_to_prefix(expr)
+    return expr
+
+
+def _latex_to_prefix_untimed(latex: str, evaluate: bool, max_tokens: int) -> list[str]:
+    tokens = expr_to_prefix(latex_to_expr_untimed(latex, evaluate))
     if len(tokens) > max_tokens:
         raise PrefixError(f"{len(tokens)} tokens > {max_tokens}", "too-large")
     return tokens

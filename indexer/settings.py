@@ -13,6 +13,11 @@ MATHSEARCH_MAX_DOCUMENT_BYTES       largest source document read (tex, JATS)    
 MATHSEARCH_MAX_MACRO_EXPANSIONS     macro expansions per equation (loops stop)     2000
 MATHSEARCH_CONTEXT_CHARS            characters of text kept each side of an eq.    400
 MATHSEARCH_SYMPY_TIMEOUT            seconds for one SymPy parse                    2.0
+MATHSEARCH_CANONICAL_FORM           ``canon_tokens`` (:mod:`indexer.canonical_form`)  fast
+                                    ``fast``: logic and polynomial readers only
+                                    (~1 µs on a formula they do not take);
+                                    ``sympy``: then SymPy's LaTeX parser too (up to
+                                    the SymPy timeout per formula); ``off``
 MATHSEARCH_KATEX_DIR                where the npm katex package is installed       CACHE_DIR/katex
 MATHSEARCH_NODE                     the node executable for the KaTeX backend      node
 ==================================  =============================================  =============
@@ -65,6 +70,19 @@ def _env_float(name: str, default: float) -> float:
     return value
 
 
+CANONICAL_MODES = ("fast", "sympy", "off")
+
+
+def _canonical_mode(raw: str | None) -> str:
+    value = (raw or "").strip().lower()
+    value = {"": "fast", "1": "fast", "on": "fast", "0": "off", "false": "off"}.get(value, value)
+    if value not in CANONICAL_MODES:
+        raise SettingsError(
+            f"MATHSEARCH_CANONICAL_FORM={raw!r}: use one of {', '.join(CANONICAL_MODES)}"
+        )
+    return value
+
+
 CONVERTERS = ("python", "katex")
 
 
@@ -80,6 +98,7 @@ class IndexerSettings:
     max_macro_expansions: int = 2000
     context_chars: int = 400
     sympy_timeout: float = 2.0
+    canonical_form: str = "fast"
     katex_dir: Path | None = None
     node: str = "node"
 
@@ -103,6 +122,7 @@ class IndexerSettings:
             ),
             context_chars=env_int("MATHSEARCH_CONTEXT_CHARS", cls.context_chars, minimum=0),
             sympy_timeout=_env_float("MATHSEARCH_SYMPY_TIMEOUT", cls.sympy_timeout),
+            canonical_form=_canonical_mode(env.get("MATHSEARCH_CANONICAL_FORM")),
             katex_dir=Path(katex_dir) if katex_dir else cache_dir_from_env() / "katex",
             node=env.get("MATHSEARCH_NODE") or cls.node,
         )

@@ -62,6 +62,7 @@ def equation_source(
         "latex": parsed.get("latex") or "",
         "mathml": parsed.get("mathml") or "",
         "math_tokens": " ".join(parsed.get("math_tokens") or []),
+        "canon_tokens": " ".join(parsed.get("canonical") or []),
         "symbols": flat_symbols(parsed.get("symbols")),
         "context": parsed.get("context") or "",
         "keywords": list((parsed.get("extra") or {}).get("keywords") or []),

@@ -64,9 +64,19 @@ def eval_alias(settings: OpenSearchSettings, task: str) -> str:
     return f"{settings.index_prefix}-eval-{task}"
 
 
-def fingerprint(collection: Sequence[CollectionEquation], vector_field: str, model_sha: str) -> str:
-    """SHA-256 over the collection (in order) and the model that embeds it."""
-    digest = hashlib.sha256(f"{vector_field}\t{model_sha}\n".encode())
+#: Bumped when what the featuriser writes changes (2: ``canon_tokens``).
+FEATURISATION_VERSION = 2
+
+
+def fingerprint(
+    collection: Sequence[CollectionEquation],
+    vector_field: str,
+    model_sha: str,
+    featurisation: str = "",
+) -> str:
+    """SHA-256 over the collection (in order), the model that embeds it and the featurisation
+    (:data:`FEATURISATION_VERSION` and the settings that change the indexed tokens)."""
+    digest = hashlib.sha256(f"{vector_field}\t{model_sha}\t{featurisation}\n".encode())
     for equation in collection:
         line = f"{equation.eq_id}\t{equation.doc_id}\t{equation.latex}\n"
         digest.update(line.encode("utf-8", "surrogatepass"))
@@ -136,7 +146,10 @@ def ensure_eval_index(
 
     settings = settings or OpenSearchSettings.from_env()
     card = load_card(ExportSettings.from_env().model)
-    print_ = fingerprint(collection, card.vector_field, card.sha256)
+    from indexer.settings import IndexerSettings
+
+    featurisation = f"v{FEATURISATION_VERSION}:{IndexerSettings.from_env().canonical_form}"
+    print_ = fingerprint(collection, card.vector_field, card.sha256, featurisation)
     built = EvalIndex(alias, print_, card.vector_field, card.name, len(collection), reused=True)
     try:
         state = _existing(client, alias, print_)

@@ -126,6 +126,15 @@ class VectorQuery:
     weight: float = 1.0
 
 
+def _match(field: str, text: str) -> dict[str, Any]:
+    """A ``match`` clause; ``field^boost`` (OpenSearch's field syntax) sets its boost."""
+    name, _, boost = field.partition("^")
+    clause: dict[str, Any] = {"query": text}
+    if boost:
+        clause["boost"] = float(boost)
+    return {"match": {name: clause}}
+
+
 def bm25_query(
     tokens: Sequence[str],
     words: str = "",
@@ -136,10 +145,10 @@ def bm25_query(
     against the context field, or the text fields when there is none), filtered."""
     should: list[dict[str, Any]] = []
     if tokens:
-        should += [{"match": {name: {"query": " ".join(tokens)}}} for name in fields.text]
+        should += [_match(name, " ".join(tokens)) for name in fields.text]
     if words.strip():
         targets = (fields.context,) if fields.context else fields.text
-        should += [{"match": {name: {"query": words}}} for name in targets]
+        should += [_match(name, words) for name in targets]
     if not should:
         raise QueryError("the query has neither math tokens nor words")
     query: dict[str, Any] = {"bool": {"should": should, "minimum_should_match": 1}}

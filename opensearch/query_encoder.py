@@ -108,7 +108,7 @@ class ModelQueryEncoder:
                 vectors[embedder.vector_field] = [float(x) for x in result]
         first = embedders[0].vector_field
         return QueryFeatures(
-            tokens=list(parsed.math_tokens),
+            tokens=list(parsed.math_tokens) + list(parsed.canonical),
             vector=vectors.get(first),
             vector_field=first,
             vectors=vectors,
@@ -154,7 +154,7 @@ class ModelQueryEncoder:
         vector = [float(x) for x in self._encoder.encode([parsed.graph])[0]]
         field_name = self._encoder.card.vector_field
         return QueryFeatures(
-            tokens=list(parsed.math_tokens),
+            tokens=list(parsed.math_tokens) + list(parsed.canonical),
             vector=vector,
             vector_field=field_name,
             vectors={field_name: vector},

@@ -5,7 +5,8 @@ alias ``<alias>`` (default ``<prefix>-equations``); readers and writers only eve
 Every version is created from the index template ``<alias>-template`` (pattern
 ``<alias>-0*``), which holds the settings and the current mapping.
 Fields (DESIGN.md): ``eq_id``, ``doc_id``, ``section``, ``position``, ``latex``, ``mathml``
-(stored, not indexed), ``math_tokens`` (whitespace analyzer, BM25), ``symbols`` and
+(stored, not indexed), ``math_tokens`` and ``canon_tokens`` (normal forms that equivalent
+formulas share, :mod:`indexer.canonical_form`; both whitespace analyzer, BM25), ``symbols`` and
 ``keywords`` (keyword), ``context`` (text), one ``knn_vector`` per encoder and model version
 (lucene HNSW, space type from the model card), ``model_versions`` (the fields the equation has a
 vector in), ``embed_refusals`` (keyword, ``<field>:<reason>`` for each encoder of a
@@ -97,6 +98,8 @@ def equation_properties() -> dict[str, Any]:
         "latex": {"type": "text", "index": False},
         "mathml": {"type": "text", "index": False, "store": True},
         "math_tokens": {"type": "text", "analyzer": "whitespace", "similarity": "BM25"},
+        # normal forms (indexer.canonical_form): form:/term:/vars: tokens, empty when none
+        "canon_tokens": {"type": "text", "analyzer": "whitespace", "similarity": "BM25"},
         "symbols": {"type": "keyword"},
         "context": {"type": "text"},
         "keywords": {"type": "keyword"},

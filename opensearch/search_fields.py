@@ -22,6 +22,9 @@ from opensearch.errors import QueryError
 #: Fields a filter may name (keyword / numeric / date fields of the equation index).
 FILTER_FIELDS = ("doc_id", "eq_id", "section", "symbols", "keywords", "model_versions", "source")
 RANGE_FIELDS = ("position", "indexed_at")
+#: Boost of the ``canon_tokens`` clause: one shared normal form (``form:``, the formulas are
+#: equivalent) must outweigh the dozens of structural tokens a near miss shares.
+CANONICAL_BOOST = 10.0
 #: What a hit of the equation index needs from its stored source.
 EQUATION_SOURCE = ("eq_id", "doc_id", "latex", "position", "section", "math_tokens")
 
@@ -31,7 +34,8 @@ class SearchFields:
     """The field names one index answers queries with.
 
     Attributes:
-        text: text fields BM25 matches the query's tokens against (one ``match`` each).
+        text: text fields BM25 matches the query's tokens against (one ``match`` each;
+            ``name^boost`` weighs one).
         context: the text field the query's words are matched against; ``None``: the words
             go to the ``text`` fields as well.
         vectors: the vector fields searched when a request names none (empty: the index's
@@ -43,7 +47,7 @@ class SearchFields:
         filter_fields / range_fields: the fields a filter may name.
     """
 
-    text: tuple[str, ...] = ("math_tokens",)
+    text: tuple[str, ...] = ("math_tokens", f"canon_tokens^{CANONICAL_BOOST:g}")
     context: str | None = "context"
     vectors: tuple[str, ...] = ()
     id_field: str = "eq_id"
