@@ -1,7 +1,8 @@
-"""The ``mathsearch bench train gcn`` command: triplets/s of the training loop vs the network.
+"""``mathsearch bench train gcn|seq2seq``: items/s of the training loop vs the network alone.
 
 Wired into the ``bench`` subparsers by :func:`add_bench_train`; the training stack (torch) is
-imported when the command runs. See :mod:`encoders.bench_train` for what is timed.
+imported when the command runs. See :mod:`encoders.bench_train` (graph CNN) and
+:mod:`encoders.bench_train_seq2seq` (ExpEmb) for what is timed.
 """
 
 from __future__ import annotations
@@ -81,10 +82,76 @@ def add_bench_train(bench_cmds: Any) -> None:
     gcn.add_argument("--amp", action="store_true", help="bf16 autocast (CUDA only)")
     gcn.add_argument("--cache-dir", help="featurised-corpus cache (default: none)")
     gcn.add_argument("--json", action="store_true", help="print the reports as JSON")
+    seq = kinds.add_parser(
+        "seq2seq",
+        help="the ExpEmb equivalence encoder",
+        description="Pairs/s of the ExpEmb-E training loop (pairs tokenised once, NumPy "
+        "padding, length buckets), of the network alone (teacher-forced forward + backward + "
+        "AdamW on prepared batches) and of the per-step tokenising loop it replaced, for every "
+        "--hidden; plus the share of decoder positions that are padding with and without "
+        "bucketing. Pairs: members of one class of the SemVec train sets (Appendix C).",
+        epilog=textwrap.dedent("""\
+            examples:
+              mathsearch bench train seq2seq                       H = 64, 128, 256
+              mathsearch bench train seq2seq --hidden 1024 --steps 4
+              mathsearch bench train seq2seq ../shared/data/semvec/poly8-trainset.json.gz --json
+            """),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    seq.add_argument(
+        "sets", nargs="*", metavar="SET", help="SemVec train files (default: every train set)"
+    )
+    seq.add_argument("--hidden", type=_int_list, default=[64, 128, 256], help="(64,128,256)")
+    seq.add_argument("--batch-size", type=positive_int, default=64, help="pairs per step (64)")
+    seq.add_argument("--pairs", type=positive_int, default=20000, help="pairs drawn (20000)")
+    seq.add_argument("--steps", type=positive_int, default=16, help="timed steps (16)")
+    seq.add_argument("--warmup", type=int, default=2, help="untimed steps first (2)")
+    seq.add_argument("--threads", type=positive_int, help="torch threads (default: all cores)")
+    seq.add_argument("--json", action="store_true", help="print the reports as JSON")
+
+
+def _run_seq2seq(args: argparse.Namespace) -> int:
+    import random
+    from pathlib import Path
+
+    try:
+        from encoders.bench_train_seq2seq import bench_train_seq2seq, format_bench_train_seq2seq
+        from encoders.expemb_data import semvec_pairs
+    except ImportError as exc:
+        return fail(f"this command needs the train extra (torch): {exc}; pip install '.[train]'")
+    from encoders.cli_train_seq2seq import SHARED_DATA
+    from indexer.semvec_prefix import read_semvec_prefix
+
+    sets = args.sets or sorted(str(p) for p in (SHARED_DATA / "semvec").glob("*-trainset.json.gz"))
+    missing = [s for s in sets if not Path(s).is_file()]
+    if not sets or missing:
+        return fail(f"SemVec train sets not found: {missing or SHARED_DATA / 'semvec'}")
+    rng = random.Random(0)
+    try:
+        pairs = [p for path in sets for p in semvec_pairs(read_semvec_prefix(path), rng)]
+    except (IndexerError, OSError, ValueError) as exc:
+        return fail(str(exc))
+    rng.shuffle(pairs)
+    pairs = pairs[: args.pairs]
+    reports = [
+        bench_train_seq2seq(
+            pairs,
+            hidden=hidden,
+            batch_size=args.batch_size,
+            steps=args.steps,
+            warmup=args.warmup,
+            threads=args.threads,
+        )
+        for hidden in args.hidden
+    ]
+    emit(json.dumps(reports, indent=2) if args.json else format_bench_train_seq2seq(reports))
+    return 0
 
 
 def run_bench_train(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch bench train``."""
+    if args.bench_train_command == "seq2seq":
+        return _run_seq2seq(args)
     try:
         from encoders.bench_train import bench_train, format_bench_train
         from encoders.corpus import CorpusError, EquationCorpus

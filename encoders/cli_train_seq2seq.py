@@ -18,7 +18,7 @@ from indexer.cli_io import RAW_HELP, emit, fail, positive_int
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SHARED_DATA", "default_egen", "register", "run"]
+__all__ = ["SEMVEC_SETS", "SHARED_DATA", "default_egen", "register", "run", "table13"]
 
 #: ``../shared/data`` beside the clone.
 SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
@@ -27,6 +27,37 @@ SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 def default_egen() -> list[str]:
     """The E-Gen cluster files of ``../shared/data/egen`` (sorted; empty when absent)."""
     return sorted(glob.glob(str(SHARED_DATA / "egen" / "*.txt")))
+
+
+#: The SemVec sets (file stems under ``shared/data/semvec``), the seed's 14 and mediumBoolean7.
+SEMVEC_SETS = (
+    "boolean5",
+    "boolean8",
+    "boolean10",
+    "largeBoolean5",
+    "largeSimpleBoolean5",
+    "mediumBoolean7",
+    "oneVarPoly10",
+    "oneVarPoly13",
+    "poly5",
+    "poly8",
+    "simpleBoolean8",
+    "simpleBoolean10",
+    "simplepoly5",
+    "simplepoly8",
+    "simplepoly10",
+)
+
+
+def table13(name: str, hidden: int) -> tuple[float, int]:
+    """The seed's Table 13 (EXPEMB-E): learning rate and batch size of set ``name`` at H."""
+    if name == "simplepoly5":
+        return 5e-5, 16
+    if name == "poly5":
+        return 1e-4, 32
+    if name in {"boolean5", "oneVarPoly10"} and hidden == 64:
+        return 2e-4, 64
+    return 1e-4, 64
 
 
 def register(kinds: Any) -> None:
@@ -47,6 +78,15 @@ def register(kinds: Any) -> None:
                   --semvec-exclude ../shared/data/semvec/*-validationset.json.gz \\
                   --time-budget 600 --threads 2
               mathsearch train seq2seq --mode autoencoder --hidden 128 --out runs/expemb-a
+              mathsearch train seq2seq --semvec poly5 --hidden 128 --out runs/poly5-128
+                  (one SemVec set by name: the seed's per-set protocol, below)
+
+            A SemVec set given by name (poly5, simplepoly8, boolean5, ...) rather than a file
+            is trained alone at the seed's protocol: the Appendix C pairs of its train split
+            (every pair within a class, <= 100,000 per class, both directions), no E-Gen,
+            score_5 on its validation split after every epoch (EQNET's denominator, as in the
+            seed's Table 16) and checkpoint.pt = the best epoch (last.pt = the last), with
+            Table 13's learning rate and batch size where the seed changed them.
             """),
         formatter_class=RAW_HELP,
     )
@@ -55,8 +95,8 @@ def register(kinds: Any) -> None:
     parser.add_argument("--mode", choices=("equivalent", "autoencoder"), default="equivalent")
     parser.add_argument("--hidden", type=positive_int, default=1024, help="H (1024)")
     parser.add_argument("--layers", type=positive_int, default=1, help="GRU layers (1)")
-    parser.add_argument("--lr", type=float, default=1e-4, help="AdamW learning rate (1e-4)")
-    parser.add_argument("--batch-size", type=positive_int, default=64)
+    parser.add_argument("--lr", type=float, help="AdamW learning rate (1e-4; Table 13)")
+    parser.add_argument("--batch-size", type=positive_int, help="pairs per step (64; Table 13)")
     parser.add_argument("--max-len", type=positive_int, default=512, help="tokens (512)")
     parser.add_argument("--epochs", type=positive_int, default=20)
     parser.add_argument("--max-steps", type=positive_int)
@@ -66,7 +106,9 @@ def register(kinds: Any) -> None:
     parser.add_argument("--per-cluster", type=positive_int, default=20, help="pairs/cluster")
     parser.add_argument("--generated", type=int, default=0, help="SymPy seed expressions (0)")
     parser.add_argument("--sympy-timeout", type=float, default=1.0, help="s per operation")
-    parser.add_argument("--semvec", nargs="*", default=[], help="SemVec train sets")
+    parser.add_argument(
+        "--semvec", nargs="*", default=[], help="SemVec train files, or one set's name (above)"
+    )
     parser.add_argument("--semvec-exclude", nargs="*", default=[], help="classes kept unseen")
     parser.add_argument("--semvec-per-class", type=positive_int, default=20)
     parser.add_argument("--min-count", type=positive_int, default=2, help="vocabulary cut")
@@ -85,10 +127,25 @@ def run(args: argparse.Namespace) -> int:
         from encoders.expemb_training import RunConfig, train_expemb
     except ImportError as exc:
         return fail(f"this command needs the train extra (torch): {exc}")
-    egen = list(args.egen) or default_egen()
-    missing = [p for p in egen + args.semvec + args.semvec_exclude if not Path(p).is_file()]
+    named = [name for name in args.semvec if name in SEMVEC_SETS]
+    per_set = bool(named)
+    if per_set and (len(args.semvec) != 1 or args.egen or args.generated):
+        return fail("a SemVec set by name is trained alone: one --semvec NAME, no E-Gen files")
+    lr, batch_size = args.lr or 1e-4, args.batch_size or 64
+    if per_set:
+        name = named[0]
+        semvec = [str(SHARED_DATA / "semvec" / f"{name}-trainset.json.gz")]
+        validation = [str(SHARED_DATA / "semvec" / f"{name}-validationset.json.gz")]
+        egen: list[str] = []
+        seed_lr, seed_batch = table13(name, args.hidden)
+        lr, batch_size = args.lr or seed_lr, args.batch_size or seed_batch
+    else:
+        semvec, validation = list(args.semvec), []
+        egen = list(args.egen) or default_egen()
+    missing = [p for p in egen + semvec + validation + args.semvec_exclude if not Path(p).is_file()]
     if missing:
-        return fail(f"no such file: {missing[0]}")
+        hint = f" (set names: {', '.join(SEMVEC_SETS)})" if args.semvec and not per_set else ""
+        return fail(f"no such file: {missing[0]}{hint}")
     if not 0 <= args.held_out < 1:
         return fail("--held-out must be in [0, 1)")
     run_config = RunConfig(
@@ -97,8 +154,8 @@ def run(args: argparse.Namespace) -> int:
         mode=args.mode,
         hidden=args.hidden,
         layers=args.layers,
-        lr=args.lr,
-        batch_size=args.batch_size,
+        lr=lr,
+        batch_size=batch_size,
         max_len=args.max_len,
         epochs=args.epochs,
         max_steps=args.max_steps,
@@ -108,10 +165,12 @@ def run(args: argparse.Namespace) -> int:
         per_cluster=args.per_cluster,
         generated=args.generated,
         sympy_timeout=args.sympy_timeout,
-        semvec=list(args.semvec),
+        semvec=semvec,
         semvec_exclude=list(args.semvec_exclude),
         semvec_per_class=args.semvec_per_class,
-        min_count=args.min_count,
+        all_pairs=per_set,
+        validation=validation,
+        min_count=1 if per_set else args.min_count,
         vocabulary=args.vocabulary,
         seed=args.seed,
         threads=args.threads,
@@ -131,5 +190,8 @@ def run(args: argparse.Namespace) -> int:
     )
     emit(f"loss: {summary['first_loss']:.4f} -> {summary['last_loss']:.4f}")
     emit(f"pairs: {summary['counts']}")
+    if summary.get("validation"):
+        best = summary["validation"]["best"]
+        emit(f"best validation score_5 {best['score_5']:.1f} at epoch {best['epoch']:g}")
     emit(f"checkpoint: {summary['checkpoint']}")
     return 0

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import random
 import zlib
 from collections import Counter
@@ -26,6 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from encoders.expemb import EOE, PAD, SOE, UNK
@@ -37,11 +39,15 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "SPECIALS",
     "Batch",
+    "EncodedPair",
     "Pair",
     "TokenVocabulary",
     "VocabularyError",
+    "all_class_pairs",
     "autoencoder_pairs",
+    "batch_of_ids",
     "cluster_pairs",
+    "encode_pairs",
     "make_batch",
     "read_egen",
     "semvec_pairs",
@@ -173,6 +179,36 @@ def cluster_pairs(
     return out
 
 
+def all_class_pairs(
+    clusters: Iterable[Sequence[tuple[str, ...]]], rng: random.Random, cap: int = 100_000
+) -> list[Pair]:
+    """Appendix C: every unordered pair of distinct members of a class (at most ``cap`` per
+    class, drawn at random without replacement beyond it), in both directions.
+
+    This reproduces the seed's Table 8 counts exactly: ``sum 2 * min(C(n, 2), 100000)``.
+    """
+    out: list[Pair] = []
+    for members in clusters:
+        n = len(members)
+        total = n * (n - 1) // 2
+        if total == 0:
+            continue
+        if total <= cap:
+            chosen = ((i, j) for i in range(n) for j in range(i + 1, n))
+        else:
+            chosen = (_unrank_pair(r, n) for r in sorted(rng.sample(range(total), cap)))
+        for i, j in chosen:
+            out += [(members[i], members[j]), (members[j], members[i])]
+    return out
+
+
+def _unrank_pair(rank: int, n: int) -> tuple[int, int]:
+    """The ``rank``-th pair ``i < j`` of ``range(n)`` in lexicographic order."""
+    i = n - 2 - math.floor(math.sqrt(-8 * rank + 4 * n * (n - 1) - 7) / 2 - 0.5)
+    j = rank + i + 1 - n * (n - 1) // 2 + (n - i) * ((n - i) - 1) // 2
+    return i, j
+
+
 def autoencoder_pairs(sequences: Iterable[tuple[str, ...]]) -> list[Pair]:
     """EXPEMB-A: each expression is its own target."""
     return [(seq, seq) for seq in dict.fromkeys(sequences)]
@@ -183,9 +219,16 @@ def semvec_pairs(
     rng: random.Random,
     per_class: int = 20,
     exclude: set[str] | None = None,
+    *,
+    all_pairs: bool = False,
 ) -> list[Pair]:
-    """Pairs within SemVec classes whose canonical form is not in ``exclude``."""
+    """Pairs within SemVec classes whose canonical form is not in ``exclude``: at most
+    ``per_class`` ordered pairs each, or with ``all_pairs`` the seed's Appendix C set
+    (:func:`all_class_pairs`)."""
     exclude = exclude or set()
+    if all_pairs:  # every member as listed: Table 8 counts duplicates too
+        kept = [list(c.members) for c in classes if c.canonical not in exclude]
+        return all_class_pairs(kept, rng)
     kept = [list(dict.fromkeys(c.members)) for c in classes if c.canonical not in exclude]
     return cluster_pairs(kept, rng, per_class)
 
@@ -216,3 +259,37 @@ def make_batch(pairs: Sequence[Pair], vocab: TokenVocabulary) -> Batch:
     tgt_in, _ = pad_ids([[SOE, *t] for t in targets])
     tgt_out, _ = pad_ids([[*t, EOE] for t in targets])
     return Batch(src, lengths, tgt_in, tgt_out)
+
+
+#: A pair tokenised once: source ids, target ids (int64 arrays, no specials).
+EncodedPair = tuple[np.ndarray, np.ndarray]
+
+
+def encode_pairs(pairs: Sequence[Pair], vocab: TokenVocabulary) -> list[EncodedPair]:
+    """``pairs`` as id arrays, once per run (``make_batch`` looks every token up per step)."""
+    return [
+        (np.asarray(vocab.encode(a), dtype=np.int64), np.asarray(vocab.encode(b), dtype=np.int64))
+        for a, b in pairs
+    ]
+
+
+def batch_of_ids(pairs: Sequence[EncodedPair]) -> Batch:
+    """The :func:`make_batch` tensors of already encoded pairs, padded with NumPy."""
+    size = len(pairs)
+    src_len = np.fromiter((max(1, len(a)) for a, _ in pairs), dtype=np.int64, count=size)
+    tgt_len = np.fromiter((len(b) + 1 for _, b in pairs), dtype=np.int64, count=size)
+    src = np.full((size, int(src_len.max(initial=1))), PAD, dtype=np.int64)
+    tgt_in = np.full((size, int(tgt_len.max(initial=1))), PAD, dtype=np.int64)
+    tgt_out = np.full_like(tgt_in, PAD)
+    for row, (a, b) in enumerate(pairs):
+        src[row, : len(a)] = a
+        tgt_in[row, 0] = SOE
+        tgt_in[row, 1 : len(b) + 1] = b
+        tgt_out[row, : len(b)] = b
+        tgt_out[row, len(b)] = EOE
+    return Batch(
+        torch.from_numpy(src),
+        torch.from_numpy(src_len),
+        torch.from_numpy(tgt_in),
+        torch.from_numpy(tgt_out),
+    )

@@ -69,12 +69,20 @@ def _normalise(vectors: np.ndarray) -> np.ndarray:
 
 
 def score_k(
-    embeddings: np.ndarray, labels: Sequence[Any], k: int = 5, chunk: int = 1024
+    embeddings: np.ndarray,
+    labels: Sequence[Any],
+    k: int = 5,
+    chunk: int = 1024,
+    *,
+    eqnet: bool = False,
 ) -> dict[str, float | int]:
     """Eq. 1 averaged over queries (see the module docstring).
 
     Args:
         embeddings: ``(n, d)``; labels: the class of each row.
+        eqnet: the denominator of the code the seed used for its tables (EQNET's
+            ``knnstats.py``): ``min(k, |c|)`` with ``|c|`` counting the query itself, so a
+            class of 3 scores at most 2/3; default ``min(k, |c| - 1)``, the other members.
     Returns:
         ``{"score": mean score_k, "queries": scored rows, "skipped": singleton rows}``.
     """
@@ -96,7 +104,8 @@ def score_k(
         same = (codes[top] == codes[start + rows][:, None]).sum(axis=1)
         others = sizes[codes[start + rows]] - 1
         valid = others > 0
-        total += float((same[valid] / np.minimum(k, others[valid])).sum())
+        denominator = others[valid] + 1 if eqnet else others[valid]
+        total += float((same[valid] / np.minimum(k, denominator)).sum())
         scored += int(valid.sum())
     return {"score": total / scored if scored else 0.0, "queries": scored, "skipped": n - scored}
 
@@ -107,14 +116,17 @@ def semvec_score_k(
     k: int = 5,
     max_classes: int | None = None,
     seed: int = 0,
+    *,
+    eqnet: bool = False,
 ) -> dict[str, Any]:
-    """score_k of one SemVec set's classes (optionally ``max_classes`` drawn at random)."""
+    """score_k of one SemVec set's classes (optionally ``max_classes`` drawn at random;
+    ``eqnet``: the seed's denominator, see :func:`score_k`)."""
     chosen = list(classes)
     if max_classes is not None and len(chosen) > max_classes:
         chosen = random.Random(seed).sample(chosen, max_classes)
     sequences = [m for c in chosen for m in c.members]
     labels = [c.class_id for c in chosen for _ in c.members]
-    result = score_k(embed(sequences), labels, k)
+    result = score_k(embed(sequences), labels, k, eqnet=eqnet)
     return {**result, "classes": len(chosen), "expressions": len(sequences)}
 
 

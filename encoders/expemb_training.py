@@ -27,24 +27,29 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from tqdm import tqdm
 
 from encoders.expemb import ExpEmb, ExpEmbConfig
 from encoders.expemb_data import (
+    Batch,
+    EncodedPair,
     Pair,
     TokenVocabulary,
     autoencoder_pairs,
+    batch_of_ids,
     cluster_pairs,
-    make_batch,
+    encode_pairs,
     read_egen,
     semvec_pairs,
     split_clusters,
 )
 
 logger = logging.getLogger(__name__)
+
+_P = TypeVar("_P", Pair, EncodedPair)
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -84,6 +89,10 @@ class RunConfig:
     semvec: list[str] = field(default_factory=list)
     semvec_exclude: list[str] = field(default_factory=list)
     semvec_per_class: int = 20
+    #: Appendix C: every pair within a class (<= 100k unordered), both directions
+    all_pairs: bool = False
+    #: SemVec validation files: score_5 (EQNET's denominator) after every epoch, the best kept
+    validation: list[str] = field(default_factory=list)
     min_count: int = 2
     vocabulary: str | None = None
     seed: int = 0
@@ -124,7 +133,9 @@ def _semvec_pairs(run: RunConfig, rng: random.Random) -> list[Pair]:
             members = (m for c in classes if c.canonical not in exclude for m in c.members)
             pairs += autoencoder_pairs(members)
         else:
-            pairs += semvec_pairs(classes, rng, run.semvec_per_class, exclude)
+            pairs += semvec_pairs(
+                classes, rng, run.semvec_per_class, exclude, all_pairs=run.all_pairs
+            )
     return pairs
 
 
@@ -156,17 +167,70 @@ def collect_pairs(run: RunConfig, out: Path) -> tuple[list[Pair], dict[str, int]
     return pairs, counts
 
 
-def _batches(pairs: Sequence[Pair], size: int, rng: random.Random) -> list[list[Pair]]:
+def _batches(pairs: Sequence[_P], size: int, rng: random.Random) -> list[list[_P]]:
     """Shuffled batches, grouped by target length within chunks of 50 batches."""
     order = list(pairs)
     rng.shuffle(order)
-    batches: list[list[Pair]] = []
+    batches: list[list[_P]] = []
     chunk = 50 * size
     for start in range(0, len(order), chunk):
         part = sorted(order[start : start + chunk], key=lambda p: (len(p[1]), len(p[0])))
         batches += [part[i : i + size] for i in range(0, len(part), size)]
     rng.shuffle(batches)
     return batches
+
+
+def optimise_step(model: ExpEmb, optimizer: torch.optim.Optimizer, batch: Batch) -> float:
+    """One teacher-forced step: loss (eq. 7), backward, clip at 5, AdamW; returns the loss."""
+    loss = model.loss(batch.src, batch.lengths, batch.tgt_in, batch.tgt_out)
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+    optimizer.step()
+    return float(loss.detach())
+
+
+class _Validator:
+    """score_5 on the validation sets after each epoch; the best model saved as checkpoint.pt."""
+
+    def __init__(self, run: RunConfig, vocab: TokenVocabulary, out: Path) -> None:
+        from indexer.semvec_prefix import read_semvec_prefix
+
+        self.sets = {Path(path).name: read_semvec_prefix(path) for path in run.validation}
+        self.vocab = vocab
+        self.out = out
+        self.scores: list[dict[str, Any]] = []
+        self.best: dict[str, Any] | None = None
+
+    def check(
+        self, model: ExpEmb, step: int, epoch: float, history: dict[str, Any], run: RunConfig
+    ) -> None:
+        from encoders.expemb_eval import checkpoint_embedder, semvec_score_k
+
+        embed = checkpoint_embedder(model, self.vocab)
+        per_set = {
+            name: round(100 * semvec_score_k(embed, classes, 5, eqnet=True)["score"], 2)
+            for name, classes in self.sets.items()
+        }
+        model.train()
+        mean = round(sum(per_set.values()) / len(per_set), 2)
+        row = {"step": step, "epoch": round(epoch, 3), "score_5": mean, "sets": per_set}
+        self.scores.append(row)
+        history["validation"] = self.scores
+        logger.info("epoch %.2f (step %d): validation score_5 %.2f %s", epoch, step, mean, per_set)
+        if self.best is None or mean > self.best["score_5"]:
+            self.best = row
+            save_checkpoint(
+                self.out / "checkpoint.pt",
+                model=model,
+                vocab=self.vocab,
+                step=step,
+                run=run,
+                history=history,
+            )
+
+    def summary(self) -> dict[str, Any]:
+        return {"best": self.best, "epochs": self.scores}
 
 
 def save_checkpoint(
@@ -234,6 +298,7 @@ def train_expemb(run: RunConfig) -> dict[str, Any]:
     model = ExpEmb(config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
     rng = random.Random(run.seed)
+    encoded = encode_pairs(pairs, vocab)  # tokenised once, not per step
     per_epoch = -(-len(pairs) // config.batch_size)
     total = per_epoch * config.epochs
     if run.max_steps:
@@ -243,18 +308,16 @@ def train_expemb(run: RunConfig) -> dict[str, Any]:
     step, window = 0, []
     bar = tqdm(total=total, disable=None if run.progress else True, desc="train seq2seq")
     stopped = "steps"
+    validator = _Validator(run, vocab, out) if run.validation else None
     model.train()
     try:
         while step < total:
-            for batch_pairs in _batches(pairs, config.batch_size, rng):
-                batch = make_batch(batch_pairs, vocab)
-                loss = model.loss(batch.src, batch.lengths, batch.tgt_in, batch.tgt_out)
-                optimizer.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-                optimizer.step()
+            for batch_pairs in _batches(encoded, config.batch_size, rng):
+                loss = optimise_step(model, optimizer, batch_of_ids(batch_pairs))
                 step += 1
-                window.append(float(loss.detach()))
+                window.append(loss)
+                if validator is not None and step % per_epoch == 0:
+                    validator.check(model, step, step / per_epoch, history, run)
                 bar.update(1)
                 if step % run.log_every == 0:
                     history["losses"].append({"step": step, "loss": sum(window) / len(window)})
@@ -271,9 +334,18 @@ def train_expemb(run: RunConfig) -> dict[str, Any]:
     if window:
         history["losses"].append({"step": step, "loss": sum(window) / len(window)})
     model.eval()
+    if validator is not None and (not validator.scores or validator.scores[-1]["step"] != step):
+        validator.check(model, step, step / per_epoch, history, run)
     checkpoint = save_checkpoint(
-        out / "checkpoint.pt", model=model, vocab=vocab, step=step, run=run, history=history
+        out / "last.pt" if validator else out / "checkpoint.pt",
+        model=model,
+        vocab=vocab,
+        step=step,
+        run=run,
+        history=history,
     )
+    if validator is not None:  # checkpoint.pt is the best validation epoch's
+        checkpoint = out / "checkpoint.pt"
     summary = {
         "checkpoint": str(checkpoint),
         "steps": step,
@@ -287,6 +359,8 @@ def train_expemb(run: RunConfig) -> dict[str, Any]:
         "last_loss": history["losses"][-1]["loss"] if history["losses"] else None,
         "model_config": config.to_dict(),
     }
+    if validator is not None:
+        summary["validation"] = validator.summary()
     (out / "train.json").write_text(
         json.dumps({**summary, "run": run.to_dict(), "history": history}, indent=2),
         encoding="utf-8",

@@ -77,3 +77,13 @@ def test_analogies_find_the_algebraic_answer() -> None:
 def test_score_k_rejects_bad_k(k: int) -> None:
     with pytest.raises(ValueError):
         score_k(np.eye(3), ["a", "a", "b"], k=k)
+
+
+def test_score_k_with_eqnets_denominator_counts_the_query() -> None:
+    """EQNET's knnstats (the seed's tables): |c| includes q, so a class of 3 scores <= 2/3."""
+    vectors = np.array([[1.0, 0.0], [0.99, 0.1], [0.98, 0.2], [0.0, 1.0], [0.1, 0.99]])
+    labels = ["a", "a", "a", "b", "b"]
+    ours = score_k(vectors, labels, k=5)["score"]
+    eqnet = score_k(vectors, labels, k=5, eqnet=True)["score"]
+    assert ours == 1.0
+    assert eqnet == pytest.approx((3 * 2 / 3 + 2 * 1 / 2) / 5)

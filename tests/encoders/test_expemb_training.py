@@ -79,3 +79,51 @@ def test_autoencoder_mode_pairs_each_expression_with_itself(tmp_path: Path) -> N
     pairs, counts = collect_pairs(run, tmp_path)
     assert pairs and all(a == b for a, b in pairs)
     assert counts["semvec_pairs"] == 712 and (tmp_path / "heldout-egen.txt").is_file()
+
+
+def test_appendix_c_pairs_reproduce_the_seeds_table_8() -> None:
+    """Every pair within a class (<= 100k unordered), both directions: BOOL5 has 17,934."""
+    import itertools
+    import random
+
+    from encoders.expemb_data import _unrank_pair, all_class_pairs, semvec_pairs
+
+    pairs = semvec_pairs(read_semvec_prefix(BOOLEAN5), random.Random(0), all_pairs=True)
+    assert len(pairs) == 17_934
+    for n in (2, 5, 31):
+        ranks = [_unrank_pair(r, n) for r in range(n * (n - 1) // 2)]
+        assert ranks == list(itertools.combinations(range(n), 2))
+    members = [(str(i),) for i in range(20)]  # 190 unordered pairs, capped at 50
+    capped = all_class_pairs([members], random.Random(0), cap=50)
+    assert len(capped) == 100 and len(set(capped)) == 100
+    assert {(b, a) for a, b in capped} == set(capped)
+
+
+SHARED_SEMVEC = Path(__file__).resolve().parents[3] / "shared" / "data" / "semvec"
+
+
+@pytest.mark.skipif(
+    not (SHARED_SEMVEC / "poly5-trainset.json.gz").is_file(), reason="needs ../shared/data"
+)
+def test_one_set_by_name_trains_at_the_seed_protocol(tmp_path: Path) -> None:
+    out = tmp_path / "poly5"
+    args = ["--semvec", "poly5", "--hidden", "16", "--epochs", "3", "--out", str(out)]
+    code = main(["train", "seq2seq", *args, "--no-progress", "--json"])
+    assert code == 0
+    summary = json.loads((out / "train.json").read_text())
+    assert summary["counts"]["semvec_pairs"] == 1350  # the seed's Table 8, POLY5
+    assert summary["counts"]["egen_pairs"] == 0
+    assert summary["run"]["batch_size"] == 32  # Table 13: POLY5 trains with batch 32
+    scores = summary["validation"]["epochs"]
+    assert [round(row["epoch"]) for row in scores] == [1, 2, 3]
+    best = summary["validation"]["best"]
+    assert best["score_5"] == max(row["score_5"] for row in scores)
+    # checkpoint.pt is the best epoch's, last.pt the last
+    assert torch.load(out / "checkpoint.pt", weights_only=True)["step"] == best["step"]
+    assert (out / "last.pt").is_file()
+
+
+def test_a_set_name_with_egen_files_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["train", "seq2seq", str(EGEN), "--semvec", "poly5", "--out", "x"])
+    assert code != 0
+    assert "trained alone" in capsys.readouterr().err
