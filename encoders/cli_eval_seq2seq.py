@@ -68,6 +68,9 @@ def register(kinds: Any) -> None:
               mathsearch eval score-k --checkpoint runs/s2s/checkpoint.pt --baselines --json
               mathsearch eval score-k --checkpoint runs/s2s/checkpoint.pt \\
                   ../shared/data/semvec/poly8-validationset.json.gz --k 5
+              mathsearch eval score-k --checkpoint runs/poly5-128/checkpoint.pt \\
+                  ../shared/data/semvec/poly5-validationset.json.gz --eqnet
+                  (a per-set model on its own set, scored as the seed's Table 16)
             """),
         formatter_class=RAW_HELP,
     )
@@ -75,6 +78,11 @@ def register(kinds: Any) -> None:
     sk.add_argument("--k", type=int, default=5)
     sk.add_argument("--max-classes", type=int, help="classes drawn per set (default: all)")
     sk.add_argument("--baselines", action="store_true", help="untrained model + bag-of-tokens")
+    sk.add_argument(
+        "--eqnet",
+        action="store_true",
+        help="EQNET's denominator min(k, |c|) with |c| counting the query (the seed's tables)",
+    )
     _model_args(sk)
     gen = kinds.add_parser(
         "generation",
@@ -166,12 +174,12 @@ def _score_k(args: argparse.Namespace) -> dict[str, Any]:
         row: dict[str, Any] = {"set": name, "eqnet_test": eqnet, "expemb_e_test": expemb}
         row["expemb_e_hidden"] = hidden
         for label, embed in embedders.items():
-            result = semvec_score_k(embed, classes, args.k, args.max_classes)
+            result = semvec_score_k(embed, classes, args.k, args.max_classes, eqnet=args.eqnet)
             row[label] = round(100 * result["score"], 1)
             row["queries"], row["classes"] = result["queries"], result["classes"]
         rows.append(row)
     mean = {label: round(sum(r[label] for r in rows) / len(rows), 1) for label in embedders}
-    return {"k": args.k, "split": "validation", "sets": rows, "mean": mean}
+    return {"k": args.k, "split": "validation", "eqnet": args.eqnet, "sets": rows, "mean": mean}
 
 
 def _generation(args: argparse.Namespace) -> dict[str, Any]:

@@ -271,16 +271,65 @@ def _normal_form(expr: object) -> object:
     return sympy.expand(expr)
 
 
-_ALGEBRA_TOKEN = re.compile(r"\s*(?:\\([a-zA-Z]+)|([A-Za-z])|(\d+)|([-+*/^(){}\[\]=])|(\S))")
-_ALGEBRA_COMMANDS = {"cdot": "*", "times": "*", "frac": "frac"}
+_ALGEBRA_TOKEN = re.compile(
+    r"\s*(?:\\([a-zA-Z]+)|\\([,;:! ])|([A-Za-z])|(\d+)|([-+*/^_(){}\[\]=])|([,.;]\s*$)|(\S))"
+)
+_ALGEBRA_COMMANDS = {"cdot": "*", "times": "*", "frac": "frac", "sqrt": "sqrt"}
+#: Greek letters the simple reader takes as symbols (``\pi`` is the constant).
+GREEK = frozenset(
+    [
+        "alpha",
+        "beta",
+        "gamma",
+        "delta",
+        "epsilon",
+        "varepsilon",
+        "zeta",
+        "eta",
+        "theta",
+        "vartheta",
+        "iota",
+        "kappa",
+        "lambda",
+        "mu",
+        "nu",
+        "xi",
+        "pi",
+        "rho",
+        "sigma",
+        "tau",
+        "upsilon",
+        "phi",
+        "varphi",
+        "chi",
+        "psi",
+        "omega",
+        "Gamma",
+        "Delta",
+        "Theta",
+        "Lambda",
+        "Xi",
+        "Pi",
+        "Sigma",
+        "Upsilon",
+        "Phi",
+        "Psi",
+        "Omega",
+    ]
+)
+#: Functions it applies (``\sin x``, ``\sin^2(x)``, ``\log{x}``).
+FUNCTIONS = frozenset(
+    ["sin", "cos", "tan", "cot", "sec", "csc", "sinh", "cosh", "tanh", "coth", "exp", "log", "ln"]
+)
 #: Largest integer exponent the simple reader evaluates (beyond: SymPy's reader and its guards).
 MAX_EXPONENT = 64
 
 
 class _AlgebraParser:
-    """Polynomials and fractions (``+ - \\cdot \\times / ^ \\frac``, one-letter variables,
-    integers): read directly into SymPy, ~100x faster than SymPy's LaTeX (Earley) parser.
-    Anything else returns None from :func:`_simple_algebra` and goes to that parser."""
+    """Polynomials, fractions and elementary functions (``+ - \\cdot \\times / ^ \\frac
+    \\sqrt \\sin ...``, one-letter or Greek variables with subscripts, integers): read directly
+    into SymPy, ~100x faster than SymPy's LaTeX (Earley) parser. Anything else returns None from
+    :func:`_simple_algebra` (and goes to that parser when it is on)."""
 
     def __init__(self, tokens: list[str]) -> None:
         self.tokens = tokens
@@ -320,8 +369,10 @@ class _AlgebraParser:
                 self.at += 1
                 right = self.factor()
                 value = value * right if token == "*" else value * sympy.Pow(right, -1)
-            elif token is not None and (token.isalnum() or token in {"(", "{", "frac"}):
-                value = value * self.factor()  # implicit product: 2ab, a(b+c)
+            elif token is not None and (
+                token.isalnum() or token[0] in "@!" or token in {"(", "{", "frac", "sqrt"}
+            ):
+                value = value * self.factor()  # implicit product: 2ab, a(b+c), m\omega
             else:
                 return value
 
@@ -356,6 +407,8 @@ class _AlgebraParser:
         return self.leaf(token[0]) if token.isdigit() else self.leaf(token)
 
     def atom(self) -> object:
+        import sympy
+
         token = self.take()
         if token in {"(", "{"}:
             value = self.expr()
@@ -363,10 +416,45 @@ class _AlgebraParser:
             return value
         if token == "frac":
             numerator, denominator = self.braced(), self.braced()
-            import sympy
-
             return numerator * sympy.Pow(denominator, -1)
+        if token == "sqrt":
+            return sympy.sqrt(self.braced())
+        if token.startswith("!"):
+            return self.function(token[1:])
+        if self.peek() == "_" and (token.isalpha() or token.startswith("@")):
+            self.at += 1
+            return sympy.Symbol(f"{token.lstrip('@')}_{self.subscript()}")
         return self.leaf(token)
+
+    def function(self, name: str) -> object:
+        """``\\sin x``, ``\\sin(x)``, ``\\sin^2 x`` (the power of the value)."""
+        import sympy
+
+        power = None
+        if self.peek() == "^":
+            self.at += 1
+            power = self.exponent()
+        func = {"ln": sympy.log}.get(name) or getattr(sympy, name)
+        if self.peek() == "(":  # \sin(x)^2 is sin(x) squared, not sin(x^2)
+            value = func(self.atom())
+            if power is None and self.peek() == "^":
+                self.at += 1
+                power = self.exponent()
+        else:
+            value = func(self.factor())
+        return value if power is None else sympy.Pow(value, power)
+
+    def subscript(self) -> str:
+        """The text of a subscript: one token, or a braced run of letters and digits."""
+        if self.peek() != "{":
+            return self.take().lstrip("@")
+        self.at += 1
+        parts = []
+        while (token := self.take()) != "}":
+            if not (token.isalnum() or token.startswith("@")):
+                raise ValueError("subscript too complex for the simple reader")
+            parts.append(token.lstrip("@"))
+        return "".join(parts)
 
     def braced(self) -> object:
         if self.peek() == "{":
@@ -385,6 +473,10 @@ class _AlgebraParser:
             return sympy.Integer(int(token))
         if len(token) == 1 and token.isalpha():
             return sympy.Symbol(token)
+        if token == "@pi":
+            return sympy.pi
+        if token.startswith("@"):
+            return sympy.Symbol(token[1:])
         raise ValueError(f"unexpected {token!r}")
 
 
@@ -392,13 +484,20 @@ def _simple_algebra(latex: str) -> object | None:
     """The SymPy expression of a simple polynomial / fraction, or None (see the parser)."""
     tokens: list[str] = []
     for match in _ALGEBRA_TOKEN.finditer(latex):
-        command, letter, number, symbol, other = match.groups()
+        command, space, letter, number, symbol, trailing, other = match.groups()
+        if space is not None or trailing is not None:
+            continue  # \, \; and the comma or full stop that ends a displayed formula
         if command is not None:
             if command in _IGNORED:
                 continue
-            if command not in _ALGEBRA_COMMANDS:
+            if command in GREEK:
+                tokens.append("@" + command)
+            elif command in FUNCTIONS:
+                tokens.append("!" + command)
+            elif command in _ALGEBRA_COMMANDS:
+                tokens.append(_ALGEBRA_COMMANDS[command])
+            else:
                 return None
-            tokens.append(_ALGEBRA_COMMANDS[command])
         elif letter is not None or number is not None:
             tokens.append(letter or number)
         elif symbol is not None:
@@ -416,7 +515,7 @@ def _simple_algebra(latex: str) -> object | None:
         parser = _AlgebraParser(side)
         try:
             values.append(parser.expr())
-        except (ValueError, ZeroDivisionError):
+        except (ValueError, ZeroDivisionError, TypeError, AttributeError):
             return None
         if parser.at != len(side):
             return None

@@ -33,7 +33,11 @@ def form(latex: str) -> str:
         (r"E = m c^2", r"m c^{2} = E"),
         (r"(b - b) \cdot a", r"0"),
         (r"e^{x} e^{y}", r"e^{x+y}"),
-        (r"\sqrt{x}", r"x^{1/2}"),  # SymPy's LaTeX reader beside the simple one
+        (r"\sqrt{x}", r"x^{1/2}"),
+        (r"\sqrt[3]{x}", r"x^{1/3}"),  # SymPy's LaTeX reader beside the simple one
+        (r"\sin^2 x + \cos^2 x", r"\cos^{2}(x) + \sin(x)^{2}"),
+        (r"\frac{1}{2} m v^2", r"m v^{2}/2,"),
+        (r"\omega_{0}^2 \alpha", r"\alpha\,\omega_0^{2}"),
         (r"\lnot (a \land b)", r"\lnot a \lor \lnot b"),
         (r"a \Rightarrow b", r"\lnot a \lor b"),
         (r"a \oplus b", r"(a \land \lnot b) \lor (\lnot a \land b)"),
@@ -136,8 +140,8 @@ def test_the_tokens_are_deterministic_across_calls() -> None:
 
 def test_the_fast_readers_leave_sympy_out() -> None:
     with pytest.raises(CanonicalFormError):
-        canonical_tokens(r"\sqrt{x}", timeout=10, sympy=False)
-    assert canonical_tokens(r"x^{1/2}", timeout=10, sympy=False)[0] == form(r"\sqrt{x}")
+        canonical_tokens(r"\sqrt[3]{x}", timeout=10, sympy=False)
+    assert canonical_tokens(r"x^{1/3}", timeout=10, sympy=False)[0] == form(r"\sqrt[3]{x}")
 
 
 @pytest.mark.parametrize(("mode", "filled"), [("fast", True), ("sympy", True), ("off", False)])
