@@ -310,6 +310,19 @@ def _demo(args: argparse.Namespace) -> int:
             latex = latex if len(latex) <= 90 else latex[:87] + "..."
             print(f"  {hit.rank}. {hit.score:.4f}  {hit.eq_id:<14} {latex}")
         print()
+    equivalence = report.equivalence
+    if equivalence:
+        print(
+            f"equivalent rewriting ({equivalence['index']}): {equivalence['query']}, expanded "
+            f"as {equivalence['expected']}, among near misses"
+        )
+        for label, title in (("canonical", "bm25 with canonical forms"), ("structure_only",
+                             "bm25 over structure tokens alone")):  # fmt: skip
+            found = "rewriting first" if equivalence[f"{label}_first"] else "rewriting missed"
+            print(f"query [{title}]   ({found})")
+            for hit in equivalence[label]:
+                print(f"  {hit['rank']}. {hit['score']:.4f}  {hit['eq_id']:<14} {hit['latex']}")
+        print()
     return 0
 
 

@@ -50,7 +50,13 @@ from typing import Any
 
 from opensearch.errors import QueryError
 from opensearch.fusion import Combination, Normalization
-from opensearch.search_fields import EQUATION_FIELDS, FILTER_FIELDS, RANGE_FIELDS, SearchFields
+from opensearch.search_fields import (
+    EQUATION_FIELDS,
+    EQUIVALENT_BOOST,
+    FILTER_FIELDS,
+    RANGE_FIELDS,
+    SearchFields,
+)
 
 __all__ = [
     "FILTER_FIELDS",
@@ -146,6 +152,16 @@ def bm25_query(
     should: list[dict[str, Any]] = []
     if tokens:
         should += [_match(name, " ".join(tokens)) for name in fields.text]
+        forms = sorted({t for t in tokens if t.startswith("form:")})
+        if forms and fields.canonical:  # an equivalent formula: above every near miss
+            should.append(
+                {
+                    "constant_score": {
+                        "filter": {"terms": {fields.canonical: forms}},
+                        "boost": EQUIVALENT_BOOST,
+                    }
+                }
+            )
     if words.strip():
         targets = (fields.context,) if fields.context else fields.text
         should += [_match(name, words) for name in targets]

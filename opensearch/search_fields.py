@@ -22,9 +22,13 @@ from opensearch.errors import QueryError
 #: Fields a filter may name (keyword / numeric / date fields of the equation index).
 FILTER_FIELDS = ("doc_id", "eq_id", "section", "symbols", "keywords", "model_versions", "source")
 RANGE_FIELDS = ("position", "indexed_at")
-#: Boost of the ``canon_tokens`` clause: one shared normal form (``form:``, the formulas are
-#: equivalent) must outweigh the dozens of structural tokens a near miss shares.
+#: Boost of the ``canon_tokens`` match (``term:`` and ``vars:`` tokens: partial credit).
 CANONICAL_BOOST = 10.0
+#: Constant score of a hit that shares the query's whole normal form (``form:``): the formulas
+#: are equivalent, so it must outrank any near miss however many structural tokens that
+#: shares (BM25 over an equation-sized query scores in the tens to hundreds); equivalent hits
+#: are then ordered among themselves by the rest of the score.
+EQUIVALENT_BOOST = 1000.0
 #: What a hit of the equation index needs from its stored source.
 EQUATION_SOURCE = ("eq_id", "doc_id", "latex", "position", "section", "math_tokens")
 
@@ -43,6 +47,8 @@ class SearchFields:
         id_field: the stored id of a hit (else the document ``_id``).
         display: the stored field shown as the hit's text (``Hit.latex``).
         tokens: the stored token string that matched tokens and highlights come from.
+        canonical: the field of normal forms (``canon_tokens``); a hit sharing the query's
+            ``form:`` token scores :data:`EQUIVALENT_BOOST` more (``None``: no such field).
         source: the stored fields a hit fetches.
         filter_fields / range_fields: the fields a filter may name.
     """
@@ -53,6 +59,7 @@ class SearchFields:
     id_field: str = "eq_id"
     display: str = "latex"
     tokens: str = "math_tokens"
+    canonical: str | None = "canon_tokens"
     source: tuple[str, ...] = EQUATION_SOURCE
     filter_fields: tuple[str, ...] = FILTER_FIELDS
     range_fields: tuple[str, ...] = RANGE_FIELDS
@@ -77,6 +84,7 @@ FIGURE_FIELDS = SearchFields(
     id_field="fig_id",
     display="caption",
     tokens="caption",
+    canonical=None,
     source=("fig_id", "doc_id", "position", "label", "caption", "mentions"),
     filter_fields=("doc_id", "fig_id", "label", "has_image", "model_versions", "source"),
     range_fields=("position", "indexed_at"),

@@ -12,7 +12,10 @@
    equations in a full-text ``body`` get ``math.*`` fields by partial updates;
 5. hybrid queries (``fusion`` and ``rrf`` through the node's neural-search pipelines,
    ``rescore``) whose results a person can read, and one ``rrf`` query that fuses BM25 with every
-   encoder's kNN in one hybrid query.
+   encoder's kNN in one hybrid query;
+6. an equivalent rewriting: a query whose expanded form sits among near misses in a small
+   index beside the sample, found first by BM25 with canonical forms (``canon_tokens``,
+   :mod:`indexer.canonical_form`) and missed by BM25 over structure tokens alone.
 
 Workers that are already running are used as they are, with the encoders they serve
 (``MATHSEARCH_ENCODERS``).
@@ -74,6 +77,17 @@ EXPECTED: dict[str, tuple[str, ...]] = {
 }
 
 
+#: Step 6: a query, its equivalent rewriting and near misses that share more of its structure.
+EQUIVALENCE_QUERY = r"\frac{(p+q)^{2}}{2m}"
+EQUIVALENCE_FORMS = (
+    ("rewriting", r"\frac{p^{2}+2pq+q^{2}}{2m}"),
+    ("cube", r"\frac{(p+q)^{3}}{2m}"),
+    ("difference", r"\frac{(p-q)^{2}}{2m}"),
+    ("no-half", r"\frac{(p+q)^{2}}{m}"),
+    ("no-cross-term", r"\frac{p^{2}+q^{2}}{2m}"),
+)
+
+
 @dataclass
 class DemoQuery:
     latex: str
@@ -101,6 +115,7 @@ class DemoReport:
     models: list[dict[str, Any]] = field(default_factory=list)
     profile: dict[str, Any] = field(default_factory=dict)
     queries: list[DemoQuery] = field(default_factory=list)
+    equivalence: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -295,7 +310,40 @@ def run_demo(
             )
         except QueryError as exc:
             logger.warning("demo multi-encoder query failed: %s", exc)
+    report.equivalence = equivalence_example(client, settings, sample, k)
     return report
+
+
+def equivalence_example(
+    client: OpenSearch,
+    settings: OpenSearchSettings,
+    sample: list[EquationRecord | Failure],
+    k: int,
+) -> dict[str, Any]:
+    """Step 6: :data:`EQUIVALENCE_FORMS` beside the sample in their own index (inline), then
+    the query by BM25 with canonical forms and by BM25 over structure tokens alone."""
+    from opensearch.search_fields import EQUATION_FIELDS, SearchFields
+
+    alias = f"{settings.index_prefix}-demo-equivalence"
+    forms = [
+        EquationRecord(eq_id=f"rewrite#{i}", doc_id="rewrite", position=i, latex=latex)
+        for i, (_, latex) in enumerate(EQUIVALENCE_FORMS)
+    ]
+    run_index([*forms, *sample], alias, settings=settings, inline=True, progress=False)
+    structure = SearchFields(
+        text=tuple(f for f in EQUATION_FIELDS.text if "canon" not in f), canonical=None
+    )
+    out: dict[str, Any] = {"index": alias, "query": EQUIVALENCE_QUERY, "expected": "rewrite#0"}
+    for label, fields in (("canonical", EQUATION_FIELDS), ("structure_only", structure)):
+        response = Searcher(client, alias, fields=fields).search(
+            SearchRequest(EQUIVALENCE_QUERY, mode=Mode.BM25, k=k)
+        )
+        out[label] = [
+            {"rank": hit.rank, "eq_id": hit.eq_id, "score": hit.score, "latex": hit.latex}
+            for hit in response.hits
+        ]
+        out[f"{label}_first"] = bool(response.hits) and response.hits[0].eq_id == "rewrite#0"
+    return out
 
 
 def failure_reasons(client: OpenSearch, prefix: str, alias: str) -> dict[str, int]:

@@ -97,3 +97,8 @@ def test_demo_indexes_real_equations_and_answers_hybrid_queries() -> None:
         if query["mode"] in {profile["mode"], "fusion", "knn-rescore", "rescore", "bm25"}:
             assert query["expected_first"], (query["mode"], query["latex"])
             assert query["hits"][0]["eq_id"] in query["expected"]
+    # an equivalent rewriting among near misses: first with canonical forms, missed without
+    equivalence = report["equivalence"]
+    assert equivalence["canonical_first"], equivalence["canonical"]
+    assert equivalence["canonical"][0]["eq_id"] == equivalence["expected"] == "rewrite#0"
+    assert not equivalence["structure_only_first"], equivalence["structure_only"]

@@ -36,6 +36,21 @@ def test_builders_use_the_index_fields() -> None:
     assert list(body["query"]["hybrid"]["queries"][1]["knn"]) == ["vec_figure_v1"]
 
 
+def test_bm25_weighs_canonical_forms_on_the_equation_index() -> None:
+    """Golden: structure tokens, the boosted canon_tokens match, and an equivalent-form bonus."""
+    tokens = ["x|sup|2", "form:abc", "term:def"]
+    query = bm25_query(tokens)
+    assert query["bool"]["should"] == [
+        {"match": {"math_tokens": {"query": "x|sup|2 form:abc term:def"}}},
+        {"match": {"canon_tokens": {"query": "x|sup|2 form:abc term:def", "boost": 10.0}}},
+        {"constant_score": {"filter": {"terms": {"canon_tokens": ["form:abc"]}}, "boost": 1000.0}},
+    ]
+    # no normal form in the query, or an index without the field: no bonus clause
+    assert len(bm25_query(["x|sup|2"])["bool"]["should"]) == 2
+    figures = bm25_query(tokens, fields=FIGURE_FIELDS)["bool"]["should"]
+    assert all("match" in clause for clause in figures)
+
+
 def test_fusion_of_three_subqueries_by_hand() -> None:
     bm25 = [("a", 10.0), ("b", 5.0), ("c", 0.0)]
     knn1 = [("b", 2.0), ("d", 1.0)]
