@@ -57,7 +57,7 @@ def register(kinds: Any) -> None:
     """Add ``score-k``, ``generation`` and ``analogies`` to ``eval``'s sub-parsers."""
     sk = kinds.add_parser(
         "score-k",
-        help="seq2seq: score_k (seed eq. 1) on SemVec sets, unseen-class protocol",
+        help="seq2seq: score_k (seed eq. 1) on SemVec sets (per-set or joint models)",
         description="score_k = |N_k(q) ∩ c| / min(k, |c|) by cosine over each SemVec set "
         "(default: every shared validation set), for a checkpoint or an ONNX model, beside "
         "the published EQNET and ExpEmb test scores (seed Table 5); --baselines adds an "
@@ -229,7 +229,11 @@ def _analogies(args: argparse.Namespace) -> dict[str, Any]:
 def _print(command: str, report: dict[str, Any]) -> None:
     if command == "score-k":
         labels = list(report["mean"])
-        emit(f"score_{report['k']} (%) on SemVec {report['split']} sets (unseen classes)")
+        denominator = "EQNET's denominator" if report.get("eqnet") else "min(k, |c| - 1)"
+        emit(
+            f"score_{report['k']} (%) on SemVec {report['split']} sets ({denominator}; their "
+            "classes are unseen only by a model trained with --semvec-exclude on them)"
+        )
         emit(
             f"{'set':<22}{'EQNET(test)':>12}{'ExpEmb-E(test)':>15}"
             + "".join(f"{label:>15}" for label in labels)
