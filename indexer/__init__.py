@@ -50,6 +50,9 @@ _LAZY = {
     "RenderError": "indexer.bitmap",
     "latex_to_prefix": "indexer.prefix",
     "PrefixError": "indexer.prefix",
+    "canonical_tokens": "indexer.canonical_form",
+    "CanonicalFormError": "indexer.canonical_form",
+    "truth_table": "indexer.canonical_form",
     "FigureRecord": "indexer.figures",
     "extract_figures": "indexer.figures",
     "FigureVocabulary": "indexer.figure_features",
@@ -70,6 +73,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "FORMATS",
+    "CanonicalFormError",
     "Conversion",
     "ConversionError",
     "Converted",
@@ -97,6 +101,7 @@ __all__ = [
     "bow_vector",
     "build_graph",
     "bundled_sample_lines",
+    "canonical_tokens",
     "centre_crop",
     "collect_macros",
     "default_vocabulary",
@@ -126,5 +131,6 @@ __all__ = [
     "symbols",
     "to_mathml",
     "tree_to_prefix",
+    "truth_table",
     "write_jsonl",
 ]
