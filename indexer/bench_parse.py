@@ -7,12 +7,15 @@ Stages, each timed over the whole corpus ``repeat`` times (the median is reporte
 - ``graph``: MathML tree -> KDD graph (ids, positions, parents) + the 256-d BoW vector;
 - ``tokens``: math tokens for BM25 + symbols for keyword fields;
 - ``serialise``: the tree as MathML text (stored in the index; not part of the target);
-- ``end_to_end``: :meth:`Featuriser.parse_batch` (convert + graph + BoW + tokens + symbols),
-  the figure the >= 2,000 equations/s per core target is about.
+- ``canonical``: the normal forms of ``canon_tokens`` (:mod:`indexer.canonical_form`, the
+  ``MATHSEARCH_CANONICAL_FORM`` setting's readers; skipped when it is ``off``);
+- ``end_to_end``: :meth:`Featuriser.parse_batch` (convert + graph + BoW + tokens + symbols +
+  canonical forms), the figure the >= 2,000 equations/s per core target is about.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import os
@@ -94,6 +97,14 @@ def bench_parse(
         for tree in trees:
             to_mathml(tree)
 
+    def run_canonical() -> None:
+        from indexer.canonical_form import CanonicalFormError, canonical_tokens
+
+        full = settings.canonical_form == "sympy"
+        for latex in latexes:
+            with contextlib.suppress(CanonicalFormError):
+                canonical_tokens(latex, settings=settings, sympy=full)
+
     def run_end_to_end() -> None:
         for begin in range(0, count, 256):
             featuriser.parse_batch(records[begin : begin + 256])
@@ -104,8 +115,11 @@ def bench_parse(
         ("graph", len(trees), run_graph),
         ("tokens", len(trees), run_tokens),
         ("serialise", len(trees), run_serialise),
+        ("canonical", count if settings.canonical_form != "off" else 0, run_canonical),
         ("end_to_end", count, run_end_to_end),
     ):
+        if not total:
+            continue
         rate, seconds = _median_rate(total, run, repeat)
         stages[name] = {
             "equations": total,
@@ -118,8 +132,8 @@ def bench_parse(
     e2e = stages["end_to_end"]["microseconds_per_equation"] or 0.0
     share = {
         name: round(stages[name]["microseconds_per_equation"] / e2e, 3)
-        for name in ("convert", "graph", "tokens")
-        if e2e
+        for name in ("convert", "graph", "tokens", "canonical")
+        if e2e and name in stages
     }
     nodes = [g.num_nodes for g in graphs]
     return {

@@ -6,8 +6,8 @@ returns the tokens of the ``canon_tokens`` field (issue 21; the seed's equivalen
 classes being classes of equal functions):
 
 * ``form:<hash>`` - the whole normal form: equal for any two formulas with the same normal form;
-* ``term:<hash>`` - each additive term of it (algebra) or each prime implicant of a minimal
-  DNF (logic, up to :data:`MAX_DNF_VARIABLES` variables): partial credit for near-equivalents;
+* ``term:<hash>`` - each top-level additive term (algebra) or each cofactor, the function with
+  one variable fixed (logic): partial credit for near-equivalents;
 * ``vars:<a,b,...>`` - the variables the formula depends on (after simplification).
 
 Two readers, both under the SymPy time limit (``MATHSEARCH_SYMPY_TIMEOUT``):
@@ -36,7 +36,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Callable
+import zlib
+from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -47,8 +49,6 @@ logger = logging.getLogger(__name__)
 
 #: Variables a truth table may have (2^16 rows of one byte: 64 KiB per sub-formula).
 MAX_VARIABLES = 16
-#: Variables up to which the minimal DNF's prime implicants become ``term:`` tokens.
-MAX_DNF_VARIABLES = 8
 #: ``term:`` tokens kept per formula.
 MAX_TERMS = 64
 HASH_CHARS = 12
@@ -240,100 +240,75 @@ def _logic_tokens_of(latex: str) -> list[str]:
     tokens = [f"form:{_digest('logic:' + ','.join(names) + ':' + bits)}"]
     if names:
         tokens.append("vars:" + ",".join(names))
-    if 0 < len(names) <= MAX_DNF_VARIABLES and 0 < table.sum() < table.size:
-        import sympy
-        from sympy.logic import SOPform
-
-        symbols = sympy.symbols(list(names))
-        minterms = [int(i) for i in np.flatnonzero(table)]
-        dnf = SOPform(symbols, minterms)
-        terms = dnf.args if isinstance(dnf, sympy.Or) else (dnf,)
-        tokens += sorted({f"term:{_digest('logic:' + sympy.srepr(t))}" for t in terms})
-    return tokens[: 2 + MAX_TERMS]
+    # partial credit: the function with one variable fixed (its cofactors), per variable
+    cube = table.reshape((2,) * len(names)) if names else table
+    for axis, name in enumerate(names[: MAX_TERMS // 2]):
+        for value in (0, 1):
+            half = np.take(cube, value, axis=axis).reshape(-1)
+            others = ",".join(n for n in names if n != name)
+            text = "".join("1" if v else "0" for v in half)
+            tokens.append(f"term:{_digest(f'logic:{name}={value}:{others}:{text}')}")
+    return tokens
 
 
 # ----------------------------------------------------------------------------- algebra
 
-
-def _normal_form(expr: object) -> object:
-    import sympy
-
-    if isinstance(expr, sympy.Equality):
-        expr = expr.lhs - expr.rhs
-        form = _normal_form(expr)
-        return -form if form.could_extract_minus_sign() else form  # type: ignore[attr-defined]
-    if isinstance(expr, sympy.core.relational.Relational):
-        return expr.func(_normal_form(expr.lhs), _normal_form(expr.rhs), evaluate=False)
-    if not isinstance(expr, sympy.Expr):
-        raise CanonicalFormError(f"no normal form for a {type(expr).__name__}", "too-large")
-    if expr.is_rational_function():
-        return sympy.cancel(sympy.together(expr))
-    return sympy.expand(expr)
-
+#: Points every algebraic formula is evaluated at (complex, one per variable name, seeded by the
+#: name): equal functions give equal values everywhere, different ones differ at random points
+#: with probability ~1 (the Schwartz-Zippel identity test; rounding to :data:`DIGITS`).
+POINTS = 4
+DIGITS = 9
+#: |value| below which a value counts as zero (cancellation leaves ~1e-16 where 0 is exact).
+ZERO = 1e-9
+#: Largest integer exponent the simple reader evaluates.
+MAX_EXPONENT = 64
 
 _ALGEBRA_TOKEN = re.compile(
     r"\s*(?:\\([a-zA-Z]+)|\\([,;:! ])|([A-Za-z])|(\d+)|([-+*/^_(){}\[\]=])|([,.;]\s*$)|(\S))"
 )
 _ALGEBRA_COMMANDS = {"cdot": "*", "times": "*", "frac": "frac", "sqrt": "sqrt"}
-#: Greek letters the simple reader takes as symbols (``\pi`` is the constant).
+#: Greek letters the simple reader takes as variables (``\pi`` is the constant).
 GREEK = frozenset(
     [
-        "alpha",
-        "beta",
-        "gamma",
-        "delta",
-        "epsilon",
-        "varepsilon",
-        "zeta",
-        "eta",
-        "theta",
-        "vartheta",
-        "iota",
-        "kappa",
-        "lambda",
-        "mu",
-        "nu",
-        "xi",
-        "pi",
-        "rho",
-        "sigma",
-        "tau",
-        "upsilon",
-        "phi",
-        "varphi",
-        "chi",
-        "psi",
-        "omega",
-        "Gamma",
-        "Delta",
-        "Theta",
-        "Lambda",
-        "Xi",
-        "Pi",
-        "Sigma",
-        "Upsilon",
-        "Phi",
-        "Psi",
-        "Omega",
+        "alpha", "beta", "gamma", "delta", "epsilon", "varepsilon", "zeta", "eta", "theta",
+        "vartheta", "iota", "kappa", "lambda", "mu", "nu", "xi", "pi", "rho", "sigma", "tau",
+        "upsilon", "phi", "varphi", "chi", "psi", "omega", "Gamma", "Delta", "Theta", "Lambda",
+        "Xi", "Pi", "Sigma", "Upsilon", "Phi", "Psi", "Omega",
     ]
-)
+)  # fmt: skip
 #: Functions it applies (``\sin x``, ``\sin^2(x)``, ``\log{x}``).
-FUNCTIONS = frozenset(
-    ["sin", "cos", "tan", "cot", "sec", "csc", "sinh", "cosh", "tanh", "coth", "exp", "log", "ln"]
-)
-#: Largest integer exponent the simple reader evaluates (beyond: SymPy's reader and its guards).
-MAX_EXPONENT = 64
+FUNCTIONS = {
+    "sin": np.sin, "cos": np.cos, "tan": np.tan, "cot": lambda z: 1 / np.tan(z),
+    "sec": lambda z: 1 / np.cos(z), "csc": lambda z: 1 / np.sin(z), "sinh": np.sinh,
+    "cosh": np.cosh, "tanh": np.tanh, "coth": lambda z: 1 / np.tanh(z), "exp": np.exp,
+    "log": np.log, "ln": np.log,
+}  # fmt: skip
+
+
+@lru_cache(maxsize=8192)
+def _point(name: str) -> np.ndarray:
+    """The values of variable ``name`` at the :data:`POINTS` points (seeded by the name;
+    read-only, cached: a generator costs more than the whole evaluation)."""
+    rng = np.random.default_rng(zlib.crc32(name.encode("utf-8")))
+    radius = rng.uniform(0.6, 1.4, POINTS)
+    angle = rng.uniform(0.0, 2 * np.pi, POINTS)
+    values = radius * np.exp(1j * angle)
+    values.flags.writeable = False
+    return values
 
 
 class _AlgebraParser:
-    """Polynomials, fractions and elementary functions (``+ - \\cdot \\times / ^ \\frac
-    \\sqrt \\sin ...``, one-letter or Greek variables with subscripts, integers): read directly
-    into SymPy, ~100x faster than SymPy's LaTeX (Earley) parser. Anything else returns None from
-    :func:`_simple_algebra` (and goes to that parser when it is on)."""
+    """Polynomials, fractions and elementary functions (``+ - \\cdot \\times / ^ \\frac \\sqrt
+    \\sin ...``, one-letter or Greek variables with subscripts, integers), evaluated while read:
+    every value is the formula's value at the :data:`POINTS` points (a complex array). No
+    SymPy: ~100x faster than building and normalising a SymPy expression."""
 
     def __init__(self, tokens: list[str]) -> None:
         self.tokens = tokens
         self.at = 0
+        self.level = 0
+        self.variables: set[str] = set()
+        self.terms: list[np.ndarray] = []  # the top level's summands
 
     def peek(self) -> str | None:
         return self.tokens[self.at] if self.at < len(self.tokens) else None
@@ -349,26 +324,30 @@ class _AlgebraParser:
         if self.take() != token:
             raise ValueError(f"{token!r} expected")
 
-    def expr(self) -> object:
-        import sympy
-
+    def expr(self) -> np.ndarray:
+        self.level += 1
+        top = self.level == 1
         value = self.term()
+        if top:
+            self.terms.append(value)
         while self.peek() in {"+", "-"}:
             sign = self.take()
             right = self.term()
-            value = sympy.Add(value, right if sign == "+" else -right)
+            right = right if sign == "+" else -right
+            if top:
+                self.terms.append(right)
+            value = value + right
+        self.level -= 1
         return value
 
-    def term(self) -> object:
-        import sympy
-
+    def term(self) -> np.ndarray:
         value = self.factor()
         while True:
             token = self.peek()
             if token in {"*", "/"}:
                 self.at += 1
                 right = self.factor()
-                value = value * right if token == "*" else value * sympy.Pow(right, -1)
+                value = value * right if token == "*" else value / right
             elif token is not None and (
                 token.isalnum() or token[0] in "@!" or token in {"(", "{", "frac", "sqrt"}
             ):
@@ -376,28 +355,29 @@ class _AlgebraParser:
             else:
                 return value
 
-    def factor(self) -> object:
+    def factor(self) -> np.ndarray:
         if self.peek() in {"+", "-"}:
             sign = self.take()
             value = self.factor()
             return -value if sign == "-" else value
+        is_e = self.peek() == "e"
         base = self.atom()
         if self.peek() != "^":
             return base
-        import sympy
-
         self.at += 1
         exponent = self.exponent()
-        if exponent.is_Integer and abs(int(exponent)) > MAX_EXPONENT:
+        if np.all(exponent == exponent[0]) and abs(exponent[0]) > MAX_EXPONENT:
             raise ValueError("exponent too large for the simple reader")
-        if base == sympy.Symbol("e"):
-            return sympy.exp(exponent)
-        return sympy.Pow(base, exponent)
+        if is_e:
+            return np.exp(exponent)  # e^{x} as SymPy's reader has it: exp(x)
+        return np.power(base, exponent)
 
-    def exponent(self) -> object:
+    def exponent(self) -> np.ndarray:
         if self.peek() == "{":
             self.at += 1
+            self.level += 1
             value = self.expr()
+            self.level -= 1
             self.expect("}")
             return value
         if self.peek() == "-":  # x^-1
@@ -406,43 +386,44 @@ class _AlgebraParser:
         token = self.take()
         return self.leaf(token[0]) if token.isdigit() else self.leaf(token)
 
-    def atom(self) -> object:
-        import sympy
-
+    def atom(self) -> np.ndarray:
         token = self.take()
         if token in {"(", "{"}:
-            value = self.expr()
+            value = self.group()
             self.expect(")" if token == "(" else "}")
             return value
         if token == "frac":
             numerator, denominator = self.braced(), self.braced()
-            return numerator * sympy.Pow(denominator, -1)
+            return numerator / denominator
         if token == "sqrt":
-            return sympy.sqrt(self.braced())
+            return np.sqrt(self.braced())
         if token.startswith("!"):
             return self.function(token[1:])
         if self.peek() == "_" and (token.isalpha() or token.startswith("@")):
             self.at += 1
-            return sympy.Symbol(f"{token.lstrip('@')}_{self.subscript()}")
+            return self.variable(f"{token.lstrip('@')}_{self.subscript()}")
         return self.leaf(token)
 
-    def function(self, name: str) -> object:
-        """``\\sin x``, ``\\sin(x)``, ``\\sin^2 x`` (the power of the value)."""
-        import sympy
+    def group(self) -> np.ndarray:
+        self.level += 1
+        value = self.expr()
+        self.level -= 1
+        return value
 
+    def function(self, name: str) -> np.ndarray:
+        """``\\sin x``, ``\\sin(x)``, ``\\sin^2 x``; ``\\sin(x)^2`` is sin(x) squared."""
         power = None
         if self.peek() == "^":
             self.at += 1
             power = self.exponent()
-        func = {"ln": sympy.log}.get(name) or getattr(sympy, name)
-        if self.peek() == "(":  # \sin(x)^2 is sin(x) squared, not sin(x^2)
-            value = func(self.atom())
+        if self.peek() == "(":
+            value = FUNCTIONS[name](self.atom())
             if power is None and self.peek() == "^":
                 self.at += 1
                 power = self.exponent()
         else:
-            value = func(self.factor())
-        return value if power is None else sympy.Pow(value, power)
+            value = FUNCTIONS[name](self.factor())
+        return value if power is None else np.power(value, power)
 
     def subscript(self) -> str:
         """The text of a subscript: one token, or a braced run of letters and digits."""
@@ -456,32 +437,33 @@ class _AlgebraParser:
             parts.append(token.lstrip("@"))
         return "".join(parts)
 
-    def braced(self) -> object:
+    def braced(self) -> np.ndarray:
         if self.peek() == "{":
             self.at += 1
-            value = self.expr()
+            value = self.group()
             self.expect("}")
             return value
         token = self.take()  # \frac12
         return self.leaf(token[0])
 
-    @staticmethod
-    def leaf(token: str) -> object:
-        import sympy
+    def variable(self, name: str) -> np.ndarray:
+        self.variables.add(name)
+        return _point(name)
 
+    def leaf(self, token: str) -> np.ndarray:
         if token.isdigit():
-            return sympy.Integer(int(token))
-        if len(token) == 1 and token.isalpha():
-            return sympy.Symbol(token)
+            return np.full(POINTS, float(int(token)), dtype=complex)
         if token == "@pi":
-            return sympy.pi
+            return np.full(POINTS, np.pi, dtype=complex)
+        if len(token) == 1 and token.isalpha():
+            return self.variable(token)
         if token.startswith("@"):
-            return sympy.Symbol(token[1:])
+            return self.variable(token[1:])
         raise ValueError(f"unexpected {token!r}")
 
 
-def _simple_algebra(latex: str) -> object | None:
-    """The SymPy expression of a simple polynomial / fraction, or None (see the parser)."""
+def _algebra_tokens(latex: str) -> list[str] | None:
+    """The reader tokens of ``latex``, or None when it is not the simple reader's."""
     tokens: list[str] = []
     for match in _ALGEBRA_TOKEN.finditer(latex):
         command, space, letter, number, symbol, trailing, other = match.groups()
@@ -504,59 +486,149 @@ def _simple_algebra(latex: str) -> object | None:
             tokens.append({"[": "(", "]": ")"}.get(symbol, symbol))
         elif other is not None:
             return None
+    if not tokens or len(tokens) > MAX_FAST_TOKENS:
+        return None
+    return tokens
+
+
+@dataclass
+class Evaluated:
+    """A formula evaluated at the points: its value, top-level terms and variables; ``equation``
+    when it was ``lhs = rhs`` (then ``value`` is ``lhs - rhs``, its sign still free)."""
+
+    value: np.ndarray
+    terms: list[np.ndarray]
+    variables: set[str]
+    equation: bool = False
+
+
+def evaluate_algebra(latex: str) -> Evaluated | None:
+    """The simple reader's evaluation of ``latex``, or None when it does not take it."""
+    tokens = _algebra_tokens(latex)
+    if tokens is None:
+        return None
     sides = [tokens]
     if "=" in tokens:
         at = tokens.index("=")
         sides = [tokens[:at], tokens[at + 1 :]]
-    values = []
-    for side in sides:
-        if not side or "=" in side:
-            return None
-        parser = _AlgebraParser(side)
-        try:
-            values.append(parser.expr())
-        except (ValueError, ZeroDivisionError, TypeError, AttributeError):
-            return None
-        if parser.at != len(side):
-            return None
-    if len(values) == 2:
-        import sympy
+    parsed = []
+    with np.errstate(all="ignore"):
+        for side in sides:
+            if not side or "=" in side:
+                return None
+            parser = _AlgebraParser(side)
+            try:
+                value = parser.expr()
+            except (ValueError, KeyError, IndexError):
+                return None
+            if parser.at != len(side):
+                return None
+            parsed.append((value, parser))
+    if len(parsed) == 1:
+        value, parser = parsed[0]
+        return Evaluated(value, parser.terms, parser.variables)
+    (left, lp), (right, rp) = parsed
+    terms = lp.terms + [-t for t in rp.terms]
+    return Evaluated(left - right, terms, lp.variables | rp.variables, equation=True)
 
-        return sympy.Eq(values[0], values[1], evaluate=False)
-    return values[0]
+
+def _quantised(values: np.ndarray) -> str | None:
+    """The values rounded to :data:`DIGITS` significant digits (None: not finite)."""
+    if not np.all(np.isfinite(values)):
+        return None
+    parts = []
+    for z in values:
+        for x in (z.real, z.imag):
+            parts.append("0" if abs(x) < ZERO else f"{x:.{DIGITS}g}")
+    return ",".join(parts)
+
+
+def _sign_fixed(values: np.ndarray) -> np.ndarray:
+    """``values`` or ``-values``, whichever starts positive (``a = b`` and ``b = a`` agree)."""
+    for z in values:
+        for x in (z.real, z.imag):
+            if abs(x) >= ZERO:
+                return values if x > 0 else -values
+    return values
+
+
+def _evaluated_tokens(found: Evaluated) -> list[str]:
+    value = _sign_fixed(found.value) if found.equation else found.value
+    text = _quantised(value)
+    if text is None:
+        raise CanonicalFormError("not finite at the evaluation points", "too-large")
+    tokens = [f"form:{_digest('algebra:' + text)}"]
+    if found.variables:
+        tokens.append("vars:" + ",".join(sorted(found.variables)))
+    if len(found.terms) > 1:
+        terms = {_quantised(_sign_fixed(t) if found.equation else t) for t in found.terms}
+        tokens += sorted(f"term:{_digest('algebra:' + t)}" for t in terms if t)[:MAX_TERMS]
+    return tokens
 
 
 def _algebra_tokens_untimed(latex: str) -> list[str]:
+    found = evaluate_algebra(latex)
+    if found is None:
+        raise CanonicalFormError("not a formula the simple reader takes", "sympy-unparsable")
+    return _evaluated_tokens(found)
+
+
+def _sympy_tokens_untimed(latex: str) -> list[str]:
+    """SymPy's LaTeX reader, then the same evaluation at the points (consistent forms)."""
     import sympy
 
     from indexer.prefix import PrefixError, latex_to_expr_untimed
 
-    expr = _simple_algebra(latex)
-    if expr is None:
-        try:
-            expr = latex_to_expr_untimed(latex)
-        except PrefixError as exc:
-            raise CanonicalFormError(str(exc), exc.reason) from exc
     try:
-        form = _normal_form(expr)
-        text = sympy.srepr(form)
-    except CanonicalFormError:
-        raise
-    except RecursionError as exc:
-        raise CanonicalFormError("expression nested too deeply", "too-large") from exc
-    except Exception as exc:  # SymPy raises many types on odd trees (a Tuple in a product)
-        raise CanonicalFormError(
-            f"no normal form: {type(exc).__name__}", "sympy-unparsable"
-        ) from exc
-    tokens = [f"form:{_digest(text)}"]
-    names = sorted(str(s) for s in getattr(form, "free_symbols", ()))
-    if names:
-        tokens.append("vars:" + ",".join(names))
-    numerator = sympy.fraction(form)[0] if isinstance(form, sympy.Expr) else form
-    terms = sympy.Add.make_args(numerator) if isinstance(numerator, sympy.Expr) else ()
-    if len(terms) > 1:
-        tokens += sorted({f"term:{_digest(sympy.srepr(t))}" for t in terms})[:MAX_TERMS]
-    return tokens
+        expr = latex_to_expr_untimed(latex)
+    except PrefixError as exc:
+        raise CanonicalFormError(str(exc), exc.reason) from exc
+    equation = isinstance(expr, sympy.Equality)
+    if equation:
+        expr = expr.lhs - expr.rhs
+    if not isinstance(expr, sympy.Expr):
+        raise CanonicalFormError(f"no normal form for a {type(expr).__name__}", "too-large")
+    symbols = sorted(expr.free_symbols, key=str)
+    terms = list(sympy.Add.make_args(expr)) if isinstance(expr, sympy.Add) else [expr]
+    try:
+        with np.errstate(all="ignore"):
+            values = [_sympy_values(t, symbols) for t in terms]
+    except Exception as exc:  # SymPy raises many types on odd trees
+        detail = f"not evaluable: {type(exc).__name__}"
+        raise CanonicalFormError(detail, "sympy-unparsable") from exc
+    found = Evaluated(sum(values[1:], values[0]), values, {str(s) for s in symbols}, equation)
+    return _evaluated_tokens(found)
+
+
+def _sympy_values(expr: object, symbols: list[object]) -> np.ndarray:
+    import sympy
+
+    func = sympy.lambdify(symbols, expr, modules="numpy")
+    result = func(*[_point(str(s)) for s in symbols])
+    return np.broadcast_to(np.asarray(result, dtype=complex), (POINTS,)).copy()
+
+
+#: Characters the fast readers know (anything else: not theirs, found by one regex search).
+_FOREIGN_CHARACTER = re.compile(r"[^A-Za-z0-9\s\\+\-*/^_(){}\[\]=&|,.;:!]")
+_COMMAND = re.compile(r"\\([a-zA-Z]+)")
+#: Reader tokens beyond which no normal form is computed (expanding a long product costs
+#: milliseconds to seconds; equivalence search is about formulas of a line or less).
+MAX_FAST_TOKENS = 40
+
+
+_KNOWN_COMMANDS = frozenset(
+    set(LOGIC_COMMANDS) | set(_ALGEBRA_COMMANDS) | GREEK | set(FUNCTIONS) | _IGNORED
+)
+
+
+def _fast_readers_may_take(latex: str) -> bool:
+    """A cheap (C-speed) pre-check: only known characters and commands, and not too long."""
+    if _FOREIGN_CHARACTER.search(latex):
+        return False
+    known = _KNOWN_COMMANDS
+    if not set(_COMMAND.findall(latex)) <= known:
+        return False
+    return len(latex) <= 4 * MAX_FAST_TOKENS
 
 
 def canonical_tokens(
@@ -582,23 +654,25 @@ def canonical_tokens(
             f"{len(latex)} characters > {settings.max_equation_chars}", "too-large"
         )
     limit = settings.sympy_timeout if timeout is None else timeout
-    work: Callable[[str], list[str]]
-    if is_logic(latex):
-        work = _logic_tokens_of
-    elif _simple_algebra(latex) is not None:
-        work = _algebra_tokens_untimed
-    elif not sympy:
+    fast = _fast_readers_may_take(latex)
+    try:
+        if fast and is_logic(latex):  # NumPy over the truth table: no time limit needed
+            return _logic_tokens_of(latex)
+        found = evaluate_algebra(latex) if fast else None
+    except RecursionError as exc:
+        raise CanonicalFormError("expression nested too deeply", "too-large") from exc
+    if found is not None:  # NumPy over a few points: microseconds, no time limit needed
+        return _evaluated_tokens(found)
+    if not sympy:
         raise CanonicalFormError("not a formula the fast readers take", "sympy-unparsable")
-    else:
-        from indexer.sympy_latex import known_commands
+    from indexer.sympy_latex import known_commands
 
-        known_commands()  # the parser is built once per process, outside the time limit
-        work = _algebra_tokens_untimed
+    known_commands()  # the parser is built once per process, outside the time limit
     from indexer.time_limit import run_with_time_limit
 
     try:
         return run_with_time_limit(
-            work,
+            _sympy_tokens_untimed,
             limit,
             (latex,),
             error=CanonicalFormError,

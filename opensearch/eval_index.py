@@ -64,8 +64,9 @@ def eval_alias(settings: OpenSearchSettings, task: str) -> str:
     return f"{settings.index_prefix}-eval-{task}"
 
 
-#: Bumped when what the featuriser writes changes (2: ``canon_tokens``).
-FEATURISATION_VERSION = 2
+#: Bumped when what the featuriser writes changes (2: ``canon_tokens``; 3: their algebraic
+#: normal forms evaluated at points rather than built by SymPy).
+FEATURISATION_VERSION = 3
 
 
 def fingerprint(

@@ -10,8 +10,8 @@ import pytest
 
 from indexer.canonical_form import (
     CanonicalFormError,
-    _simple_algebra,
     canonical_tokens,
+    evaluate_algebra,
     is_logic,
     truth_table,
 )
@@ -105,8 +105,19 @@ def test_logic_detection_and_the_simple_reader_stay_in_their_lanes() -> None:
     assert is_logic(r"a \land b")
     assert not is_logic(r"a + b")
     assert not is_logic(r"\alpha \land \beta")  # Greek letters are not logic variables here
-    assert _simple_algebra(r"\int x dx") is None  # goes to SymPy's reader
-    assert str(_simple_algebra(r"2ab + a(b + c)")) == "2*a*b + a*(b + c)"
+    assert evaluate_algebra(r"\int x dx") is None  # goes to SymPy's reader
+    found = evaluate_algebra(r"2ab + a(b + c)")
+    assert found is not None and found.variables == {"a", "b", "c"} and len(found.terms) == 2
+
+
+def test_the_evaluation_is_the_formulas_value_at_the_points() -> None:
+    """2ab + a(b + c) at the points equals the same arithmetic on the variables' values."""
+    from indexer.canonical_form import _point
+
+    found = evaluate_algebra(r"2ab + a(b + c)")
+    a, b, c = (_point(name) for name in "abc")
+    assert np.allclose(found.value, 2 * a * b + a * (b + c))
+    assert np.allclose(evaluate_algebra(r"\frac{\sin^2 x}{1 - \cos^{2}(x)}").value, 1)
 
 
 @pytest.mark.parametrize(

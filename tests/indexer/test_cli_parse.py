@@ -90,7 +90,7 @@ def test_bench_parse_reports_every_stage(capsys: pytest.CaptureFixture[str]) -> 
     assert code == 0
     result = json.loads(capsys.readouterr().out)
     assert result["equations"] > 150
-    for stage in ("convert", "graph", "tokens", "end_to_end"):
+    for stage in ("convert", "graph", "tokens", "canonical", "end_to_end"):
         assert result["stages"][stage]["equations_per_second"] > 0
     assert result["converted"] >= 0.97 * result["equations"]
 
