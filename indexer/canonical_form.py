@@ -8,18 +8,27 @@ classes being classes of equal functions):
 * ``form:<hash>`` - the whole normal form: equal for any two formulas with the same normal form;
 * ``term:<hash>`` - each top-level additive term (algebra) or each cofactor, the function with
   one variable fixed (logic): partial credit for near-equivalents;
-* ``vars:<a,b,...>`` - the variables the formula depends on (after simplification).
+* ``vars:<a,b,...>`` - its variables (logic: those the function depends on; algebra: those
+  written).
 
-Two readers, both under the SymPy time limit (``MATHSEARCH_SYMPY_TIMEOUT``):
+Readers:
 
 * **propositional logic** (``\\land \\lor \\lnot \\oplus \\Rightarrow``, also ``\\wedge \\vee \\neg
   \\implies \\Leftrightarrow``, over one-letter variables and ``0 1 \\top \\bot``): parsed here
   (SymPy's LaTeX grammar has no logic) and evaluated on every assignment with NumPy; the normal
   form is the truth table over the variables it depends on - two formulas get the same
   ``form:`` token exactly when they are the same Boolean function;
-* **algebra** (everything SymPy's LaTeX parser reads, :func:`indexer.prefix.latex_to_expr_untimed`):
-  ``cancel(together(e))`` for rational functions (a canonical ``p/q``), ``expand(e)`` otherwise;
-  an equation ``a = b`` becomes ``a - b`` with its sign fixed, so ``a = b`` and ``b = a`` agree.
+* **algebra** (``+ - \\cdot / ^ \\frac \\sqrt``, ``\\sin``..., one-letter and Greek variables with
+  subscripts, integers, ``=``): parsed here and *evaluated* while read at :data:`POINTS` complex
+  points (each variable's values seeded by its name), the values rounded to :data:`DIGITS`
+  digits: the Schwartz-Zippel identity test as a hash. Equal functions get equal values
+  everywhere; different ones differ at random points with probability ~1. No SymPy: about
+  50 us a formula, where building and normalising a SymPy expression (``cancel``, ``expand``)
+  took 3-10 ms. An equation ``a = b`` is ``a - b`` with its sign fixed, so ``b = a`` agrees.
+  Powers take the principal branch, so ``\\sqrt{x^2}`` and ``x`` differ, as they do over C;
+* with ``sympy=True`` (``MATHSEARCH_CANONICAL_FORM=sympy``), a formula neither takes goes to
+  SymPy's LaTeX parser (:func:`indexer.prefix.latex_to_expr_untimed`, under the SymPy time
+  limit) and is evaluated at the same points, so its forms agree with the fast readers'.
 
 A formula neither reader takes raises :class:`CanonicalFormError` with a reason
 (``sympy-unparsable``, ``timeout``, ``too-large``); the featuriser keeps the reason and indexes
