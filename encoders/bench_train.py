@@ -49,11 +49,12 @@ def _state(config: TrainConfig, corpus: EquationCorpus, vocabulary: Vocabulary) 
     return TrainState(config, corpus, vocabulary, _STEPS_PER_EPOCH)
 
 
-def _rate(config: TrainConfig, seconds: list[float]) -> dict[str, float]:
+def step_rate(batch_size: int, seconds: list[float]) -> dict[str, float]:
+    """Median step time and items/s (``batch_size`` / median) of timed steps."""
     median = statistics.median(seconds)
     return {
         "median_step_s": round(median, 4),
-        "items_per_s": round(config.batch_size / median, 1),
+        "items_per_s": round(batch_size / median, 1),
         "steps": len(seconds),
     }
 
@@ -72,7 +73,7 @@ def _time_loop(
         if step >= warmup:
             seconds.append(time.perf_counter() - tick)
             prepare.append(ready - tick)
-    out = _rate(config, seconds)
+    out = step_rate(config.batch_size, seconds)
     out["median_prepare_s"] = round(statistics.median(prepare), 4)
     return out
 
@@ -89,7 +90,7 @@ def _time_network(
         state.optimise(ready)
         if step >= warmup:
             seconds.append(time.perf_counter() - tick)
-    return _rate(config, seconds)
+    return step_rate(config.batch_size, seconds)
 
 
 def bench_train(

@@ -26,11 +26,12 @@ import logging
 import random
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
+from encoders.bench_train import step_rate
 from encoders.expemb import ExpEmb, ExpEmbConfig
 from encoders.expemb_data import (
     Batch,
@@ -51,15 +52,6 @@ def _padding(batches: Sequence[Batch]) -> float:
     cells = sum(b.tgt_out.numel() for b in batches)
     real = sum(int((b.tgt_out != 0).sum()) for b in batches)
     return round(1 - real / max(1, cells), 4)
-
-
-def _rate(batch_size: int, seconds: list[float]) -> dict[str, float]:
-    median = statistics.median(seconds)
-    return {
-        "median_step_s": round(median, 4),
-        "items_per_s": round(batch_size / median, 1),
-        "steps": len(seconds),
-    }
 
 
 def _model(config: ExpEmbConfig, seed: int) -> tuple[ExpEmb, torch.optim.Optimizer]:
@@ -87,36 +79,15 @@ def bench_train_seq2seq(
     count = warmup + steps
     # the batches of the run: bucketed by length, in the loop's order
     chosen = _batches(list(pairs), batch_size, random.Random(seed))[:count]
-    order = {id(p): i for i, p in enumerate(pairs)}
-    encoded_all = encode_pairs(pairs, vocab)
+    encoded = [encode_pairs(b, vocab) for b in chosen]  # what train_expemb does once per run
 
-    def loop() -> list[float]:
+    def timed(batch_of_step: Callable[[int], Batch]) -> list[float]:
+        """Seconds of each step after the warm-up: building the batch + the network step."""
         model, optimizer = _model(config, seed)
         seconds = []
-        for step, batch_pairs in enumerate(chosen):
+        for step in range(len(chosen)):
             tick = time.perf_counter()
-            batch = batch_of_ids([encoded_all[order[id(p)]] for p in batch_pairs])
-            optimise_step(model, optimizer, batch)
-            if step >= warmup:
-                seconds.append(time.perf_counter() - tick)
-        return seconds
-
-    def network(prepared: list[Batch]) -> list[float]:
-        model, optimizer = _model(config, seed)
-        seconds = []
-        for step, batch in enumerate(prepared):
-            tick = time.perf_counter()
-            optimise_step(model, optimizer, batch)
-            if step >= warmup:
-                seconds.append(time.perf_counter() - tick)
-        return seconds
-
-    def old_loop() -> list[float]:
-        model, optimizer = _model(config, seed)
-        seconds = []
-        for step, batch_pairs in enumerate(chosen):
-            tick = time.perf_counter()
-            optimise_step(model, optimizer, make_batch(batch_pairs, vocab))
+            optimise_step(model, optimizer, batch_of_step(step))
             if step >= warmup:
                 seconds.append(time.perf_counter() - tick)
         return seconds
@@ -128,7 +99,7 @@ def bench_train_seq2seq(
         make_batch(shuffled[i : i + batch_size], vocab)
         for i in range(0, min(len(shuffled), count * batch_size), batch_size)
     ]
-    network(prepared)  # one untimed pass: allocator and thread pool warm for every timing
+    timed(prepared.__getitem__)  # one untimed pass: allocator and threads warm for every timing
     report: dict[str, Any] = {
         "hidden": hidden,
         "batch_size": batch_size,
@@ -138,14 +109,15 @@ def bench_train_seq2seq(
         "mean_target_tokens": round(statistics.fmean(len(b) for _, b in pairs), 1),
         "padding": _padding(prepared),
         "padding_unbucketed": _padding(unbucketed),
-        "loop": _rate(batch_size, loop()),
-        "network": _rate(batch_size, network(prepared)),
+        "loop": step_rate(batch_size, timed(lambda step: batch_of_ids(encoded[step]))),
+        "network": step_rate(batch_size, timed(prepared.__getitem__)),
     }
     report["loop_over_network"] = round(
         report["loop"]["items_per_s"] / report["network"]["items_per_s"], 3
     )
     if legacy:
-        report["legacy"] = _rate(batch_size, old_loop())
+        legacy_seconds = timed(lambda step: make_batch(chosen[step], vocab))
+        report["legacy"] = step_rate(batch_size, legacy_seconds)
         report["loop_over_legacy"] = round(
             report["loop"]["items_per_s"] / report["legacy"]["items_per_s"], 3
         )

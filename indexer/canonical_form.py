@@ -126,8 +126,13 @@ def _logic_tokens(latex: str) -> list[str] | None:
 
 def is_logic(latex: str) -> bool:
     """Whether ``latex`` is a propositional formula (a logic operator and nothing else)."""
+    return _logic_formula(latex) is not None
+
+
+def _logic_formula(latex: str) -> list[str] | None:
+    """The logic reader's tokens when ``latex`` is a propositional formula, else None."""
     tokens = _logic_tokens(latex)
-    return bool(tokens) and any(t in _LOGIC_OPERATORS for t in tokens)
+    return tokens if tokens and any(t in _LOGIC_OPERATORS for t in tokens) else None
 
 
 class _LogicParser:
@@ -220,6 +225,10 @@ def truth_table(latex: str) -> tuple[tuple[str, ...], np.ndarray]:
     tokens = _logic_tokens(latex)
     if not tokens:
         raise CanonicalFormError("not a propositional formula", "sympy-unparsable")
+    return _truth_table(tokens)
+
+
+def _truth_table(tokens: list[str]) -> tuple[tuple[str, ...], np.ndarray]:
     tree = _LogicParser(tokens).parse()
     names = sorted(_variables(tree, set()))
     if len(names) > MAX_VARIABLES:
@@ -243,8 +252,8 @@ def truth_table(latex: str) -> tuple[tuple[str, ...], np.ndarray]:
     return tuple(kept), np.asarray(cube, dtype=bool).reshape(-1)
 
 
-def _logic_tokens_of(latex: str) -> list[str]:
-    names, table = truth_table(latex)
+def _logic_tokens_of(tokens: list[str]) -> list[str]:
+    names, table = _truth_table(tokens)
     bits = "".join("1" if value else "0" for value in table)
     tokens = [f"form:{_digest('logic:' + ','.join(names) + ':' + bits)}"]
     if names:
@@ -665,8 +674,9 @@ def canonical_tokens(
     limit = settings.sympy_timeout if timeout is None else timeout
     fast = _fast_readers_may_take(latex)
     try:
-        if fast and is_logic(latex):  # NumPy over the truth table: no time limit needed
-            return _logic_tokens_of(latex)
+        logic = _logic_formula(latex) if fast else None
+        if logic is not None:  # NumPy over the truth table: no time limit needed
+            return _logic_tokens_of(logic)
         found = evaluate_algebra(latex) if fast else None
     except RecursionError as exc:
         raise CanonicalFormError("expression nested too deeply", "too-large") from exc
