@@ -115,6 +115,12 @@ def register(kinds: Any) -> None:
     parser.add_argument("--vocabulary", help="a vocab.json to reuse")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=positive_int, default=1, help="torch threads (1)")
+    parser.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=2000,
+        help="without --semvec NAME: write checkpoint.pt every N steps (2000; 0: at the end)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
@@ -174,6 +180,7 @@ def run(args: argparse.Namespace) -> int:
         vocabulary=args.vocabulary,
         seed=args.seed,
         threads=args.threads,
+        checkpoint_every=max(0, args.checkpoint_every),
         progress=not args.no_progress,
     )
     try:

@@ -98,6 +98,8 @@ class RunConfig:
     seed: int = 0
     threads: int = 1
     log_every: int = 50
+    #: without validation sets: write checkpoint.pt every this many steps (0: only at the end)
+    checkpoint_every: int = 2000
     progress: bool = True
 
     def to_dict(self) -> dict[str, Any]:
@@ -318,6 +320,11 @@ def train_expemb(run: RunConfig) -> dict[str, Any]:
                 window.append(loss)
                 if validator is not None and step % per_epoch == 0:
                     validator.check(model, step, step / per_epoch, history, run)
+                elif validator is None and run.checkpoint_every and step % run.checkpoint_every == 0:
+                    save_checkpoint(
+                        out / "checkpoint.pt", model=model, vocab=vocab, step=step, run=run,
+                        history=history,
+                    )
                 bar.update(1)
                 if step % run.log_every == 0:
                     history["losses"].append({"step": step, "loss": sum(window) / len(window)})
