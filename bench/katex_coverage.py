@@ -5,10 +5,11 @@ Usage::
     python bench/katex_coverage.py [PATH] [--batch-size 500] [--limit N] [--json]
 
 PATH defaults to ``../shared/data/hepth2003/equation.txt`` (relative to the repository). The
-equations are those of the project's extractor (:func:`indexer.hepth.iter_hepth`), so the figures
+equations are those of the project's extractor (:func:`mathsearch.indexer.hepth.iter_hepth`), so the
+figures
 compare with ``mathsearch parse --report`` of the python converter; its failure records (macro
 fragments, commented-out records) are counted separately. Every equation is converted by one
-:class:`~indexer.katex_backend.KatexConverter` in batches; the
+:class:`~mathsearch.indexer.katex_backend.KatexConverter` in batches; the
 timing covers conversion only (node is started and katex installed before the clock starts).
 """
 
@@ -23,10 +24,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from indexer.hepth import iter_hepth
-from indexer.katex_backend import KatexConverter, KatexError
-from indexer.records import Failure
-from indexer.settings import IndexerSettings
+from mathsearch.indexer.hepth import iter_hepth
+from mathsearch.indexer.katex_backend import KatexConverter, KatexError
+from mathsearch.indexer.records import Failure
+from mathsearch.indexer.settings import IndexerSettings
 
 logger = logging.getLogger(__name__)
 

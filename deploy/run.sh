@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # One entry point for a fresh machine (the README's two commands):
-#   ./deploy/run.sh demo    set everything up, start the stack, run `mathsearch demo`
+#   ./deploy/run.sh demo    set up the runtime (no torch), start the stack, run `mathsearch demo`
 #   ./deploy/run.sh test    set everything up, start the stack, run lint + the whole test suite,
 #                              stop the stack; exits non-zero on any failure (no tests = failure)
-#   ./deploy/run.sh shell   set everything up and open a shell with the venv active
-#   ./deploy/run.sh mathsearch ARGS...   any mathsearch command, e.g. `... mathsearch stack down`
+#   ./deploy/run.sh shell   set everything up and open a shell with the full venv active
+#   ./deploy/run.sh mathsearch ARGS...   any mathsearch command in the runtime venv, e.g.
+#                              `./deploy/run.sh mathsearch stack down`
 # Caches live outside the clone (MATHSEARCH_CACHE_DIR, default /var/cache/mathsearch as root,
 # ~/.cache/mathsearch otherwise): the venv is keyed by pyproject.toml and the Python version,
 # the assembled OpenSearch by its artifact lock; pip and Maven keep their own caches.
@@ -32,16 +33,23 @@ done
 [ -n "$python" ] || { echo "deploy/run.sh: Python >= 3.11 is required" >&2; exit 1; }
 
 pyver="$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
-key="$( (cat pyproject.toml; echo "$pyver") | sha256sum | cut -c1-16)"
-venv="$MATHSEARCH_CACHE_DIR/venv/py$pyver-$key"
+# Two environments: `demo` (and `mathsearch ...`) get the runtime alone - onnxruntime (CPU),
+# lxml, opensearch-py, celery, redis, fastapi; no torch - `test` and `shell` the full one
+# (training, benchmarks and test tools: `.[dev,train]`).
+case "$mode" in
+  demo|mathsearch) flavour=runtime; extras="" ;;
+  *) flavour=full; extras="[dev,train]" ;;
+esac
+key="$( (cat pyproject.toml; echo "$pyver $flavour") | sha256sum | cut -c1-16)"
+venv="$MATHSEARCH_CACHE_DIR/venv/py$pyver-$flavour-$key"
 mkdir -p "$MATHSEARCH_CACHE_DIR/venv"
 
 if [ ! -x "$venv/bin/mathsearch" ] || [ ! -f "$venv/.complete" ]; then
-  echo "==> creating the virtualenv $venv (first run for this pyproject.toml)"
+  echo "==> creating the $flavour virtualenv $venv (first run for this pyproject.toml)"
   rm -rf "$venv"
   "$python" -m venv "$venv"
   "$venv/bin/pip" install -q --upgrade pip setuptools
-  "$venv/bin/pip" install -q -e ".[dev,train]"
+  "$venv/bin/pip" install -q -e ".$extras"
   touch "$venv/.complete"
 else
   # The venv is shared by every clone with the same pyproject.toml: point it at this one.

@@ -13,7 +13,8 @@ One permutation per equation, so the same character is renamed the same way ever
 (``x + x^2`` -> ``q + q^2``); characters under ``mn``, ``mo``, ``mtext``, ... are untouched.
 All 192 slots take part, the unknown slot included, as in the seed.
 
-In the graph (:mod:`encoders.graph_data`) a node's parent has the smaller index (pre-order), so
+In the graph (:mod:`mathsearch.encoders.graph_data`) a node's parent has the smaller index
+(pre-order), so
 for every edge ``(u, v)`` the parent is ``min(u, v)``; this also holds inside a batch, where
 each graph gets its own permutation (via ``batch``).
 
@@ -32,8 +33,8 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from encoders.graph_data import EncoderInputError
-from indexer.vocabulary import Vocabulary, default_vocabulary
+from mathsearch.encoders.graph_data import EncoderInputError
+from mathsearch.indexer.vocabulary import Vocabulary, default_vocabulary
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +100,8 @@ def permute_identifiers(
     """Rename the identifiers of every equation in ``data`` (see the module docstring).
 
     Args:
-        data: a :class:`Data` or :class:`Batch` from :mod:`encoders.graph_data` (not modified).
+        data: a :class:`Data` or :class:`Batch` from :mod:`mathsearch.encoders.graph_data` (not
+        modified).
         vocab_or_sizes: the graphs' :class:`Vocabulary` (gives ``tag_id("mi")`` and the 192
             character slots), or the segment sizes, meaning the default vocabulary.
         rng: e.g. ``np.random.default_rng(seed)``.

@@ -1,6 +1,6 @@
 """``mathsearch bench train gcn``: training speed of the whole loop against the network alone.
 
-One training step is two halves (:class:`encoders.train_state.TrainState`):
+One training step is two halves (:class:`mathsearch.encoders.train_state.TrainState`):
 
 * ``prepare`` - the data side: sample the step's triplets (pairs for ``infonce``), cut their
   graphs from the packed corpus (or, ``packed=False``, collate them one ``Data`` per graph, the
@@ -33,10 +33,10 @@ from typing import Any
 
 import torch
 
-from encoders.corpus import EquationCorpus
-from encoders.train_config import TrainConfig
-from encoders.train_state import TrainState, TripletBatches
-from indexer.vocabulary import Vocabulary, default_vocabulary
+from mathsearch.encoders.corpus import EquationCorpus
+from mathsearch.encoders.train_config import TrainConfig
+from mathsearch.encoders.train_state import TrainState, TripletBatches
+from mathsearch.indexer.vocabulary import Vocabulary, default_vocabulary
 
 logger = logging.getLogger(__name__)
 

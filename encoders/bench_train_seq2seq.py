@@ -1,8 +1,10 @@
 """``mathsearch bench train seq2seq``: sequences/s of the ExpEmb training loop vs the network.
 
-Same split as :mod:`encoders.bench_train` (the graph CNN): a step is *data* (cutting a batch of
+Same split as :mod:`mathsearch.encoders.bench_train` (the graph CNN): a step is *data* (cutting a
+batch of
 pairs, looking the tokens up, padding) and *network* (teacher-forced forward, backward, gradient
-clipping, AdamW: :func:`encoders.expemb_training.optimise_step`). Three timings on the same
+clipping, AdamW: :func:`mathsearch.encoders.expemb_training.optimise_step`). Three timings on the
+same
 batches, threads and model:
 
 * ``loop``: what ``train seq2seq`` runs now - pairs tokenised once (:func:`encode_pairs`),
@@ -31,9 +33,9 @@ from typing import Any
 
 import torch
 
-from encoders.bench_train import step_rate
-from encoders.expemb import ExpEmb, ExpEmbConfig
-from encoders.expemb_data import (
+from mathsearch.encoders.bench_train import step_rate
+from mathsearch.encoders.expemb import ExpEmb, ExpEmbConfig
+from mathsearch.encoders.expemb_data import (
     Batch,
     Pair,
     TokenVocabulary,
@@ -41,7 +43,7 @@ from encoders.expemb_data import (
     encode_pairs,
     make_batch,
 )
-from encoders.expemb_training import _batches, optimise_step
+from mathsearch.encoders.expemb_training import _batches, optimise_step
 
 logger = logging.getLogger(__name__)
 

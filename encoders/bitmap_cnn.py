@@ -42,7 +42,8 @@ the export uses too. Initialisation (sec. 4.3): conv filters and linear weights 
 bound for the biases, and :func:`init_seed_uniform` for the weights.
 
 The network takes the grey crop as float32 ``(B, 1, 32, 333)`` with 255 = paper (what
-:func:`indexer.bitmap.centre_crop` gives) and turns it into ink coverage ``(255 - x) / 255``
+:func:`mathsearch.indexer.bitmap.centre_crop` gives) and turns it into ink coverage ``(255 - x) /
+255``
 first, as the authors fed the image's alpha channel.
 
 Example:

@@ -1,9 +1,11 @@
 """The bitmap CNN's corpus: rendered 333x32 crops with paper, LaTeX and text (ECML 2019, sec. 3).
 
-Every equation record of the sources (:func:`indexer.extract.extract`) is rendered with
-:func:`indexer.bitmap.render_bitmap` and cut to the seed's centre rectangle
-(:func:`indexer.bitmap.centre_crop`): the one featurisation of DESIGN.md rule 2, shared with the
-runtime (:mod:`export.bitmap_runtime`). Equations that cannot be drawn (unknown user macros,
+Every equation record of the sources (:func:`mathsearch.indexer.extract.extract`) is rendered with
+:func:`mathsearch.indexer.bitmap.render_bitmap` and cut to the seed's centre rectangle
+(:func:`mathsearch.indexer.bitmap.centre_crop`): the one featurisation of DESIGN.md rule 2, shared
+with the
+runtime (:mod:`mathsearch.export.bitmap_runtime`). Equations that cannot be drawn (unknown user
+macros,
 mathtext syntax, blank images - the seed's cleaning) are dropped and counted by reason.
 
 For the proxy tasks each crop keeps its paper (``doc_id``: document context), its LaTeX (symbol
@@ -12,7 +14,7 @@ record files carry no text, so their ``context`` is empty.
 
 Rendering runs at 30-45 equations/s per process, so the corpus is cached as one ``.npz`` (no
 pickle) named after a key over the render settings, the format, the limit and the sources (path,
-size, mtime), like :mod:`encoders.corpus_store`; ``workers`` > 1 renders in processes.
+size, mtime), like :mod:`mathsearch.encoders.corpus_store`; ``workers`` > 1 renders in processes.
 
 Example::
 
@@ -37,9 +39,15 @@ from typing import Any
 
 import numpy as np
 
-from encoders.corpus_store import source_stats
-from indexer.bitmap import BitmapSettings, RenderError, centre_crop, render_bitmap, settings_hash
-from indexer.records import EquationRecord, Failure
+from mathsearch.encoders.corpus_store import source_stats
+from mathsearch.indexer.bitmap import (
+    BitmapSettings,
+    RenderError,
+    centre_crop,
+    render_bitmap,
+    settings_hash,
+)
+from mathsearch.indexer.records import EquationRecord, Failure
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +83,8 @@ class BitmapCorpus:
     Args:
         crops: uint8 ``(N, crop_height, crop_width)``, 255 = paper.
         eq_ids, papers, latex, contexts: one entry per crop.
-        settings_digest: :func:`export.bitmap_runtime.settings_hash` of the render settings.
+        settings_digest: :func:`mathsearch.export.bitmap_runtime.settings_hash` of the render
+        settings.
         failures: dropped equations by ``stage/reason``.
 
     Raises:
@@ -205,7 +214,7 @@ class BitmapCorpus:
         progress: Callable[[int], None] | None = None,
     ) -> BitmapCorpus:
         """Extract and render ``paths`` (see :meth:`from_records`)."""
-        from indexer.extract import extract
+        from mathsearch.indexer.extract import extract
 
         items = extract(list(paths), fmt)
         return cls.from_records(items, settings, limit, workers=workers, progress=progress)

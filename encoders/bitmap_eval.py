@@ -7,9 +7,9 @@ On labelled evaluation data (the seed: ~100 hand-labelled equations in 13 catego
   = same category), :math:`\Delta = 1`;
 * **Eval Ranking** ("hard ranking"): the fraction of triples ranked wrong, i.e. 0 when the anchor
   is more similar to the positive than to the negative, 1 otherwise (ties count one half) -
-  ``1 - loo_ranking_score`` of :mod:`encoders.evaluation`;
+  ``1 - loo_ranking_score`` of :mod:`mathsearch.encoders.evaluation`;
 * **Eval Accuracy**: leave-one-out 1-nearest-neighbour accuracy
-  (:func:`encoders.evaluation.one_nn_accuracy`, dot product).
+  (:func:`mathsearch.encoders.evaluation.one_nn_accuracy`, dot product).
 
 On hold-out data, with the document-context weak label (same paper = similar) "for all models":
 **Hold-Out Ranking**, **Hold-Out Triples** and **Hold-Out Siamese** over sampled triplets
@@ -31,7 +31,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from encoders.evaluation import EvaluationError, loo_ranking_score, one_nn_accuracy, ranking_score
+from mathsearch.encoders.evaluation import (
+    EvaluationError,
+    loo_ranking_score,
+    one_nn_accuracy,
+    ranking_score,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +134,7 @@ def holdout_triplets(
     Raises:
         EvaluationError: no paper with two equations, or a single paper.
     """
-    from encoders.bitmap_sampler import (
+    from mathsearch.encoders.bitmap_sampler import (
         SamplerError,
         context_anchors,
         paper_members,

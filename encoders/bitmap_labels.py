@@ -9,7 +9,8 @@
 * **keywords** ("Abstract-Keywords as Labels"): the seed runs RAKE over the abstract of each
   publication. Our sources have no abstracts: .tex records carry ``context`` (the prose around
   the equation), hep-th record files none. The keywords of a paper are RAKE's
-  (:func:`indexer.rake.rake_keywords`) over the distinct contexts of its equations - the nearest
+  (:func:`mathsearch.indexer.rake.rake_keywords`) over the distinct contexts of its equations - the
+  nearest
   thing to an abstract here - and every equation of the paper gets them.
 
 :class:`LabelVocabulary` keeps the labels seen in at least ``min_count`` training equations
@@ -26,7 +27,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from indexer.rake import rake_keywords
+from mathsearch.indexer.rake import rake_keywords
 
 logger = logging.getLogger(__name__)
 

@@ -3,10 +3,12 @@
 Tasks (:data:`TASKS`) and losses:
 
 * ``symbols`` / ``keywords``: multi-label with negative sampling, logistic loss eq. 1
-  (:class:`~encoders.losses.multilabel_loss.LabelLogLoss`, one weight vector per label);
+  (:class:`~mathsearch.encoders.losses.multilabel_loss.LabelLogLoss`, one weight vector per label);
 * ``context`` with ``--loss triplet``: eq. 3 with anchor swap and squared hinge (the existing
-  :class:`~encoders.losses.triplet_loss.TripletLoss` with ``swap=True, squared=True``), or
-  ``--loss siamese``: eq. 2, squared hinge (:class:`~encoders.losses.siamese_loss.SiameseLoss`).
+  :class:`~mathsearch.encoders.losses.triplet_loss.TripletLoss` with ``swap=True, squared=True``),
+  or
+  ``--loss siamese``: eq. 2, squared hinge
+  (:class:`~mathsearch.encoders.losses.siamese_loss.SiameseLoss`).
 
 Procedure (sec. 4.3): Adam, learning rate 0.00025 reduced by 0.1 every 10 epochs, minibatches of
 100, 30 epochs, margin 1, new negatives/positives every step; the large net's batch norm is frozen
@@ -15,7 +17,7 @@ from epoch ``freeze_bn_epoch`` (the authors' code: after the first). Transfer ("
 weights are dropped) before training on this task.
 
 After every epoch (and once before training, the untrained baseline) the hold-out metrics of
-:mod:`encoders.bitmap_eval` are computed on fixed triplets of the test papers, and
+:mod:`mathsearch.encoders.bitmap_eval` are computed on fixed triplets of the test papers, and
 ``OUT/checkpoint.pt`` is written (torch.save of plain containers, ``weights_only`` loadable):
 ``{"family": "bitmap", "format", "model_config", "model", "train_config", "labels", "head",
 "settings_hash", "epoch", "step", "history"}``.
@@ -36,20 +38,20 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from encoders.bitmap_cnn import BitmapCNN, BitmapCNNConfig
-from encoders.bitmap_data import BitmapCorpus
-from encoders.bitmap_eval import holdout_metrics, holdout_triplets
-from encoders.bitmap_labels import LabelVocabulary, keyword_labels, symbol_labels
-from encoders.bitmap_sampler import (
+from mathsearch.encoders.bitmap_cnn import BitmapCNN, BitmapCNNConfig
+from mathsearch.encoders.bitmap_data import BitmapCorpus
+from mathsearch.encoders.bitmap_eval import holdout_metrics, holdout_triplets
+from mathsearch.encoders.bitmap_labels import LabelVocabulary, keyword_labels, symbol_labels
+from mathsearch.encoders.bitmap_sampler import (
     context_anchors,
     paper_members,
     sample_labels,
     sample_pairs,
     sample_triplets,
 )
-from encoders.losses.multilabel_loss import LabelLogLoss
-from encoders.losses.siamese_loss import SiameseLoss
-from encoders.losses.triplet_loss import TripletLoss
+from mathsearch.encoders.losses.multilabel_loss import LabelLogLoss
+from mathsearch.encoders.losses.siamese_loss import SiameseLoss
+from mathsearch.encoders.losses.triplet_loss import TripletLoss
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,5 @@
-"""Training checkpoints of the graph CNN: what :mod:`encoders.training` saves and resumes from.
+"""Training checkpoints of the graph CNN: what :mod:`mathsearch.encoders.training` saves and resumes
+from.
 
 A checkpoint is one ``torch.save`` file of plain containers and tensors (loadable with
 ``weights_only=True``)::
@@ -18,7 +19,8 @@ A checkpoint is one ``torch.save`` file of plain containers and tensors (loadabl
 
 The sampler, the augmentation and the masks draw from generators seeded with
 ``(seed, step)``, so restoring the step restores them; the torch states are kept for anything
-else. :func:`load_model` gives the trained :class:`~encoders.gcn.GraphCNN` (eval mode) for export
+else. :func:`load_model` gives the trained :class:`~mathsearch.encoders.gcn.GraphCNN` (eval mode)
+for export
 and evaluation.
 """
 
@@ -31,7 +33,7 @@ from typing import Any
 
 import torch
 
-from encoders.gcn import GCNConfig, GraphCNN
+from mathsearch.encoders.gcn import GCNConfig, GraphCNN
 
 logger = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 """``mathsearch bench train gcn|seq2seq``: items/s of the training loop vs the network alone.
 
 Wired into the ``bench`` subparsers by :func:`add_bench_train`; the training stack (torch) is
-imported when the command runs. See :mod:`encoders.bench_train` (graph CNN) and
-:mod:`encoders.bench_train_seq2seq` (ExpEmb) for what is timed.
+imported when the command runs. See :mod:`mathsearch.encoders.bench_train` (graph CNN) and
+:mod:`mathsearch.encoders.bench_train_seq2seq` (ExpEmb) for what is timed.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import logging
 import textwrap
 from typing import Any
 
-from indexer.cli_io import emit, fail, positive_int
-from indexer.errors import IndexerError
-from indexer.extract import FORMATS
+from mathsearch.indexer.cli_io import emit, fail, positive_int
+from mathsearch.indexer.errors import IndexerError
+from mathsearch.indexer.extract import FORMATS
 
 logger = logging.getLogger(__name__)
 
@@ -115,12 +115,15 @@ def _run_seq2seq(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     try:
-        from encoders.bench_train_seq2seq import bench_train_seq2seq, format_bench_train_seq2seq
-        from encoders.expemb_data import semvec_pairs
+        from mathsearch.encoders.bench_train_seq2seq import (
+            bench_train_seq2seq,
+            format_bench_train_seq2seq,
+        )
+        from mathsearch.encoders.expemb_data import semvec_pairs
     except ImportError as exc:
         return fail(f"this command needs the train extra (torch): {exc}; pip install '.[train]'")
-    from encoders.cli_train_seq2seq import SHARED_DATA
-    from indexer.semvec_prefix import read_semvec_prefix
+    from mathsearch.encoders.cli_train_seq2seq import SHARED_DATA
+    from mathsearch.indexer.semvec_prefix import read_semvec_prefix
 
     sets = args.sets or sorted(str(p) for p in (SHARED_DATA / "semvec").glob("*-trainset.json.gz"))
     missing = [s for s in sets if not Path(s).is_file()]
@@ -153,18 +156,18 @@ def run_bench_train(args: argparse.Namespace) -> int:
     if args.bench_train_command == "seq2seq":
         return _run_seq2seq(args)
     try:
-        from encoders.bench_train import bench_train, format_bench_train
-        from encoders.corpus import CorpusError, EquationCorpus
-        from encoders.gcn import GCNConfig
-        from encoders.sampler import SamplerError
-        from encoders.train_config import TrainConfig, TrainingError
+        from mathsearch.encoders.bench_train import bench_train, format_bench_train
+        from mathsearch.encoders.corpus import CorpusError, EquationCorpus
+        from mathsearch.encoders.gcn import GCNConfig
+        from mathsearch.encoders.sampler import SamplerError
+        from mathsearch.encoders.train_config import TrainConfig, TrainingError
     except ImportError as exc:
         return fail(
             f"this command needs the train extra (torch, torch-geometric): {exc}; "
             "pip install 'mathsearch[train]'"
         )
-    from indexer.cli_parse import default_bench_sources
-    from indexer.parse import Featuriser
+    from mathsearch.indexer.cli_parse import default_bench_sources
+    from mathsearch.indexer.parse import Featuriser
 
     sources = args.sources or default_bench_sources()
     try:

@@ -2,13 +2,14 @@
 
 Wired into the ``mathsearch`` parser by :func:`add_eval`; :func:`run_eval` is the handler. No
 torch at import time (``mathsearch --help`` stays light); the numbers come from
-:mod:`encoders.eval_runs`:
+:mod:`mathsearch.encoders.eval_runs`:
 
 * ``eval ranking``: rebuild the corpus of a training run, take the same held-out papers and score
   hold-out triplets with the trained model, the untrained model of the same seed and BoW;
 * ``eval knn-accuracy``: leave-one-out 1-NN accuracy and ranking score on labelled formulas;
 * ``eval retrieval``: mean P@k and uMAP of ranking a corpus for judged queries; with
-  ``--task`` the index form of :mod:`opensearch.cli_retrieval_eval` (real relevance data, every
+  ``--task`` the index form of :mod:`mathsearch.opensearch.cli_retrieval_eval` (real relevance data,
+  every
   ranking mode of the live index against Approach Zero).
 
 Exit status 0 on success, 1 with one ``mathsearch: error: ...`` line otherwise.
@@ -24,10 +25,14 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from indexer.cli_io import emit, fail, positive_int
-from indexer.errors import IndexerError
-from indexer.extract import FORMATS
-from opensearch.cli_retrieval_eval import INDEX_EXAMPLES, add_index_options, run_index_form
+from mathsearch.indexer.cli_io import emit, fail, positive_int
+from mathsearch.indexer.errors import IndexerError
+from mathsearch.indexer.extract import FORMATS
+from mathsearch.opensearch.cli_retrieval_eval import (
+    INDEX_EXAMPLES,
+    add_index_options,
+    run_index_form,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -164,21 +169,21 @@ def add_eval(commands: Any) -> None:
     retrieval.add_argument("--k", type=positive_int, default=10, help="P@k cut-off (10)")
     _common(retrieval, checkpoint_required=False)
     add_index_options(retrieval)
-    from encoders.family_cli import register_evals
+    from mathsearch.encoders.family_cli import register_evals
 
     register_evals(kinds)
 
 
 def run_eval(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch eval``; 0 on success, 1 with a one-line reason otherwise."""
-    from encoders.family_cli import eval_module
+    from mathsearch.encoders.family_cli import eval_module
 
     plugin = eval_module(args.eval_command)
     if plugin is not None:
         return int(plugin.run(args))
     if args.eval_command == "retrieval":
         if args.task:  # the index form: no torch, the work is in opensearch/
-            from encoders.held_out import held_out_papers, validation_papers
+            from mathsearch.encoders.held_out import held_out_papers, validation_papers
 
             return run_index_form(args, held_out=held_out_papers, validation=validation_papers)
         missing = [
@@ -194,24 +199,24 @@ def run_eval(args: argparse.Namespace) -> int:
                 f"eval retrieval needs {', '.join(missing)} (in-memory form) or --task "
                 "same-document|equivalence (index form)"
             )
-    from encoders.corpus import CorpusError
-    from encoders.eval_inputs import EvalInputError
-    from encoders.evaluation import EvaluationError
+    from mathsearch.encoders.corpus import CorpusError
+    from mathsearch.encoders.eval_inputs import EvalInputError
+    from mathsearch.encoders.evaluation import EvaluationError
 
     errors: tuple[type[Exception], ...] = (CorpusError, EvaluationError, EvalInputError)
     if args.eval_command == "ranking" or args.checkpoint:
         try:
-            from encoders.checkpoints import CheckpointError
-            from encoders.gcn import GCNConfigError
-            from encoders.graph_data import EncoderInputError
-            from encoders.sampler import SamplerError
+            from mathsearch.encoders.checkpoints import CheckpointError
+            from mathsearch.encoders.gcn import GCNConfigError
+            from mathsearch.encoders.graph_data import EncoderInputError
+            from mathsearch.encoders.sampler import SamplerError
         except ImportError as exc:
             sys.stderr.write(
                 f"mathsearch: error: a model needs the train extra (torch, torch-geometric): "
                 f"{exc}; pip install 'mathsearch[train]'\n"
             )
             return 1
-        from export.errors import ModelCardError, ModelMismatchError
+        from mathsearch.export.errors import ModelCardError, ModelMismatchError
 
         errors = (*errors, CheckpointError, GCNConfigError, EncoderInputError, SamplerError)
         errors = (*errors, ModelCardError, ModelMismatchError)
@@ -234,7 +239,7 @@ def run_eval(args: argparse.Namespace) -> int:
 def _device(name: str) -> str:
     import torch
 
-    from encoders.eval_inputs import EvalInputError
+    from mathsearch.encoders.eval_inputs import EvalInputError
 
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
@@ -248,7 +253,7 @@ def _device(name: str) -> str:
 
 
 def _vocabulary(args: argparse.Namespace) -> Any:
-    from indexer.vocabulary import Vocabulary, default_vocabulary
+    from mathsearch.indexer.vocabulary import Vocabulary, default_vocabulary
 
     return Vocabulary.load(args.vocabulary) if args.vocabulary else default_vocabulary()
 
@@ -257,7 +262,7 @@ def _model(args: argparse.Namespace, vocabulary: Any) -> tuple[Any, dict[str, An
     """(model or None, checkpoint metadata, device)."""
     if not args.checkpoint:
         return None, {}, "cpu"
-    from encoders.eval_runs import load_model_checked
+    from mathsearch.encoders.eval_runs import load_model_checked
 
     device = _device(args.device)
     model, metadata = load_model_checked(args.checkpoint, vocabulary, device)
@@ -272,7 +277,7 @@ def _cache_dir(args: argparse.Namespace) -> Path | None:
         return Path(args.cache_dir)
     if not args.checkpoint:
         return None
-    from encoders.checkpoints import run_dir
+    from mathsearch.encoders.checkpoints import run_dir
 
     return run_dir(args.checkpoint) / "cache"
 
@@ -280,8 +285,8 @@ def _cache_dir(args: argparse.Namespace) -> Path | None:
 def _corpus(
     args: argparse.Namespace, sources: list[str], featuriser: Any, limit: int | None
 ) -> Any:
-    from encoders.corpus import EquationCorpus
-    from encoders.eval_inputs import EvalInputError
+    from mathsearch.encoders.corpus import EquationCorpus
+    from mathsearch.encoders.eval_inputs import EvalInputError
 
     missing = [source for source in sources if not Path(source).exists()]
     if missing:
@@ -301,7 +306,7 @@ def _corpus(
 
 def _card_metadata(path: str) -> dict[str, Any]:
     """A checkpoint's split and configuration as a model card records them."""
-    from export.model_card import load_card
+    from mathsearch.export.model_card import load_card
 
     training = load_card(path).training
     config = dict(training.get("config") or {})
@@ -314,10 +319,10 @@ def _card_metadata(path: str) -> dict[str, Any]:
 
 
 def _ranking(args: argparse.Namespace) -> dict[str, Any]:
-    from encoders.eval_inputs import EvalInputError, split_settings
-    from encoders.eval_runs import eval_ranking, untrained_model
-    from encoders.sampler import holdout_triplets
-    from indexer.parse import Featuriser
+    from mathsearch.encoders.eval_inputs import EvalInputError, split_settings
+    from mathsearch.encoders.eval_runs import eval_ranking, untrained_model
+    from mathsearch.encoders.sampler import holdout_triplets
+    from mathsearch.indexer.parse import Featuriser
 
     vocabulary = _vocabulary(args)
     if not args.checkpoint and not args.onnx:
@@ -337,7 +342,7 @@ def _ranking(args: argparse.Namespace) -> dict[str, Any]:
     if metadata.get("model_config"):
         models["untrained"] = untrained_model(metadata, device)
     for path in args.onnx:
-        from export.runtime import Encoder
+        from mathsearch.export.runtime import Encoder
 
         models[f"onnx:{Path(path).name}"] = Encoder(path, vocab_hash=vocabulary.content_hash)
     report = eval_ranking(
@@ -355,9 +360,9 @@ def _ranking(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _knn(args: argparse.Namespace) -> dict[str, Any]:
-    from encoders.eval_inputs import load_categories
-    from encoders.eval_runs import eval_knn
-    from indexer.parse import Featuriser
+    from mathsearch.encoders.eval_inputs import load_categories
+    from mathsearch.encoders.eval_runs import eval_knn
+    from mathsearch.indexer.parse import Featuriser
 
     categories = load_categories(args.categories)
     vocabulary = _vocabulary(args)
@@ -375,9 +380,9 @@ def _knn(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _retrieval(args: argparse.Namespace) -> dict[str, Any]:
-    from encoders.eval_inputs import load_queries, load_relevance
-    from encoders.eval_runs import eval_retrieval
-    from indexer.parse import Featuriser
+    from mathsearch.encoders.eval_inputs import load_queries, load_relevance
+    from mathsearch.encoders.eval_runs import eval_retrieval
+    from mathsearch.indexer.parse import Featuriser
 
     queries = load_queries(args.queries)
     relevance = load_relevance(args.relevance)

@@ -1,6 +1,7 @@
 """``mathsearch eval bitmap``: the ECML 2019 metrics (sec. 5.2) of a bitmap model on real data.
 
-Plug-in of :mod:`encoders.family_cli` (``register`` / ``run``; no torch at import time). The
+Plug-in of :mod:`mathsearch.encoders.family_cli` (``register`` / ``run``; no torch at import time).
+The
 sources are rendered (cached) and split by paper exactly as ``train bitmap`` splits them (same
 ``--test-fraction`` and ``--seed``), and the held-out papers are evaluated:
 
@@ -24,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from indexer.cli_io import RAW_HELP, emit, fail
-from indexer.errors import IndexerError
-from indexer.extract import FORMATS
+from mathsearch.indexer.cli_io import RAW_HELP, emit, fail
+from mathsearch.indexer.errors import IndexerError
+from mathsearch.indexer.extract import FORMATS
 
 logger = logging.getLogger(__name__)
 
@@ -93,8 +94,8 @@ def evaluate_embeddings(
     embed: Any, crops: np.ndarray, eq_paper: np.ndarray, args: argparse.Namespace
 ) -> dict[str, Any]:
     """All metrics for one embedding function ``embed(crops) -> (n, d)``."""
-    from encoders.bitmap_eval import holdout_metrics, holdout_triplets, labelled_metrics
-    from encoders.evaluation import EvaluationError
+    from mathsearch.encoders.bitmap_eval import holdout_metrics, holdout_triplets, labelled_metrics
+    from mathsearch.encoders.evaluation import EvaluationError
 
     out: dict[str, Any] = {}
     idx, labels = labelled_sample(eq_paper, args.eval_papers, args.eval_per_paper, args.seed)
@@ -113,11 +114,11 @@ def evaluate_embeddings(
 
 def _embedder(model_path: Path) -> tuple[Any, str]:
     if model_path.suffix == ".onnx":
-        from export.bitmap_runtime import BitmapEmbedder
+        from mathsearch.export.bitmap_runtime import BitmapEmbedder
 
         onnx = BitmapEmbedder(model_path, device="cpu")
         return onnx.encode_crops, "onnx"
-    from encoders.bitmap_training import embed_crops, load_bitmap_model
+    from mathsearch.encoders.bitmap_training import embed_crops, load_bitmap_model
 
     model, _ = load_bitmap_model(model_path)
     return (lambda crops: embed_crops(model, crops)), model.config.net
@@ -125,9 +126,9 @@ def _embedder(model_path: Path) -> tuple[Any, str]:
 
 def run(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch eval bitmap``; 0 or 1 with a one-line reason."""
-    from encoders.bitmap_data import BitmapCorpus, BitmapCorpusError
-    from encoders.evaluation import EvaluationError
-    from export.errors import ModelCardError, ModelMismatchError
+    from mathsearch.encoders.bitmap_data import BitmapCorpus, BitmapCorpusError
+    from mathsearch.encoders.evaluation import EvaluationError
+    from mathsearch.export.errors import ModelCardError, ModelMismatchError
 
     model_path = Path(args.model)
     if not model_path.is_file():
@@ -148,8 +149,8 @@ def run(args: argparse.Namespace) -> int:
             try:
                 import torch
 
-                from encoders.bitmap_cnn import BitmapCNN, BitmapCNNConfig
-                from encoders.bitmap_training import embed_crops
+                from mathsearch.encoders.bitmap_cnn import BitmapCNN, BitmapCNNConfig
+                from mathsearch.encoders.bitmap_training import embed_crops
 
                 net = kind if kind in ("small", "large") else "small"
                 torch.manual_seed(args.seed)  # the same untrained net on every call

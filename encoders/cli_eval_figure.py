@@ -1,6 +1,7 @@
 """``mathsearch eval figure``: the seed's metrics of a figure model on held-out articles.
 
-Plug-in of :mod:`encoders.family_cli` (``register(kinds)``, ``run(args)``). The model is a
+Plug-in of :mod:`mathsearch.encoders.family_cli` (``register(kinds)``, ``run(args)``). The model is
+a
 ``train figure`` checkpoint (PyTorch) or an exported ``.onnx`` (ONNX Runtime, no torch); the
 articles are split as in training (the checkpoint's or the card's split seed and fractions), so
 the numbers are on articles the model never saw. Reported beside tf-idf and random vectors:
@@ -17,7 +18,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from indexer.cli_io import RAW_HELP, emit, fail
+from mathsearch.indexer.cli_io import RAW_HELP, emit, fail
 
 logger = logging.getLogger(__name__)
 
@@ -58,18 +59,18 @@ def _split(meta: dict[str, Any]) -> tuple[int, float, float]:
 
 
 def evaluate(args: argparse.Namespace) -> dict[str, Any]:
-    """Vectors of every figure, then :func:`encoders.figure_eval.evaluate_vectors`."""
+    """Vectors of every figure, then :func:`mathsearch.encoders.figure_eval.evaluate_vectors`."""
     import numpy as np
 
-    from encoders.figure_data import FigureCorpus
-    from encoders.figure_eval import evaluate_vectors
+    from mathsearch.encoders.figure_data import FigureCorpus
+    from mathsearch.encoders.figure_eval import evaluate_vectors
 
     if args.checkpoint:
-        from encoders.figure_training import corpus_vectors, load_figure_checkpoint
+        from mathsearch.encoders.figure_training import corpus_vectors, load_figure_checkpoint
 
         model, vocabulary, meta = load_figure_checkpoint(args.checkpoint)
     else:
-        from export.figure_runtime import FigureEmbedder
+        from mathsearch.export.figure_runtime import FigureEmbedder
 
         embedder = FigureEmbedder(args.onnx, device="cpu")
         vocabulary, meta = embedder.vocabulary, dict(embedder.card.training)
@@ -96,10 +97,10 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch eval figure``."""
-    from export.errors import ModelCardError, ModelMismatchError
+    from mathsearch.export.errors import ModelCardError, ModelMismatchError
 
     try:
-        from encoders.figure_data import FigureDataError
+        from mathsearch.encoders.figure_data import FigureDataError
     except ImportError as exc:
         return fail(str(exc))
     errors: tuple[type[Exception], ...] = (
@@ -119,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit(json.dumps(report, indent=2))
         return 0
-    from encoders.cli_train_figure import format_metrics
+    from mathsearch.encoders.cli_train_figure import format_metrics
 
     c = report["corpus"]
     emit(f"{report['model']}: {c['figures']} figures in {c['articles']} articles")

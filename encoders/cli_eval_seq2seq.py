@@ -1,7 +1,9 @@
 """``mathsearch eval score-k | generation | analogies``: the seq2seq (ExpEmb) evaluations.
 
-Plug-in of :mod:`encoders.family_cli` (one module, three sub-commands; :func:`run` dispatches on
-``args.eval_command``). No torch at import time. The metrics are in :mod:`encoders.expemb_eval`.
+Plug-in of :mod:`mathsearch.encoders.family_cli` (one module, three sub-commands; :func:`run`
+dispatches on
+``args.eval_command``). No torch at import time. The metrics are in
+:mod:`mathsearch.encoders.expemb_eval`.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from indexer.cli_io import RAW_HELP, emit, fail
+from mathsearch.indexer.cli_io import RAW_HELP, emit, fail
 
 logger = logging.getLogger(__name__)
 
@@ -123,20 +125,20 @@ def register(kinds: Any) -> None:
 
 
 def _default_onnx() -> str:
-    from export.embedders import default_model_path
+    from mathsearch.export.embedders import default_model_path
 
     return str(default_model_path("seq2seq"))
 
 
 def _embedders(args: argparse.Namespace, baselines: bool = False) -> dict[str, Any]:
-    from encoders.expemb_eval import bag_of_tokens, checkpoint_embedder, onnx_embedder
+    from mathsearch.encoders.expemb_eval import bag_of_tokens, checkpoint_embedder, onnx_embedder
 
     out: dict[str, Any] = {}
     if args.checkpoint:
         import torch
 
-        from encoders.expemb import ExpEmb
-        from encoders.expemb_training import load_expemb
+        from mathsearch.encoders.expemb import ExpEmb
+        from mathsearch.encoders.expemb_training import load_expemb
 
         torch.set_num_threads(max(1, args.threads))
         model, vocab, _ = load_expemb(args.checkpoint)
@@ -146,7 +148,7 @@ def _embedders(args: argparse.Namespace, baselines: bool = False) -> dict[str, A
             out["untrained"] = checkpoint_embedder(ExpEmb(model.config).eval(), vocab)
             out["bag-of-tokens"] = bag_of_tokens(vocab.tokens)
     else:
-        from export.seq2seq_runtime import Seq2SeqEmbedder
+        from mathsearch.export.seq2seq_runtime import Seq2SeqEmbedder
 
         embedder = Seq2SeqEmbedder(getattr(args, "onnx", None) or _default_onnx(), threads=1)
         out["model"] = onnx_embedder(embedder)
@@ -158,9 +160,9 @@ def _embedders(args: argparse.Namespace, baselines: bool = False) -> dict[str, A
 def _score_k(args: argparse.Namespace) -> dict[str, Any]:
     from tqdm import tqdm
 
-    from encoders.expemb_eval import semvec_score_k
-    from indexer.semvec import set_name
-    from indexer.semvec_prefix import read_semvec_prefix
+    from mathsearch.encoders.expemb_eval import semvec_score_k
+    from mathsearch.indexer.semvec import set_name
+    from mathsearch.indexer.semvec_prefix import read_semvec_prefix
 
     sets = list(args.sets) or sorted(glob.glob(str(_SHARED / "semvec" / "*-validationset.json.gz")))
     if not sets:
@@ -186,9 +188,9 @@ def _generation(args: argparse.Namespace) -> dict[str, Any]:
     import torch
     from tqdm import tqdm
 
-    from encoders.expemb_data import read_egen
-    from encoders.expemb_eval import generation_accuracy
-    from encoders.expemb_training import load_expemb
+    from mathsearch.encoders.expemb_data import read_egen
+    from mathsearch.encoders.expemb_eval import generation_accuracy
+    from mathsearch.encoders.expemb_training import load_expemb
 
     if not args.checkpoint:
         raise ValueError("eval generation needs --checkpoint (the decoder is not exported)")
@@ -215,9 +217,9 @@ def _generation(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _analogies(args: argparse.Namespace) -> dict[str, Any]:
-    from encoders.cli_train_seq2seq import default_egen
-    from encoders.expemb_data import read_egen
-    from encoders.expemb_eval import analogies
+    from mathsearch.encoders.cli_train_seq2seq import default_egen
+    from mathsearch.encoders.expemb_data import read_egen
+    from mathsearch.encoders.expemb_eval import analogies
 
     clusters = read_egen(default_egen(), 64)
     pool = [s for c in clusters for s in c]
@@ -268,8 +270,8 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as exc:
         if args.eval_command != "score-k" or getattr(args, "checkpoint", None):
             return fail(f"this command needs the train extra (torch): {exc}")
-    from export.errors import ModelCardError, ModelMismatchError
-    from indexer.errors import IndexerError
+    from mathsearch.export.errors import ModelCardError, ModelMismatchError
+    from mathsearch.indexer.errors import IndexerError
 
     errors: tuple[type[Exception], ...] = (ModelCardError, ModelMismatchError, IndexerError)
     runners = {"score-k": _score_k, "generation": _generation, "analogies": _analogies}

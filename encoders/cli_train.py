@@ -20,15 +20,20 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from indexer.cli_io import emit, positive_int, unit_fraction
-from indexer.errors import IndexerError
-from indexer.extract import FORMATS
+from mathsearch.indexer.cli_io import emit, positive_int, unit_fraction
+from mathsearch.indexer.errors import IndexerError
+from mathsearch.indexer.extract import FORMATS
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["add_train", "run_train"]
 
-_LOSSES = ("histogram", "triplet", "ecml", "infonce")  # encoders.train_config.LOSSES, no torch
+_LOSSES = (
+    "histogram",
+    "triplet",
+    "ecml",
+    "infonce",
+)  # mathsearch.encoders.train_config.LOSSES, no torch
 
 
 def add_train(commands: Any) -> None:
@@ -122,7 +127,7 @@ def add_train(commands: Any) -> None:
     gcn.add_argument("--no-cache", action="store_true", help="always parse the sources again")
     gcn.add_argument("--no-progress", action="store_true", help="no progress bar")
     gcn.add_argument("--json", action="store_true", help="print the summary as JSON")
-    from encoders.family_cli import register_trainers
+    from mathsearch.encoders.family_cli import register_trainers
 
     register_trainers(kinds)
 
@@ -130,7 +135,7 @@ def add_train(commands: Any) -> None:
 def run_train(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch train``; 0 on success, 1 with a one-line reason otherwise."""
     if args.train_command != "gcn":
-        from encoders.family_cli import train_module
+        from mathsearch.encoders.family_cli import train_module
 
         module = train_module(args.train_command)
         if module is None:
@@ -138,11 +143,11 @@ def run_train(args: argparse.Namespace) -> int:
             return 1
         return int(module.run(args))
     try:
-        from encoders.checkpoints import CheckpointError
-        from encoders.corpus import CorpusError
-        from encoders.gcn import GCNConfigError
-        from encoders.sampler import SamplerError
-        from encoders.train_config import TrainingError
+        from mathsearch.encoders.checkpoints import CheckpointError
+        from mathsearch.encoders.corpus import CorpusError
+        from mathsearch.encoders.gcn import GCNConfigError
+        from mathsearch.encoders.sampler import SamplerError
+        from mathsearch.encoders.train_config import TrainingError
     except ImportError as exc:
         sys.stderr.write(
             f"mathsearch: error: training needs the train extra (torch, torch-geometric): {exc}; "
@@ -175,11 +180,11 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def _train_gcn(args: argparse.Namespace) -> dict[str, Any]:
-    from encoders.corpus import EquationCorpus
-    from encoders.train_config import TrainingError
-    from encoders.training import train
-    from indexer.parse import Featuriser
-    from indexer.vocabulary import Vocabulary, default_vocabulary
+    from mathsearch.encoders.corpus import EquationCorpus
+    from mathsearch.encoders.train_config import TrainingError
+    from mathsearch.encoders.training import train
+    from mathsearch.indexer.parse import Featuriser
+    from mathsearch.indexer.vocabulary import Vocabulary, default_vocabulary
 
     out = Path(args.out)
     vocabulary = Vocabulary.load(args.vocabulary) if args.vocabulary else default_vocabulary()
@@ -221,7 +226,7 @@ def _train_gcn(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _model_config(args: argparse.Namespace) -> Any:
-    from encoders.gcn import GCNConfig
+    from mathsearch.encoders.gcn import GCNConfig
 
     norms = (0, 2) if args.layers >= 3 else (0,)
     return GCNConfig(
@@ -233,9 +238,14 @@ def _model_config(args: argparse.Namespace) -> Any:
 
 
 def _shared_corpus(args: argparse.Namespace, out: Path, vocabulary: Any) -> tuple[Any, ...]:
-    """``(train, held_out, split, data)`` of ``--shared-data`` (:mod:`encoders.shared_corpus`)."""
-    from encoders.shared_corpus import HELD_OUT_SPLIT, VALIDATION_SPLIT, shared_training_corpus
-    from indexer.parse import Featuriser
+    """``(train, held_out, split, data)`` of ``--shared-data``
+    (:mod:`mathsearch.encoders.shared_corpus`)."""
+    from mathsearch.encoders.shared_corpus import (
+        HELD_OUT_SPLIT,
+        VALIDATION_SPLIT,
+        shared_training_corpus,
+    )
+    from mathsearch.indexer.parse import Featuriser
 
     cache = Path(args.cache_dir) if args.cache_dir else out / "cache"
     with Featuriser(vocabulary) as featuriser:
@@ -247,7 +257,7 @@ def _shared_corpus(args: argparse.Namespace, out: Path, vocabulary: Any) -> tupl
 
 
 def _config(args: argparse.Namespace, out: Path, split: dict[str, Any]) -> Any:
-    from encoders.training import TrainConfig
+    from mathsearch.encoders.training import TrainConfig
 
     return TrainConfig(
         epochs=args.epochs,

@@ -1,5 +1,5 @@
 """``mathsearch train bitmap``: the ECML 2019 bitmap CNN on one proxy task (plug-in of
-:mod:`encoders.family_cli`; no torch at import time).
+:mod:`mathsearch.encoders.family_cli`; no torch at import time).
 
 Outputs in ``--out DIR``: ``checkpoint.pt`` (the input of ``mathsearch export``), ``train.json``
 (config, corpus counts, loss and hold-out metrics per epoch) and, unless ``--cache-dir`` says
@@ -15,15 +15,19 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from indexer.cli_io import RAW_HELP, emit, fail, positive_int, unit_fraction
-from indexer.errors import IndexerError
-from indexer.extract import FORMATS
+from mathsearch.indexer.cli_io import RAW_HELP, emit, fail, positive_int, unit_fraction
+from mathsearch.indexer.errors import IndexerError
+from mathsearch.indexer.extract import FORMATS
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["register", "run"]
 
-_TASKS = ("symbols", "keywords", "context")  # encoders.bitmap_training.TASKS, without torch
+_TASKS = (
+    "symbols",
+    "keywords",
+    "context",
+)  # mathsearch.encoders.bitmap_training.TASKS, without torch
 
 
 def register(kinds: Any) -> None:
@@ -86,8 +90,12 @@ def register(kinds: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch train bitmap``; 0 on success, 1 with a one-line reason."""
     try:
-        from encoders.bitmap_data import BitmapCorpus, BitmapCorpusError
-        from encoders.bitmap_training import BitmapTrainConfig, BitmapTrainingError, train_bitmap
+        from mathsearch.encoders.bitmap_data import BitmapCorpus, BitmapCorpusError
+        from mathsearch.encoders.bitmap_training import (
+            BitmapTrainConfig,
+            BitmapTrainingError,
+            train_bitmap,
+        )
     except ImportError as exc:
         return fail(f"training needs the train extra (torch): {exc}")
     out = Path(args.out)

@@ -1,6 +1,7 @@
 """``mathsearch train figure``: the figure encoder of the figure-embeddings seed.
 
-Plug-in of :mod:`encoders.family_cli` (``register(kinds)`` and ``run(args)``); torch is imported
+Plug-in of :mod:`mathsearch.encoders.family_cli` (``register(kinds)`` and ``run(args)``); torch is
+imported
 only when the command runs. Outputs in ``--out DIR``: ``checkpoint.pt`` (``family: figure``, the
 input of ``mathsearch export``), ``vocabulary.json`` and ``train.json`` (corpus counts, split,
 losses per stage and epoch, hold-out metrics of the untrained and the trained model beside
@@ -16,7 +17,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from indexer.cli_io import RAW_HELP, emit, fail, positive_int
+from mathsearch.indexer.cli_io import RAW_HELP, emit, fail, positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -67,16 +68,16 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
     import numpy as np
     import torch
 
-    from encoders.figure_data import FigureCorpus, article_of, split_articles
-    from encoders.figure_encoder import FigureEncoder, FigureEncoderConfig
-    from encoders.figure_eval import evaluate_vectors
-    from encoders.figure_training import (
+    from mathsearch.encoders.figure_data import FigureCorpus, article_of, split_articles
+    from mathsearch.encoders.figure_encoder import FigureEncoder, FigureEncoderConfig
+    from mathsearch.encoders.figure_eval import evaluate_vectors
+    from mathsearch.encoders.figure_training import (
         FigureTrainConfig,
         corpus_vectors,
         save_figure_checkpoint,
         train_figure_encoder,
     )
-    from indexer.figure_features import FigureVocabulary, figure_text
+    from mathsearch.indexer.figure_features import FigureVocabulary, figure_text
 
     torch.set_num_threads(args.threads)
     out = Path(args.out)
@@ -155,14 +156,14 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch train figure``."""
     try:
-        from encoders.figure_data import FigureDataError
-        from encoders.figure_encoder import FigureConfigError
-        from encoders.figure_training import FigureTrainingError
+        from mathsearch.encoders.figure_data import FigureDataError
+        from mathsearch.encoders.figure_encoder import FigureConfigError
+        from mathsearch.encoders.figure_training import FigureTrainingError
     except ImportError as exc:
         return fail(
             f"training needs the train extra (torch): {exc}; pip install 'mathsearch[train]'"
         )
-    from indexer.figure_features import FigureFeatureError
+    from mathsearch.indexer.figure_features import FigureFeatureError
 
     try:
         summary = train_run(args)

@@ -1,6 +1,7 @@
 """``mathsearch train seq2seq``: the ExpEmb GRU encoder-decoder (expemb seed).
 
-Plug-in of :mod:`encoders.family_cli`: :func:`register` adds the sub-parser, :func:`run` is the
+Plug-in of :mod:`mathsearch.encoders.family_cli`: :func:`register` adds the sub-parser, :func:`run`
+is the
 handler. No torch at import time.
 """
 
@@ -14,7 +15,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from indexer.cli_io import RAW_HELP, emit, fail, positive_int
+from mathsearch.indexer.cli_io import RAW_HELP, emit, fail, positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -128,9 +129,9 @@ def register(kinds: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Handler of ``train seq2seq``."""
     try:
-        from encoders.expemb import ExpEmbConfigError
-        from encoders.expemb_data import VocabularyError
-        from encoders.expemb_training import RunConfig, train_expemb
+        from mathsearch.encoders.expemb import ExpEmbConfigError
+        from mathsearch.encoders.expemb_data import VocabularyError
+        from mathsearch.encoders.expemb_training import RunConfig, train_expemb
     except ImportError as exc:
         return fail(f"this command needs the train extra (torch): {exc}")
     named = [name for name in args.semvec if name in SEMVEC_SETS]

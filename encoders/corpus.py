@@ -2,13 +2,14 @@
 
 KDD 2020 seed, sections 4.2 and 6: triplets are sampled by paper, section and citation, and the
 train/test split is by paper. :class:`EquationCorpus` holds every equation's graph (featurised
-once with :class:`indexer.parse.Featuriser`, the one featurisation of DESIGN.md rule 2), the
+once with :class:`mathsearch.indexer.parse.Featuriser`, the one featurisation of DESIGN.md rule 2),
+the
 paper and section it comes from, and optional citation edges between papers.
 
 * ``paper`` is the record's ``doc_id``; ``section`` its section title. Records without one (all
   hep-th record files, equations before the first ``\\section`` of a .tex file) have section
   ``""``: per paper they form one "unknown" section, so a same-section positive of such an anchor
-  is a same-paper positive (see :mod:`encoders.sampler`).
+  is a same-paper positive (see :mod:`mathsearch.encoders.sampler`).
 * ``citations`` maps a paper to the papers it cites; edges to papers outside the corpus are
   ignored, and an edge makes both papers related (the seed: "one paper references the other").
 * Featurisation failures are dropped and counted by reason (:attr:`EquationCorpus.failures`).
@@ -32,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from indexer.mathml_graph import EquationGraph
-from indexer.parse import Featuriser, ParsedEquation
-from indexer.records import EquationRecord, Failure
+from mathsearch.indexer.mathml_graph import EquationGraph
+from mathsearch.indexer.parse import Featuriser, ParsedEquation
+from mathsearch.indexer.records import EquationRecord, Failure
 
 logger = logging.getLogger(__name__)
 
@@ -199,8 +200,9 @@ class EquationCorpus:
         featuriser: Featuriser | None = None,
         citations: Mapping[str, Sequence[str]] | None = None,
     ) -> EquationCorpus:
-        """Extract (:func:`indexer.extract.extract`) and featurise ``paths`` into a corpus."""
-        from indexer.extract import extract
+        """Extract (:func:`mathsearch.indexer.extract.extract`) and featurise ``paths`` into a
+        corpus."""
+        from mathsearch.indexer.extract import extract
 
         return cls.from_records(extract(list(paths), fmt), featuriser, citations, limit)
 
@@ -219,7 +221,7 @@ class EquationCorpus:
         own = featuriser is None
         featuriser = featuriser or Featuriser()
         try:
-            from encoders.corpus_store import cache_key
+            from mathsearch.encoders.corpus_store import cache_key
 
             key = cache_key(paths, fmt, limit, featuriser, citations)
             path = Path(cache_dir) / f"corpus-{key[:20]}.npz"
@@ -279,7 +281,7 @@ class EquationCorpus:
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the corpus as ``.npz`` (plain int arrays + a JSON header, no pickle)."""
-        from encoders.corpus_store import write_corpus
+        from mathsearch.encoders.corpus_store import write_corpus
 
         return write_corpus(self, path)
 
@@ -290,7 +292,7 @@ class EquationCorpus:
         Raises:
             CorpusError: unreadable file, other format version, or ``vocab_hash`` mismatch.
         """
-        from encoders.corpus_store import read_corpus
+        from mathsearch.encoders.corpus_store import read_corpus
 
         columns = read_corpus(path, vocab_hash)
         return cls(**columns)

@@ -1,10 +1,11 @@
-"""The on-disk form of a featurised :class:`~encoders.corpus.EquationCorpus` and its cache key.
+"""The on-disk form of a featurised :class:`~mathsearch.encoders.corpus.EquationCorpus` and its
+cache key.
 
 One ``.npz`` (``allow_pickle=False``): the five int32 id columns of all graphs concatenated
 (``block``, shape ``(5, total nodes)``) with ``offsets`` per equation, ``eq_paper`` and
 ``eq_section``, and a JSON ``header`` (format version, vocabulary hash and sizes, equation ids,
 paper ids, sections, citations, failure counts). A file of another format version or vocabulary
-is refused (:class:`~encoders.corpus.CorpusError`) and the corpus is parsed again.
+is refused (:class:`~mathsearch.encoders.corpus.CorpusError`) and the corpus is parsed again.
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from encoders.corpus import CorpusError
-from indexer.mathml_graph import EquationGraph
-from indexer.parse import Featuriser
+from mathsearch.encoders.corpus import CorpusError
+from mathsearch.indexer.mathml_graph import EquationGraph
+from mathsearch.indexer.parse import Featuriser
 
 if TYPE_CHECKING:
-    from encoders.corpus import EquationCorpus
+    from mathsearch.encoders.corpus import EquationCorpus
 
 logger = logging.getLogger(__name__)
 

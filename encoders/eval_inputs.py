@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from indexer.mathml_graph import EquationGraph
-from indexer.parse import Featuriser
-from indexer.records import EquationRecord, Failure
+from mathsearch.indexer.mathml_graph import EquationGraph
+from mathsearch.indexer.parse import Featuriser
+from mathsearch.indexer.records import EquationRecord, Failure
 
 logger = logging.getLogger(__name__)
 

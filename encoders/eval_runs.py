@@ -1,6 +1,7 @@
 """The numbers of ``mathsearch eval`` (KDD 2020 seed, sections 5 and 6) as JSON-able dicts.
 
-:mod:`encoders.cli_eval` parses the command line and prints, :mod:`encoders.eval_inputs` reads
+:mod:`mathsearch.encoders.cli_eval` parses the command line and prints,
+:mod:`mathsearch.encoders.eval_inputs` reads
 the input files; this module loads the models, embeds and scores:
 
 * :func:`eval_ranking`: the hold-out ranking score (eq. 3) of a trained model, of an untrained
@@ -12,7 +13,8 @@ the input files; this module loads the models, embeds and scores:
 * :func:`eval_retrieval`: mean P@k and uMAP (section 6.3) of ranking a corpus per query.
 
 Similarities: the model's embeddings by inner product (eq. 3, the seed's search), the BoW
-vectors (:func:`indexer.lexical.bow_vector`, section 6.3) by cosine. Torch is imported only
+vectors (:func:`mathsearch.indexer.lexical.bow_vector`, section 6.3) by cosine. Torch is imported
+only
 where a model is used, so the BoW-only runs need no train extra.
 """
 
@@ -25,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from encoders.corpus import EquationCorpus
-from encoders.eval_inputs import EvalInputError, featurise_formulas
-from encoders.evaluation import (
+from mathsearch.encoders.corpus import EquationCorpus
+from mathsearch.encoders.eval_inputs import EvalInputError, featurise_formulas
+from mathsearch.encoders.evaluation import (
     UMAP_MAX_RANK,
     dependency_chromatic_number,
     incomplete_confidence_bound,
@@ -39,14 +41,14 @@ from encoders.evaluation import (
     ranking_score,
     similarity_matrix,
 )
-from indexer.lexical import bow_vector
-from indexer.mathml_graph import EquationGraph
-from indexer.parse import Featuriser
-from indexer.vocabulary import Vocabulary
+from mathsearch.indexer.lexical import bow_vector
+from mathsearch.indexer.mathml_graph import EquationGraph
+from mathsearch.indexer.parse import Featuriser
+from mathsearch.indexer.vocabulary import Vocabulary
 
 if TYPE_CHECKING:
-    from encoders.gcn import GraphCNN
-    from export.runtime import Encoder
+    from mathsearch.encoders.gcn import GraphCNN
+    from mathsearch.export.runtime import Encoder
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +79,7 @@ def load_model_checked(
         EvalInputError: a missing file or another vocabulary than ``vocabulary``.
         CheckpointError: an unreadable checkpoint or another format.
     """
-    from encoders.checkpoints import load_model
+    from mathsearch.encoders.checkpoints import load_model
 
     if not Path(checkpoint).is_file():
         raise EvalInputError(f"checkpoint {checkpoint} does not exist")
@@ -96,7 +98,7 @@ def untrained_model(metadata: dict[str, Any], device: str) -> GraphCNN:
     """The model of the checkpoint's configuration as training initialised it (same seed)."""
     import torch
 
-    from encoders.gcn import GCNConfig, GraphCNN
+    from mathsearch.encoders.gcn import GCNConfig, GraphCNN
 
     seed = int((metadata.get("train_config") or {}).get("seed", 0))
     torch.manual_seed(seed)
@@ -113,16 +115,17 @@ def embed(
 ) -> np.ndarray:
     """``(n, out_dim)`` float64 embeddings ``phi_bar`` of ``graphs``, in chunks, eval mode.
 
-    ``model`` may also be an exported model (:class:`export.runtime.Encoder`, ONNX Runtime).
+    ``model`` may also be an exported model (:class:`mathsearch.export.runtime.Encoder`, ONNX
+    Runtime).
     """
-    from export.runtime import Encoder
+    from mathsearch.export.runtime import Encoder
 
     if isinstance(model, Encoder):  # ONNX Runtime: no torch needed
         return model.encode(graphs).astype(np.float64)
     import torch
     from tqdm.auto import tqdm
 
-    from encoders.graph_data import collate
+    from mathsearch.encoders.graph_data import collate
 
     model.eval()
     parts = []

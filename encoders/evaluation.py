@@ -24,7 +24,8 @@ averaged over queries by the ``mean_*`` functions. Relevance is a collection of 
 a predicate on a result id (the seed judges results by keywords in their section).
 
 BoW baseline (section 6.3): the sum of the one-hot node features (256-d, see
-:func:`indexer.bow_vector`), retrieved by cosine similarity (:func:`bow_cosine`, :func:`bow_top_k`).
+:func:`mathsearch.indexer.bow_vector`), retrieved by cosine similarity (:func:`bow_cosine`,
+:func:`bow_top_k`).
 """
 
 from __future__ import annotations

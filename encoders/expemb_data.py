@@ -30,9 +30,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from encoders.expemb import EOE, PAD, SOE, UNK
-from indexer.prefix import PrefixError, parse_prefix_line
-from indexer.semvec_prefix import SemvecPrefixClass
+from mathsearch.encoders.expemb import EOE, PAD, SOE, UNK
+from mathsearch.indexer.prefix import PrefixError, parse_prefix_line
+from mathsearch.indexer.semvec_prefix import SemvecPrefixClass
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@
 
 Embedding functions map prefix sequences to a ``(n, d)`` float array
 (:func:`checkpoint_embedder`, :func:`bag_of_tokens`, or an ONNX
-:class:`~export.seq2seq_runtime.Seq2SeqEmbedder` via :func:`onnx_embedder`).
+:class:`~mathsearch.export.seq2seq_runtime.Seq2SeqEmbedder` via :func:`onnx_embedder`).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from indexer.prefix import PrefixError, equivalent, expr_to_prefix, prefix_to_expr
-from indexer.semvec_prefix import SemvecPrefixClass, is_complete_prefix
+from mathsearch.indexer.prefix import PrefixError, equivalent, expr_to_prefix, prefix_to_expr
+from mathsearch.indexer.semvec_prefix import SemvecPrefixClass, is_complete_prefix
 
 logger = logging.getLogger(__name__)
 
@@ -145,10 +145,10 @@ def bag_of_tokens(vocabulary: Sequence[str]) -> EmbedFn:
 
 
 def checkpoint_embedder(model: Any, vocab: Any, batch_size: int = 256) -> EmbedFn:
-    """PyTorch embeddings ``h_N`` of a trained :class:`~encoders.expemb.ExpEmb`."""
+    """PyTorch embeddings ``h_N`` of a trained :class:`~mathsearch.encoders.expemb.ExpEmb`."""
     import torch
 
-    from encoders.expemb_data import pad_ids
+    from mathsearch.encoders.expemb_data import pad_ids
 
     def embed(sequences: Sequence[Sequence[str]]) -> np.ndarray:
         parts = []
@@ -165,7 +165,8 @@ def checkpoint_embedder(model: Any, vocab: Any, batch_size: int = 256) -> EmbedF
 
 
 def onnx_embedder(embedder: Any) -> EmbedFn:
-    """Embeddings through an ONNX runtime (:class:`~export.seq2seq_runtime.Seq2SeqEmbedder`);
+    """Embeddings through an ONNX runtime
+    (:class:`~mathsearch.export.seq2seq_runtime.Seq2SeqEmbedder`);
     a refused item gets a zero vector (it then scores as a miss)."""
 
     def embed(sequences: Sequence[Sequence[str]]) -> np.ndarray:
@@ -202,7 +203,7 @@ def generation_accuracy(
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Section 5.1 accuracy by beam size over ``sources`` (see the module docstring)."""
-    from encoders.beam_search import beam_search
+    from mathsearch.encoders.beam_search import beam_search
 
     out: dict[str, Any] = {"sources": len(sources), "mode": mode, "beams": {}}
     for size in beam_sizes:

@@ -2,7 +2,8 @@
 
 Data (EXPEMB-E): ordered pairs of equivalent expressions from the E-Gen clusters (a held-out
 share of clusters kept apart for ``eval generation``), SymPy-generated pairs
-(:mod:`indexer.sympy_pairs`, section 4) and, optionally, pairs within SemVec training classes
+(:mod:`mathsearch.indexer.sympy_pairs`, section 4) and, optionally, pairs within SemVec training
+classes
 whose canonical form is not in a validation set (so the validation classes stay unseen).
 EXPEMB-A trains on ``(x, x)`` of the same expressions. Teacher forcing, eq. 7 loss, AdamW
 (appendix E); batches are grouped by target length to keep the stepwise decoder short.
@@ -32,8 +33,8 @@ from typing import Any, TypeVar
 import torch
 from tqdm import tqdm
 
-from encoders.expemb import ExpEmb, ExpEmbConfig
-from encoders.expemb_data import (
+from mathsearch.encoders.expemb import ExpEmb, ExpEmbConfig
+from mathsearch.encoders.expemb_data import (
     Batch,
     EncodedPair,
     Pair,
@@ -115,7 +116,7 @@ def _generated_pairs(run: RunConfig, out: Path) -> list[Pair]:
         data = json.loads(cache.read_text(encoding="utf-8"))
         if data.get("key") == key:
             return [(tuple(a), tuple(b)) for a, b in data["pairs"]]
-    from indexer.sympy_pairs import generate_pairs
+    from mathsearch.indexer.sympy_pairs import generate_pairs
 
     pairs = generate_pairs(run.generated, random.Random(run.seed), timeout=run.sympy_timeout)
     cache.write_text(json.dumps({"key": key, "pairs": pairs}), encoding="utf-8")
@@ -125,7 +126,7 @@ def _generated_pairs(run: RunConfig, out: Path) -> list[Pair]:
 def _semvec_pairs(run: RunConfig, rng: random.Random) -> list[Pair]:
     if not run.semvec:
         return []
-    from indexer.semvec_prefix import read_semvec_prefix
+    from mathsearch.indexer.semvec_prefix import read_semvec_prefix
 
     exclude = {c.canonical for path in run.semvec_exclude for c in read_semvec_prefix(path)}
     pairs: list[Pair] = []
@@ -196,7 +197,7 @@ class _Validator:
     """score_5 on the validation sets after each epoch; the best model saved as checkpoint.pt."""
 
     def __init__(self, run: RunConfig, vocab: TokenVocabulary, out: Path) -> None:
-        from indexer.semvec_prefix import read_semvec_prefix
+        from mathsearch.indexer.semvec_prefix import read_semvec_prefix
 
         self.sets = {Path(path).name: read_semvec_prefix(path) for path in run.validation}
         self.vocab = vocab
@@ -207,7 +208,7 @@ class _Validator:
     def check(
         self, model: ExpEmb, step: int, epoch: float, history: dict[str, Any], run: RunConfig
     ) -> None:
-        from encoders.expemb_eval import checkpoint_embedder, semvec_score_k
+        from mathsearch.encoders.expemb_eval import checkpoint_embedder, semvec_score_k
 
         embed = checkpoint_embedder(model, self.vocab)
         per_set = {
@@ -320,9 +321,15 @@ def train_expemb(run: RunConfig) -> dict[str, Any]:
                 window.append(loss)
                 if validator is not None and step % per_epoch == 0:
                     validator.check(model, step, step / per_epoch, history, run)
-                elif validator is None and run.checkpoint_every and step % run.checkpoint_every == 0:
+                elif (
+                    validator is None and run.checkpoint_every and step % run.checkpoint_every == 0
+                ):
                     save_checkpoint(
-                        out / "checkpoint.pt", model=model, vocab=vocab, step=step, run=run,
+                        out / "checkpoint.pt",
+                        model=model,
+                        vocab=vocab,
+                        step=step,
+                        run=run,
                         history=history,
                     )
                 bar.update(1)

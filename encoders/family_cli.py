@@ -4,11 +4,12 @@
 other family adds its sub-commands from its own module, so that each family's code stays in one
 place and ``mathsearch --help`` imports no torch:
 
-* ``train <family>``: module ``encoders.cli_train_<family>`` with ``register(kinds)`` (adds the
+* ``train <family>``: module ``mathsearch.encoders.cli_train_<family>`` with ``register(kinds)``
+  (adds the
   ``<family>`` sub-parser to ``train``'s sub-parsers) and ``run(args) -> int``;
 * ``eval <name>``: the modules in :data:`EVAL_MODULES`, same two functions;
 * ``export``: a checkpoint whose top-level ``"family"`` entry is not ``gcn`` goes to
-  ``export.cli_export_<family>.run_export(args) -> int`` (see :func:`checkpoint_family`).
+  ``mathsearch.export.cli_export_<family>.run_export(args) -> int`` (see :func:`checkpoint_family`).
 """
 
 from __future__ import annotations
@@ -32,15 +33,15 @@ __all__ = [
     "train_module",
 ]
 
-#: Families trained by a plug-in module ``encoders.cli_train_<family>``.
+#: Families trained by a plug-in module ``mathsearch.encoders.cli_train_<family>``.
 TRAIN_FAMILIES = ("bitmap", "seq2seq", "figure")
 #: ``eval`` sub-commands from plug-in modules (name -> module).
 EVAL_MODULES: dict[str, str] = {
-    "score-k": "encoders.cli_eval_seq2seq",
-    "generation": "encoders.cli_eval_seq2seq",
-    "analogies": "encoders.cli_eval_seq2seq",
-    "bitmap": "encoders.cli_eval_bitmap",
-    "figure": "encoders.cli_eval_figure",
+    "score-k": "mathsearch.encoders.cli_eval_seq2seq",
+    "generation": "mathsearch.encoders.cli_eval_seq2seq",
+    "analogies": "mathsearch.encoders.cli_eval_seq2seq",
+    "bitmap": "mathsearch.encoders.cli_eval_bitmap",
+    "figure": "mathsearch.encoders.cli_eval_figure",
 }
 
 
@@ -55,7 +56,7 @@ def _module(name: str) -> ModuleType | None:
 
 def train_module(family: str) -> ModuleType | None:
     """The plug-in module that trains ``family`` (None when there is none)."""
-    return _module(f"encoders.cli_train_{family}")
+    return _module(f"mathsearch.encoders.cli_train_{family}")
 
 
 def eval_module(command: str) -> ModuleType | None:

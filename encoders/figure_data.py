@@ -1,13 +1,15 @@
 """Figure corpus and weak supervision pairs (figure-embeddings seed, section 4).
 
-A :class:`FigureCorpus` is the figures of LaTeX sources (:func:`indexer.figures.extract_figures`)
+A :class:`FigureCorpus` is the figures of LaTeX sources
+(:func:`mathsearch.indexer.figures.extract_figures`)
 with their featurised inputs. Its *article* is the first part of the document id: one folder of
 the TeX Live documentation corpus (a package manual with its examples), or the file's stem.
 
 Weak supervision: ``R_ij = 1`` when figures ``i`` and ``j`` are in the same article, ``0.6``
 when one article cites the other, ``0`` for random pairs. "Cites" is real: article ``A`` cites
 ``B`` when ``A``'s sources name ``B`` in a ``\\cite`` key or a package-reference macro
-(``\\pkg{B}``, ``\\sty{B}``, ``\\textsf{B}``, ...; :func:`indexer.figures.document_references`),
+(``\\pkg{B}``, ``\\sty{B}``, ``\\textsf{B}``, ...;
+:func:`mathsearch.indexer.figures.document_references`),
 or the other way round.
 
 The image model is trained on visually similar pairs only (seed: SSIM >= 0.5 for positives,
@@ -26,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from indexer.figure_features import (
+from mathsearch.indexer.figure_features import (
     FigureFeatures,
     FigureVocabulary,
     featurise_figures,
@@ -34,7 +36,7 @@ from indexer.figure_features import (
     load_image,
     tokenize,
 )
-from indexer.figures import FigureRecord, extract_figures
+from mathsearch.indexer.figures import FigureRecord, extract_figures
 
 logger = logging.getLogger(__name__)
 

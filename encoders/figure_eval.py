@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from encoders.figure_data import FigureCorpus
+from mathsearch.encoders.figure_data import FigureCorpus
 
 logger = logging.getLogger(__name__)
 

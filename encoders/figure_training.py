@@ -27,9 +27,9 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from encoders.figure_data import FigureCorpus, ssim
-from encoders.figure_encoder import FigureEncoder, FigureEncoderConfig
-from indexer.figure_features import FigureFeatures, FigureVocabulary
+from mathsearch.encoders.figure_data import FigureCorpus, ssim
+from mathsearch.encoders.figure_encoder import FigureEncoder, FigureEncoderConfig
+from mathsearch.indexer.figure_features import FigureFeatures, FigureVocabulary
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,7 @@
 """The graph-convolutional equation encoder of the KDD 2020 seed, section 4.1.
 
-Input: the 256-d one-hot node features ``x_j`` (section 3.2, :func:`encoders.graph_data.one_hot`)
+Input: the 256-d one-hot node features ``x_j`` (section 3.2,
+:func:`mathsearch.encoders.graph_data.one_hot`)
 and each node's position ``p_j`` among its parent's children. With ``N(i)`` the neighbours of
 node ``i`` (parent and children; edges in both directions):
 
@@ -58,7 +59,7 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.data import Data
 
-from encoders.graph_data import one_hot
+from mathsearch.encoders.graph_data import one_hot
 
 logger = logging.getLogger(__name__)
 

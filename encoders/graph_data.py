@@ -1,6 +1,6 @@
 """Equation graphs as torch-geometric data (KDD 2020 seed, sections 3.2 and 4.1).
 
-:class:`~indexer.mathml_graph.EquationGraph` (numpy, torch-free) becomes a
+:class:`~mathsearch.indexer.mathml_graph.EquationGraph` (numpy, torch-free) becomes a
 :class:`torch_geometric.data.Data` with integer node ids, not the dense features, so a batch
 stays small and the masking task (section 4.2) can blank a node by setting its ids to "none":
 
@@ -41,8 +41,8 @@ import torch.nn.functional as F  # noqa: N812 - the usual alias
 from torch import Tensor
 from torch_geometric.data import Batch, Data
 
-from indexer.mathml_graph import EquationGraph
-from indexer.vocabulary import DEFAULT_SIZES
+from mathsearch.indexer.mathml_graph import EquationGraph
+from mathsearch.indexer.vocabulary import DEFAULT_SIZES
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def to_data(graph: EquationGraph) -> Data:
     """One equation graph as a :class:`Data` with long id tensors (see the module docstring).
 
     Args:
-        graph: the featurised equation (``indexer.mathml_graph``).
+        graph: the featurised equation (``mathsearch.indexer.mathml_graph``).
 
     Returns:
         ``Data(x_tag, x_attr, x_char, pos, edge_index, edge_type, vocab_hash, num_nodes)``.

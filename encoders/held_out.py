@@ -3,7 +3,7 @@
 The model card (``MATHSEARCH_MODEL``, else the shipped default) records the paper split of its
 training run (test fraction, seed, limit) and the size of the corpus (equations, papers); a
 model trained with ``--shared-data`` records the size of the ``hepth2003`` corpus whose test side
-it held out of every source (:mod:`encoders.shared_corpus`). The
+it held out of every source (:mod:`mathsearch.encoders.shared_corpus`). The
 corpus of the shipped model is ``../shared/data/hepth2003`` (equation.txt + eqnarray.txt,
 docs/export.md); :func:`held_out_papers` rebuilds it with the same featurisation, redoes
 :meth:`EquationCorpus.split_by_paper` and returns the test side's paper ids. A rebuilt corpus
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 
-from indexer.errors import IndexerError
+from mathsearch.indexer.errors import IndexerError
 
 logger = logging.getLogger(__name__)
 
@@ -45,12 +45,12 @@ def validation_papers() -> list[str]:
 
 
 def _papers(side: str) -> list[str]:
-    from encoders.corpus import CorpusError, EquationCorpus
-    from export.model_card import load_card
-    from export.settings import ExportSettings
-    from indexer.parse import Featuriser
-    from opensearch.errors import EvaluationError
-    from opensearch.relevance_sets import SHARED_DATA
+    from mathsearch.encoders.corpus import CorpusError, EquationCorpus
+    from mathsearch.export.model_card import load_card
+    from mathsearch.export.settings import ExportSettings
+    from mathsearch.indexer.parse import Featuriser
+    from mathsearch.opensearch.errors import EvaluationError
+    from mathsearch.opensearch.relevance_sets import SHARED_DATA
 
     card = load_card(ExportSettings.from_env().model)
     split = dict(card.training.get("split") or {})

@@ -12,7 +12,8 @@ attribute") and character (192 + 1, the last = "no character")::
 
 and the loss of ``x_■`` is the mean of ``l_mask,i`` over the masked nodes (:func:`masking_loss`).
 
-Masking sets a node's three id tensors to -1, so :func:`encoders.graph_data.one_hot` gives an
+Masking sets a node's three id tensors to -1, so :func:`mathsearch.encoders.graph_data.one_hot`
+gives an
 all-zero row (its position is kept: it is not part of ``X`` in section 3.2). The count per graph
 is ``floor(rate * n_g + u)`` with ``u ~ U[0, 1)`` (stochastic rounding: exactly ``rate`` of the
 nodes in expectation, also for graphs of 3 nodes), the nodes drawn uniformly within the graph.
@@ -33,9 +34,9 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.data import Data
 
-from encoders.graph_data import EncoderInputError
-from encoders.losses.masking_loss import masked_feature_loss_fn
-from indexer.vocabulary import DEFAULT_SIZES
+from mathsearch.encoders.graph_data import EncoderInputError
+from mathsearch.encoders.losses.masking_loss import masked_feature_loss_fn
+from mathsearch.indexer.vocabulary import DEFAULT_SIZES
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +83,8 @@ def mask_nodes(
     """Hide ``rate`` of the nodes of every graph (section 4.2).
 
     Args:
-        data: a :class:`Data` or :class:`Batch` from :mod:`encoders.graph_data` (not modified).
+        data: a :class:`Data` or :class:`Batch` from :mod:`mathsearch.encoders.graph_data` (not
+        modified).
         rate: fraction of nodes to mask per graph, in [0, 1].
         generator: a CPU ``torch.Generator`` for reproducible masks.
         sizes: segment sizes; ``sizes[1]`` and ``sizes[2]`` are the "none" classes.
@@ -151,7 +153,8 @@ class MaskingHeads(nn.Module):
 def masking_loss(logits: MaskLogits, targets: MaskTargets) -> Tensor:
     """Mean over masked nodes of ``(l_tag + l_attr + l_char) / 3`` (section 4.2).
 
-    The bundled form of :func:`encoders.losses.masked_feature_loss_fn` (targets here already
+    The bundled form of :func:`mathsearch.encoders.losses.masked_feature_loss_fn` (targets here
+    already
     use the "none" classes 32 and 192); a zero still connected to the logits when nothing was
     masked.
     """

@@ -17,7 +17,8 @@ array           shape, dtype       meaning
 
 :meth:`PackedCorpus.batch` builds the batch of any list of graph indices with a handful of
 vectorised numpy operations (gather index by ``repeat``, parent offsets by ``ptr``) and returns a
-:class:`torch_geometric.data.Batch` with the same attributes :func:`encoders.graph_data.collate`
+:class:`torch_geometric.data.Batch` with the same attributes
+:func:`mathsearch.encoders.graph_data.collate`
 gives (``x_tag``, ``x_attr``, ``x_char``, ``pos``, ``edge_index``, ``edge_type``, ``batch``,
 ``ptr``), so the masking task and the identifier augmentation work on it unchanged.
 
@@ -41,7 +42,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Batch
 
-from encoders.corpus import CorpusError, EquationCorpus
+from mathsearch.encoders.corpus import CorpusError, EquationCorpus
 
 logger = logging.getLogger(__name__)
 
@@ -150,7 +151,8 @@ class PackedCorpus:
         """The graphs ``indices`` (in that order, repeats allowed) as one disjoint union.
 
         Returns:
-            a :class:`Batch` like :func:`encoders.graph_data.collate`'s: ``x_tag``, ``x_attr``,
+            a :class:`Batch` like :func:`mathsearch.encoders.graph_data.collate`'s: ``x_tag``,
+            ``x_attr``,
             ``x_char``, ``pos`` (N,) long; ``edge_index`` (2, E) parent -> child then child ->
             parent; ``edge_type`` (E,) 1 / 0; ``batch`` (N,), ``ptr`` (B + 1,).
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from encoders.corpus import EquationCorpus
+from mathsearch.encoders.corpus import EquationCorpus
 
 logger = logging.getLogger(__name__)
 

@@ -42,8 +42,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from encoders.corpus import CorpusError, EquationCorpus
-from indexer.parse import Featuriser
+from mathsearch.encoders.corpus import CorpusError, EquationCorpus
+from mathsearch.indexer.parse import Featuriser
 
 logger = logging.getLogger(__name__)
 

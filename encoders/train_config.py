@@ -1,9 +1,9 @@
-"""Configuration of the graph-CNN training loop (:func:`encoders.training.train`).
+"""Configuration of the graph-CNN training loop (:func:`mathsearch.encoders.training.train`).
 
 The defaults are the KDD 2020 seed's (section 4.4): 20 epochs, Adam, batches of 128 triplets,
 learning rate 0.0001 decreasing linearly, histogram loss with R = 64 bins (triplet margin 1),
 masking task on 15% of the nodes, identifier permutation with Poisson(32) swaps, and the graph
-CNN of section 4.1 (:class:`~encoders.gcn.GCNConfig`).
+CNN of section 4.1 (:class:`~mathsearch.encoders.gcn.GCNConfig`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from encoders.gcn import GCNConfig
-from encoders.sampler import DEFAULT_MIXTURE
+from mathsearch.encoders.gcn import GCNConfig
+from mathsearch.encoders.sampler import DEFAULT_MIXTURE
 
 logger = logging.getLogger(__name__)
 
@@ -23,7 +23,8 @@ __all__ = ["LOSSES", "TrainConfig", "TrainingError"]
 
 #: ``histogram`` (KDD 2020 eq. 2, the full model), ``triplet`` (KDD 2020 eq. 1, the "No
 #: Histogram Loss" ablation), ``ecml`` (ECML 2019: triplet loss with anchor swap, squared hinge),
-#: ``infonce`` (in-batch negatives, :mod:`encoders.losses.info_nce_loss`; beyond the seeds: each
+#: ``infonce`` (in-batch negatives, :mod:`mathsearch.encoders.losses.info_nce_loss`; beyond the
+# seeds: each
 #: step draws (anchor, positive) pairs and every other positive of the batch is a negative).
 LOSSES = ("histogram", "triplet", "ecml", "infonce")
 
@@ -34,7 +35,8 @@ class TrainingError(ValueError):
 
 @dataclass
 class TrainConfig:
-    """Hyper-parameters of :func:`encoders.training.train`; defaults: the seed's (section 4.4)."""
+    """Hyper-parameters of :func:`mathsearch.encoders.training.train`; defaults: the seed's (section
+    4.4)."""
 
     epochs: int = 20
     steps_per_epoch: int | None = None  # None: triplet_pool / batch, else train equations / batch
@@ -59,7 +61,8 @@ class TrainConfig:
     eval_every: int | None = None  # steps; None: after every epoch
     eval_triplets: int = 10_000
     progress: bool = True
-    #: Batches cut from the packed corpus (:class:`~encoders.packed_corpus.PackedCorpus`) and the
+    #: Batches cut from the packed corpus (:class:`~mathsearch.encoders.packed_corpus.PackedCorpus`)
+    # and the
     #: model's id path; False: the older per-graph collate (kept to measure against).
     packed: bool = True
     #: Seconds of training after which the run stops (the learning rate then decreases linearly

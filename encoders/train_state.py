@@ -1,6 +1,7 @@
 """One training step, the triplet batches and the hold-out ranking score of the graph CNN.
 
-Used by :func:`encoders.training.train` (see its module docstring for the losses). The triplets,
+Used by :func:`mathsearch.encoders.training.train` (see its module docstring for the losses). The
+triplets,
 identifier permutations and masks of step ``t`` come from generators seeded with ``(seed, t)``:
 a resumed run draws exactly what the uninterrupted run would have drawn.
 """
@@ -16,7 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from encoders.checkpoints import (
+from mathsearch.encoders.checkpoints import (
     CHECKPOINTS,
     CheckpointError,
     load_checkpoint,
@@ -25,21 +26,21 @@ from encoders.checkpoints import (
     save_checkpoint,
     set_rng_states,
 )
-from encoders.corpus import EquationCorpus
-from encoders.gcn import GraphCNN, tree_adjacency
-from encoders.graph_data import collate
-from encoders.losses import (
+from mathsearch.encoders.corpus import EquationCorpus
+from mathsearch.encoders.gcn import GraphCNN, tree_adjacency
+from mathsearch.encoders.graph_data import collate
+from mathsearch.encoders.losses import (
     HistogramLoss,
     InfoNCELoss,
     TripletLoss,
     masked_feature_loss_fn,
     same_group_mask,
 )
-from encoders.masking import MaskingHeads, mask_nodes
-from encoders.packed_corpus import PackedCorpus
-from encoders.sampler import TripletArrays, TripletSampler
-from encoders.train_config import TrainConfig, TrainingError
-from indexer.vocabulary import Vocabulary
+from mathsearch.encoders.masking import MaskingHeads, mask_nodes
+from mathsearch.encoders.packed_corpus import PackedCorpus
+from mathsearch.encoders.sampler import TripletArrays, TripletSampler
+from mathsearch.encoders.train_config import TrainConfig, TrainingError
+from mathsearch.indexer.vocabulary import Vocabulary
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +104,7 @@ def evaluate_ranking(
     device: torch.device | str = "cpu",
 ) -> float:
     """Hold-out ranking score: the fraction of triplets with ``<a, p> > <a, n>`` (eq. 3)."""
-    from encoders.evaluation import ranking_score
+    from mathsearch.encoders.evaluation import ranking_score
 
     wanted = sorted({i for triplet in triplets for i in triplet})
     was_training = model.training
@@ -193,7 +194,7 @@ class TrainState:
         """Log (and keep) the hold-out ranking score at this step, once per step."""
         if self.holdout is None or (self.evaluations and self.evaluations[-1]["step"] == self.step):
             return
-        from encoders.evaluation import ranking_confidence_bound
+        from mathsearch.encoders.evaluation import ranking_confidence_bound
 
         corpus, triplets = self.holdout
         score = evaluate_ranking(self.model, corpus, triplets, self.device)
@@ -298,7 +299,7 @@ class TrainState:
         else:
             batch = collate([self.corpus.graphs[i] for i in order.tolist()])
         if config.use_augmentation:
-            from encoders.augment import permute_identifiers
+            from mathsearch.encoders.augment import permute_identifiers
 
             rng = np.random.default_rng([config.seed, 3, step])
             batch = permute_identifiers(batch, self.vocabulary, rng, config.mean_swaps)

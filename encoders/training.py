@@ -3,7 +3,8 @@
 "We propose to train our embeddings using two self-supervised learning tasks simultaneously by
 adding their respective losses": per step
 
-* a batch of ``batch_size`` triplets (:class:`~encoders.sampler.TripletSampler`, section 4.2) is
+* a batch of ``batch_size`` triplets (:class:`~mathsearch.encoders.sampler.TripletSampler`, section
+  4.2) is
   collated into one graph batch of ``3 * batch_size`` equations (anchors, positives,
   negatives), each with its identifiers permuted when ``use_augmentation`` (Poisson(32) swaps);
 * contextual similarity: the embeddings ``phi_bar`` of the batch go into the histogram loss
@@ -16,8 +17,9 @@ adding their respective losses": per step
   model in a second pass (the seed scores ``phi_bar(x)`` and ``phi(x_masked)``);
   ``shared_masking_pass`` computes both tasks from the masked graphs in one pass (cheaper);
 * ``loss="infonce"`` (beyond the seed): (anchor, positive) pairs only, every other positive of
-  the batch a negative (:mod:`encoders.losses.info_nce_loss`);
-* batches are cut from the packed corpus (:mod:`encoders.packed_corpus`) and go through the
+  the batch a negative (:mod:`mathsearch.encoders.losses.info_nce_loss`);
+* batches are cut from the packed corpus (:mod:`mathsearch.encoders.packed_corpus`) and go through
+  the
   model's id path (:meth:`GraphCNN.forward_ids`); ``time_budget`` stops a run after so many
   seconds of steps, the learning rate decreasing linearly over that time;
 * ``loss = similarity + masking_weight * masking`` (weight 1: the seed's sum), Adam, learning
@@ -25,7 +27,8 @@ adding their respective losses": per step
   20 epochs, batches of 128 triplets, 0.0001).
 
 Triplets, permutations and masks of step ``t`` come from generators seeded with
-``(seed, t)``, so a run resumed from a checkpoint (:mod:`encoders.checkpoints`) continues exactly
+``(seed, t)``, so a run resumed from a checkpoint (:mod:`mathsearch.encoders.checkpoints`) continues
+exactly
 as the uninterrupted run would. With ``triplet_pool`` a fixed set of triplets is drawn once and
 visited in a new order every epoch (the seed's protocol: 1M to 20M triplets); otherwise every
 step draws fresh triplets. With a test corpus the hold-out ranking score (section 5, eq. 3) is
@@ -43,13 +46,13 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from encoders.corpus import EquationCorpus
-from encoders.gcn import GraphCNN
-from encoders.masking import MaskingHeads
-from encoders.sampler import SamplerError, holdout_triplets
-from encoders.train_config import LOSSES, TrainConfig, TrainingError
-from encoders.train_state import TrainState, TripletBatches, evaluate_ranking
-from indexer.vocabulary import Vocabulary, default_vocabulary
+from mathsearch.encoders.corpus import EquationCorpus
+from mathsearch.encoders.gcn import GraphCNN
+from mathsearch.encoders.masking import MaskingHeads
+from mathsearch.encoders.sampler import SamplerError, holdout_triplets
+from mathsearch.encoders.train_config import LOSSES, TrainConfig, TrainingError
+from mathsearch.encoders.train_state import TrainState, TripletBatches, evaluate_ranking
+from mathsearch.indexer.vocabulary import Vocabulary, default_vocabulary
 
 logger = logging.getLogger(__name__)
 

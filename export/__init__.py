@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 
-from export.embedders import (
+from mathsearch.export.embedders import (
     FAMILIES,
     Embedder,
     EmbedRefusal,
@@ -18,38 +18,38 @@ from export.embedders import (
     load_embedder,
     parse_encoders,
 )
-from export.errors import (
+from mathsearch.export.errors import (
     ExportError,
     ModelCardError,
     ModelMismatchError,
     ParityError,
     RuntimeInputError,
 )
-from export.graph_batch import INPUT_NAMES, PackedGraphs, pack_graphs
-from export.model_card import ModelCard, card_path, load_card
-from export.providers import cuda_usable, select_providers
-from export.runtime import Encoder
-from export.settings import DEFAULT_MODEL_PATH, ExportSettings
+from mathsearch.export.graph_batch import INPUT_NAMES, PackedGraphs, pack_graphs
+from mathsearch.export.model_card import ModelCard, card_path, load_card
+from mathsearch.export.providers import cuda_usable, select_providers
+from mathsearch.export.runtime import Encoder
+from mathsearch.export.settings import DEFAULT_MODEL_PATH, ExportSettings
 
 _LAZY = {
-    "GCNOnnxModule": "export.gcn_onnx",
-    "export_gcn": "export.gcn_onnx",
-    "check_parity": "export.parity",
-    "ParityReport": "export.parity",
-    "export_checkpoint": "export.export_model",
-    "Seq2SeqEmbedder": "export.seq2seq_runtime",
-    "export_seq2seq": "export.seq2seq_onnx",
-    "FigureEmbedder": "export.figure_runtime",
-    "export_figure_checkpoint": "export.figure_onnx",
-    "BitmapEmbedder": "export.bitmap_runtime",
-    "export_bitmap_checkpoint": "export.bitmap_onnx",
+    "GCNOnnxModule": "mathsearch.export.gcn_onnx",
+    "export_gcn": "mathsearch.export.gcn_onnx",
+    "check_parity": "mathsearch.export.parity",
+    "ParityReport": "mathsearch.export.parity",
+    "export_checkpoint": "mathsearch.export.export_model",
+    "Seq2SeqEmbedder": "mathsearch.export.seq2seq_runtime",
+    "export_seq2seq": "mathsearch.export.seq2seq_onnx",
+    "FigureEmbedder": "mathsearch.export.figure_runtime",
+    "export_figure_checkpoint": "mathsearch.export.figure_onnx",
+    "BitmapEmbedder": "mathsearch.export.bitmap_runtime",
+    "export_bitmap_checkpoint": "mathsearch.export.bitmap_onnx",
 }
 
 
 def __getattr__(name: str) -> object:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'export' has no attribute {name!r}")
+    raise AttributeError(f"module 'mathsearch.export' has no attribute {name!r}")
 
 
 __all__ = [  # noqa: PLE0604

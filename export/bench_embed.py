@@ -5,7 +5,8 @@ or a freshly initialised graph CNN of the seed's configuration when none is give
 not depend on the weights) at every batch size, ``repeat`` times, and reports medians:
 
 * ``eq_per_s``: end to end from featurised graphs to embeddings (batch building included:
-  :func:`~export.graph_batch.pack_graphs` for ONNX Runtime, torch-geometric's ``collate`` +
+  :func:`~mathsearch.export.graph_batch.pack_graphs` for ONNX Runtime, torch-geometric's ``collate``
+  +
   one-hot features for PyTorch);
 * ``model_eq_per_s``: the network alone (the session call / the eager forward);
 * ``ratio``: ONNX Runtime over PyTorch, both ways.
@@ -26,7 +27,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from indexer.mathml_graph import EquationGraph
+from mathsearch.indexer.mathml_graph import EquationGraph
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ def _median_rates(times: list[tuple[float, float]], count: int) -> tuple[float, 
 
 
 def _time_onnx(session: Any, graphs: Sequence[EquationGraph], batch: int) -> tuple[float, float]:
-    from export.graph_batch import pack_graphs
+    from mathsearch.export.graph_batch import pack_graphs
 
     prep = run = 0.0
     for start in range(0, len(graphs), batch):
@@ -58,7 +59,7 @@ def _time_onnx(session: Any, graphs: Sequence[EquationGraph], batch: int) -> tup
 def _time_torch(model: Any, graphs: Sequence[EquationGraph], batch: int) -> tuple[float, float]:
     import torch
 
-    from encoders.graph_data import collate
+    from mathsearch.encoders.graph_data import collate
 
     prep = run = 0.0
     with torch.inference_mode():
@@ -74,9 +75,9 @@ def _time_torch(model: Any, graphs: Sequence[EquationGraph], batch: int) -> tupl
 
 def _default_config() -> Any:
     """The architecture of the default model (its card's training config), else the seed's."""
-    from encoders.gcn import GCNConfig
-    from export.model_card import load_card
-    from export.settings import ExportSettings
+    from mathsearch.encoders.gcn import GCNConfig
+    from mathsearch.export.model_card import load_card
+    from mathsearch.export.settings import ExportSettings
 
     try:
         card = load_card(ExportSettings.from_env().model, verify_sha256=False)
@@ -101,11 +102,11 @@ def bench_embed(
     """Time both runtimes on ``graphs`` (see the module docstring); a JSON-able report."""
     import torch
 
-    from encoders.checkpoints import load_model
-    from encoders.gcn import GraphCNN
-    from export.gcn_onnx import export_gcn
-    from export.providers import CUDA
-    from export.runtime import open_session
+    from mathsearch.encoders.checkpoints import load_model
+    from mathsearch.encoders.gcn import GraphCNN
+    from mathsearch.export.gcn_onnx import export_gcn
+    from mathsearch.export.providers import CUDA
+    from mathsearch.export.runtime import open_session
 
     threads = threads or os.cpu_count() or 1
     torch.set_num_threads(threads)

@@ -1,15 +1,17 @@
-"""ONNX export of the bitmap CNN (:class:`encoders.bitmap_cnn.BitmapCNN`) with parity and card.
+"""ONNX export of the bitmap CNN (:class:`mathsearch.encoders.bitmap_cnn.BitmapCNN`) with parity and
+card.
 
 The exported graph takes ``bitmap``: float32 ``(B, 1, 32, 333)`` grey crops (255 = paper, what
-:func:`indexer.bitmap.centre_crop` gives, cast) with a dynamic batch axis and returns
+:func:`mathsearch.indexer.bitmap.centre_crop` gives, cast) with a dynamic batch axis and returns
 ``embedding``: float32 ``(B, 64)``, L2-normalised exactly as in PyTorch eval mode (the large net's
 batch norm with its running statistics). Opset 17, IR version 8 (onnxruntime 1.31 reads up to
 11), checked with ``onnx.checker``.
 
 The parity check renders real equations, runs PyTorch (eval mode) and ONNX Runtime (CPU) on the
 same crops in batches (the last smaller, so the dynamic axis is exercised) and fails over the
-tolerance. The card (:class:`export.model_card.ModelCard`): family ``bitmap``, similarity ``dot``,
-``vocab_hash`` = :func:`export.bitmap_runtime.settings_hash` of the render settings,
+tolerance. The card (:class:`mathsearch.export.model_card.ModelCard`): family ``bitmap``, similarity
+``dot``,
+``vocab_hash`` = :func:`mathsearch.export.bitmap_runtime.settings_hash` of the render settings,
 ``vocab_sizes`` = ``[1, 32, 333]`` (the input's channels, rows, columns).
 
 Example::
@@ -31,14 +33,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from encoders.bitmap_cnn import BitmapCNN
-from encoders.bitmap_training import BitmapTrainingError, load_bitmap_model
-from export.bitmap_runtime import INPUT_NAME, OUTPUT_NAME, crops_to_input, settings_hash
-from export.errors import ExportError, ParityError
-from export.model_card import ModelCard, file_sha256
-from export.onnx_file import IR_VERSION, OPSET, software_versions, write_onnx
-from export.parity import DEFAULT_TOLERANCE, ParityReport
-from export.runtime import open_session
+from mathsearch.encoders.bitmap_cnn import BitmapCNN
+from mathsearch.encoders.bitmap_training import BitmapTrainingError, load_bitmap_model
+from mathsearch.export.bitmap_runtime import INPUT_NAME, OUTPUT_NAME, crops_to_input, settings_hash
+from mathsearch.export.errors import ExportError, ParityError
+from mathsearch.export.model_card import ModelCard, file_sha256
+from mathsearch.export.onnx_file import IR_VERSION, OPSET, software_versions, write_onnx
+from mathsearch.export.parity import DEFAULT_TOLERANCE, ParityReport
+from mathsearch.export.runtime import open_session
 
 logger = logging.getLogger(__name__)
 

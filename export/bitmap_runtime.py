@@ -1,19 +1,25 @@
 """ONNX runtime of the bitmap CNN (ECML 2019 seed): LaTeX -> rendered crop -> 64-d unit vector.
 
-:class:`BitmapEmbedder` has the :class:`~export.embedders.Embedder` interface. For every item it
-renders ``item["latex"]`` with :func:`indexer.bitmap.render_bitmap` (the one featurisation,
-DESIGN.md rule 2), cuts the seed's 333x32 centre (:func:`indexer.bitmap.centre_crop`), runs the
+:class:`BitmapEmbedder` has the :class:`~mathsearch.export.embedders.Embedder` interface. For every
+item it
+renders ``item["latex"]`` with :func:`mathsearch.indexer.bitmap.render_bitmap` (the one
+featurisation,
+DESIGN.md rule 2), cuts the seed's 333x32 centre (:func:`mathsearch.indexer.bitmap.centre_crop`),
+runs the
 exported network on batches of crops and returns L2-normalised float32 ``(64,)`` vectors (the
 seed compares embeddings by dot product, so the card's ``similarity`` is ``dot``). An equation
-that cannot be drawn gets an :class:`~export.embedders.EmbedRefusal` whose ``reason`` is the
-:class:`~indexer.bitmap.RenderError`'s (``unknown-macro``, ``syntax``, ``blank``, ...); nothing
+that cannot be drawn gets an :class:`~mathsearch.export.embedders.EmbedRefusal` whose ``reason`` is
+the
+:class:`~mathsearch.indexer.bitmap.RenderError`'s (``unknown-macro``, ``syntax``, ``blank``, ...);
+nothing
 raises for one bad item.
 
 The model input is the grey crop as float32 ``(B, 1, 32, 333)`` (255 = paper, 0 = ink); the
 network turns it into ink coverage itself, so the runtime only casts. The card's ``vocab_hash``
-is :func:`settings_hash` of the :class:`~indexer.bitmap.BitmapSettings` that shape the input
+is :func:`settings_hash` of the :class:`~mathsearch.indexer.bitmap.BitmapSettings` that shape the
+input
 (canvas, crop, font size, dpi, font set, line gap, ink threshold, unknown-command policy); a model
-made with other settings is refused (:class:`~export.errors.ModelMismatchError`).
+made with other settings is refused (:class:`~mathsearch.export.errors.ModelMismatchError`).
 
 No torch here: onnxruntime + numpy (+ the renderer).
 
@@ -33,9 +39,9 @@ from typing import Any
 
 import numpy as np
 
-from export.embedders import EmbedRefusal, OnnxEmbedder
-from export.errors import ModelMismatchError
-from indexer.bitmap import (
+from mathsearch.export.embedders import EmbedRefusal, OnnxEmbedder
+from mathsearch.export.errors import ModelMismatchError
+from mathsearch.indexer.bitmap import (
     BitmapSettings,
     RenderError,
     centre_crop,

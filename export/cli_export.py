@@ -9,11 +9,16 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from export.errors import ExportError, ModelCardError, ModelMismatchError, RuntimeInputError
-from export.model_card import card_path
-from indexer.cli_io import RAW_HELP, emit, fail
-from indexer.errors import IndexerError
-from indexer.extract import FORMATS
+from mathsearch.export.errors import (
+    ExportError,
+    ModelCardError,
+    ModelMismatchError,
+    RuntimeInputError,
+)
+from mathsearch.export.model_card import card_path
+from mathsearch.indexer.cli_io import RAW_HELP, emit, fail
+from mathsearch.indexer.errors import IndexerError
+from mathsearch.indexer.extract import FORMATS
 
 __all__ = ["add_bench_embed", "add_export", "run_bench_embed", "run_export"]
 
@@ -75,16 +80,16 @@ def add_export(commands: Any) -> None:
 def run_export(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch export``."""
     try:
-        from encoders.checkpoints import run_dir
-        from export.export_model import export_checkpoint, parity_sample
+        from mathsearch.encoders.checkpoints import run_dir
+        from mathsearch.export.export_model import export_checkpoint, parity_sample
     except ImportError as exc:
         return _train_extra_missing(exc)
-    from indexer.cli_parse import default_bench_sources
+    from mathsearch.indexer.cli_parse import default_bench_sources
 
     checkpoint = Path(args.checkpoint)
     if not checkpoint.is_file():
         return fail(f"checkpoint {checkpoint} does not exist")
-    from encoders.family_cli import checkpoint_family
+    from mathsearch.encoders.family_cli import checkpoint_family
 
     try:
         family = checkpoint_family(checkpoint)
@@ -92,7 +97,7 @@ def run_export(args: argparse.Namespace) -> int:
         return fail(f"cannot read checkpoint {checkpoint}: {exc}")
     if family != "gcn":
         try:
-            module = importlib.import_module(f"export.cli_export_{family}")
+            module = importlib.import_module(f"mathsearch.export.cli_export_{family}")
         except ModuleNotFoundError:
             return fail(f"{checkpoint} is a {family!r} checkpoint, which has no exporter")
         return int(module.run_export(args))
@@ -115,7 +120,7 @@ def run_export(args: argparse.Namespace) -> int:
         )
         variant = None
         if args.int8:
-            from export.quantize import int8_path, quantize_int8
+            from mathsearch.export.quantize import int8_path, quantize_int8
 
             variant, _ = quantize_int8(args.out, graphs, metrics=metrics)
     except (ExportError, IndexerError, OSError, ValueError) as exc:
@@ -184,11 +189,11 @@ def add_bench_embed(bench_cmds: Any) -> None:
 def run_bench_embed(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch bench embed``."""
     try:
-        from export.bench_embed import bench_embed, format_bench_embed
-        from export.export_model import parity_sample
+        from mathsearch.export.bench_embed import bench_embed, format_bench_embed
+        from mathsearch.export.export_model import parity_sample
     except ImportError as exc:
         return _train_extra_missing(exc)
-    from indexer.cli_parse import default_bench_sources
+    from mathsearch.indexer.cli_parse import default_bench_sources
 
     try:
         sizes = [int(x) for x in args.batch_sizes.split(",") if x.strip()]

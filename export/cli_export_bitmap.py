@@ -8,8 +8,8 @@ import json
 import logging
 from pathlib import Path
 
-from indexer.cli_io import emit, fail
-from indexer.errors import IndexerError
+from mathsearch.indexer.cli_io import emit, fail
+from mathsearch.indexer.errors import IndexerError
 
 logger = logging.getLogger(__name__)
 
@@ -28,9 +28,9 @@ def _default_sources() -> list[str]:
 def run_export(args: argparse.Namespace) -> int:
     """Export a bitmap checkpoint (``args`` of ``mathsearch export``); 0 or 1."""
     try:
-        from encoders.bitmap_data import BitmapCorpus
-        from export.bitmap_onnx import export_bitmap_checkpoint
-        from export.errors import ExportError
+        from mathsearch.encoders.bitmap_data import BitmapCorpus
+        from mathsearch.export.bitmap_onnx import export_bitmap_checkpoint
+        from mathsearch.export.errors import ExportError
     except ImportError as exc:
         return fail(f"export needs the train extra (torch, onnx): {exc}")
     if getattr(args, "int8", False):

@@ -1,6 +1,7 @@
 """``mathsearch export CHECKPOINT`` for a figure checkpoint (``"family": "figure"``).
 
-:func:`run_export` is called by :func:`export.cli_export.run_export` with its parsed arguments
+:func:`run_export` is called by :func:`mathsearch.export.cli_export.run_export` with its parsed
+arguments
 (checkpoint, out, name, version, tolerance, metrics, parity_data, parity_equations, json, ...).
 The parity data are LaTeX sources with figures (default: the bundled test sample
 ``tests/resources/indexer/figures``); ``--parity-equations`` caps the figures checked.
@@ -13,7 +14,7 @@ import json
 import logging
 from pathlib import Path
 
-from indexer.cli_io import emit, fail
+from mathsearch.indexer.cli_io import emit, fail
 
 logger = logging.getLogger(__name__)
 
@@ -27,11 +28,15 @@ DEFAULT_PARITY_SOURCES = [
 def run_export(args: argparse.Namespace) -> int:
     """Export, check parity, write the card and the vocabulary; 0 or 1 with a reason."""
     try:
-        from export.figure_onnx import card_metrics, export_figure_checkpoint, vocabulary_path
+        from mathsearch.export.figure_onnx import (
+            card_metrics,
+            export_figure_checkpoint,
+            vocabulary_path,
+        )
     except ImportError as exc:
         return fail(f"export needs the train extra (torch): {exc}")
-    from export.errors import ExportError
-    from export.model_card import card_path
+    from mathsearch.export.errors import ExportError
+    from mathsearch.export.model_card import card_path
 
     sources = list(getattr(args, "parity_data", None) or DEFAULT_PARITY_SOURCES)
     try:

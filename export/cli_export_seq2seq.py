@@ -1,4 +1,5 @@
-"""``mathsearch export`` of a seq2seq (ExpEmb) checkpoint: the plug-in of :mod:`export.cli_export`.
+"""``mathsearch export`` of a seq2seq (ExpEmb) checkpoint: the plug-in of
+:mod:`mathsearch.export.cli_export`.
 
 ``mathsearch export runs/s2s/checkpoint.pt -o export/models/seq2seq-v1.onnx`` routes here (the
 checkpoint's ``"family": "seq2seq"``). Parity data: ``--parity-data`` E-Gen ``.txt`` files or
@@ -16,7 +17,7 @@ import logging
 import random
 from pathlib import Path
 
-from indexer.cli_io import emit, fail
+from mathsearch.indexer.cli_io import emit, fail
 
 logger = logging.getLogger(__name__)
 
@@ -27,8 +28,8 @@ _SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 
 def parity_sequences(sources: list[str], limit: int, seed: int = 0) -> list[tuple[str, ...]]:
     """Up to ``limit`` real prefix sequences from E-Gen files and SemVec sets (a random draw)."""
-    from encoders.expemb_data import read_egen
-    from indexer.semvec_prefix import read_semvec_prefix
+    from mathsearch.encoders.expemb_data import read_egen
+    from mathsearch.indexer.semvec_prefix import read_semvec_prefix
 
     sequences: list[tuple[str, ...]] = []
     for source in sources:
@@ -44,9 +45,9 @@ def parity_sequences(sources: list[str], limit: int, seed: int = 0) -> list[tupl
 def run_export(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch export`` for seq2seq checkpoints."""
     try:
-        from encoders.expemb_training import Seq2SeqCheckpointError, load_expemb
-        from export.errors import ExportError
-        from export.seq2seq_onnx import export_seq2seq, vocab_path
+        from mathsearch.encoders.expemb_training import Seq2SeqCheckpointError, load_expemb
+        from mathsearch.export.errors import ExportError
+        from mathsearch.export.seq2seq_onnx import export_seq2seq, vocab_path
     except ImportError as exc:
         return fail(f"this command needs the train extra (torch): {exc}")
     checkpoint = Path(args.checkpoint)

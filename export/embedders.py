@@ -2,7 +2,8 @@
 
 Each family (``gcn`` graph CNN, ``bitmap`` CNN over rendered equations, ``seq2seq`` ExpEmb
 encoder, ``figure`` caption + image encoder) exports an ONNX model with a card
-(:mod:`export.model_card`) whose ``family`` names it. :func:`load_embedder` reads the card and
+(:mod:`mathsearch.export.model_card`) whose ``family`` names it. :func:`load_embedder` reads the
+card and
 builds that family's runtime, so workers, query featurisation and benchmarks handle every family
 the same way::
 
@@ -10,7 +11,8 @@ the same way::
     out = embedder.embed([parsed.to_dict() for parsed in batch])
     # out[i] is a float32 (dim,) vector, or an EmbedRefusal(reason, detail) for that item
 
-Items are the JSON form of a featurised equation (:meth:`indexer.parse.ParsedEquation.to_dict`:
+Items are the JSON form of a featurised equation
+(:meth:`mathsearch.indexer.parse.ParsedEquation.to_dict`:
 ``latex``, ``graph``, ``math_tokens``, optionally ``prefix``), or of a figure for the
 ``figure`` family. A family takes what it needs (the graph, the LaTeX to render, the SymPy
 prefix tokens) and refuses, item by item, what it cannot embed (rule 3 of DESIGN.md: errors are
@@ -31,8 +33,8 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
-from export.errors import ModelCardError
-from export.model_card import ModelCard, load_card
+from mathsearch.export.errors import ModelCardError
+from mathsearch.export.model_card import ModelCard, load_card
 
 logger = logging.getLogger(__name__)
 
@@ -56,10 +58,10 @@ MODELS_DIR = Path(__file__).resolve().parent / "models"
 #: Family -> ``module:Class`` of its runtime (a class with the :class:`Embedder` interface whose
 #: constructor takes ``(path, *, device=None, threads=None, settings=None)``).
 FAMILY_RUNTIMES: dict[str, str] = {
-    "gcn": "export.embedders:GcnEmbedder",
-    "bitmap": "export.bitmap_runtime:BitmapEmbedder",
-    "seq2seq": "export.seq2seq_runtime:Seq2SeqEmbedder",
-    "figure": "export.figure_runtime:FigureEmbedder",
+    "gcn": "mathsearch.export.embedders:GcnEmbedder",
+    "bitmap": "mathsearch.export.bitmap_runtime:BitmapEmbedder",
+    "seq2seq": "mathsearch.export.seq2seq_runtime:Seq2SeqEmbedder",
+    "figure": "mathsearch.export.figure_runtime:FigureEmbedder",
 }
 FAMILIES = tuple(FAMILY_RUNTIMES)
 
@@ -220,7 +222,7 @@ class OnnxEmbedder:
             )
 
     def _open_session(self, device: str | None, threads: int | None) -> None:
-        from export.runtime import open_session
+        from mathsearch.export.runtime import open_session
 
         self.session = open_session(self.path, device=device or "auto", threads=threads or 0)
 
@@ -247,8 +249,9 @@ class OnnxEmbedder:
 
 
 class GcnEmbedder(OnnxEmbedder):
-    """The graph CNN (:class:`export.runtime.Encoder`) behind the :class:`Embedder` interface:
-    items carry ``graph`` (an :class:`~indexer.mathml_graph.EquationGraph` dict)."""
+    """The graph CNN (:class:`mathsearch.export.runtime.Encoder`) behind the :class:`Embedder`
+    interface:
+    items carry ``graph`` (an :class:`~mathsearch.indexer.mathml_graph.EquationGraph` dict)."""
 
     def __init__(
         self,
@@ -258,7 +261,7 @@ class GcnEmbedder(OnnxEmbedder):
         threads: int | None = None,
         settings: Any = None,
     ) -> None:
-        from export.runtime import Encoder
+        from mathsearch.export.runtime import Encoder
 
         self.encoder = Encoder(path, device=device, threads=threads, settings=settings)
         self.path = self.encoder.path
@@ -266,7 +269,7 @@ class GcnEmbedder(OnnxEmbedder):
         self.session = self.encoder.session
 
     def embed(self, items: Sequence[Mapping[str, Any]]) -> list[np.ndarray | EmbedRefusal]:
-        from indexer.mathml_graph import EquationGraph, MathMLError
+        from mathsearch.indexer.mathml_graph import EquationGraph, MathMLError
 
         out: list[np.ndarray | EmbedRefusal] = [EmbedRefusal("no-graph")] * len(items)
         graphs: list[EquationGraph] = []

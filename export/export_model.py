@@ -1,8 +1,10 @@
 """``mathsearch export``: a training checkpoint to ``MODEL.onnx`` + ``MODEL.card.json``.
 
 Steps: load the checkpoint (refused when its vocabulary is not the featuriser's), export the
-eval-mode model (:func:`export.gcn_onnx.export_gcn`), check parity against PyTorch on real
-equations (:func:`export.parity.check_parity`; a failure deletes nothing but writes no card and
+eval-mode model (:func:`mathsearch.export.gcn_onnx.export_gcn`), check parity against PyTorch on
+real
+equations (:func:`mathsearch.export.parity.check_parity`; a failure deletes nothing but writes no
+card and
 raises), then write the card with the training run's configuration and metrics.
 
 Metrics in the card: the hold-out ranking scores logged during training (untrained at step 0,
@@ -22,16 +24,16 @@ from typing import Any
 
 import numpy as np
 
-from encoders.checkpoints import load_model, run_dir
-from encoders.corpus import EquationCorpus
-from export.errors import ExportError
-from export.gcn_onnx import IR_VERSION, OPSET, OUTPUT_NAME, export_gcn
-from export.graph_batch import INPUT_NAMES
-from export.model_card import ModelCard, file_sha256
-from export.onnx_file import software_versions
-from export.parity import DEFAULT_TOLERANCE, ParityReport, check_parity
-from indexer.mathml_graph import EquationGraph
-from indexer.vocabulary import Vocabulary, default_vocabulary
+from mathsearch.encoders.checkpoints import load_model, run_dir
+from mathsearch.encoders.corpus import EquationCorpus
+from mathsearch.export.errors import ExportError
+from mathsearch.export.gcn_onnx import IR_VERSION, OPSET, OUTPUT_NAME, export_gcn
+from mathsearch.export.graph_batch import INPUT_NAMES
+from mathsearch.export.model_card import ModelCard, file_sha256
+from mathsearch.export.onnx_file import software_versions
+from mathsearch.export.parity import DEFAULT_TOLERANCE, ParityReport, check_parity
+from mathsearch.indexer.mathml_graph import EquationGraph
+from mathsearch.indexer.vocabulary import Vocabulary, default_vocabulary
 
 logger = logging.getLogger(__name__)
 
@@ -149,7 +151,7 @@ def export_checkpoint(
         ExportError: unreadable checkpoint, another vocabulary, or a failed export.
         ParityError: ONNX Runtime differs from PyTorch by more than ``tolerance``.
     """
-    from encoders.checkpoints import CheckpointError
+    from mathsearch.encoders.checkpoints import CheckpointError
 
     checkpoint = Path(checkpoint)
     out = Path(out)

@@ -3,7 +3,8 @@
 Inputs (dynamic batch ``B``): ``tokens`` int64 ``(B, T)``, ``lengths`` int64 ``(B,)``,
 ``images`` float32 ``(B, C, S, S)``, ``has_image`` float32 ``(B, 1)``; output ``embedding``
 float32 ``(B, 50)``. The vocabulary is written beside the model as ``MODEL.vocab.json``; the
-card's ``vocab_hash`` is its :attr:`~indexer.figure_features.FigureVocabulary.content_hash`.
+card's ``vocab_hash`` is its
+:attr:`~mathsearch.indexer.figure_features.FigureVocabulary.content_hash`.
 
 Example::
 
@@ -25,15 +26,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from encoders.figure_data import FigureCorpus
-from encoders.figure_encoder import FigureEncoder
-from encoders.figure_training import FigureTrainingError, load_figure_checkpoint, to_tensors
-from export.errors import ExportError, ParityError
-from export.model_card import ModelCard, beside, file_sha256
-from export.onnx_file import IR_VERSION, OPSET, software_versions, write_onnx
-from export.parity import ParityReport
-from export.runtime import open_session
-from indexer.figure_features import FigureFeatures, featurise_figures
+from mathsearch.encoders.figure_data import FigureCorpus
+from mathsearch.encoders.figure_encoder import FigureEncoder
+from mathsearch.encoders.figure_training import (
+    FigureTrainingError,
+    load_figure_checkpoint,
+    to_tensors,
+)
+from mathsearch.export.errors import ExportError, ParityError
+from mathsearch.export.model_card import ModelCard, beside, file_sha256
+from mathsearch.export.onnx_file import IR_VERSION, OPSET, software_versions, write_onnx
+from mathsearch.export.parity import ParityReport
+from mathsearch.export.runtime import open_session
+from mathsearch.indexer.figure_features import FigureFeatures, featurise_figures
 
 logger = logging.getLogger(__name__)
 

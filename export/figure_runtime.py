@@ -1,9 +1,11 @@
 """The figure family's runtime: :class:`FigureEmbedder` (ONNX Runtime + numpy, no torch).
 
 Items are figure dicts: ``caption`` (str), ``mentions`` (list of str or str), ``image`` (a path
-or None) - :meth:`indexer.figures.FigureRecord.to_item`. The vocabulary ``MODEL.vocab.json``
-beside the model featurises them (:mod:`indexer.figure_features`); a vocabulary whose hash is
-not the card's is refused with :class:`~export.errors.ModelMismatchError`. A figure with
+or None) - :meth:`mathsearch.indexer.figures.FigureRecord.to_item`. The vocabulary
+``MODEL.vocab.json``
+beside the model featurises them (:mod:`mathsearch.indexer.figure_features`); a vocabulary whose
+hash is
+not the card's is refused with :class:`~mathsearch.export.errors.ModelMismatchError`. A figure with
 neither text tokens nor a readable image gets ``EmbedRefusal("empty-figure")``.
 
 Example::
@@ -21,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from export.embedders import EmbedRefusal, OnnxEmbedder
-from export.errors import ModelCardError, ModelMismatchError
-from export.model_card import beside
-from indexer.figure_features import (
+from mathsearch.export.embedders import EmbedRefusal, OnnxEmbedder
+from mathsearch.export.errors import ModelCardError, ModelMismatchError
+from mathsearch.export.model_card import beside
+from mathsearch.indexer.figure_features import (
     FigureFeatureError,
     FigureVocabulary,
     featurise_figures,
@@ -40,7 +42,7 @@ _INPUTS = ("tokens", "lengths", "images", "has_image")
 
 
 class FigureEmbedder(OnnxEmbedder):
-    """The figure encoder behind the :class:`~export.embedders.Embedder` interface.
+    """The figure encoder behind the :class:`~mathsearch.export.embedders.Embedder` interface.
 
     Raises (constructor):
         ModelCardError: no model, card or vocabulary; ModelMismatchError: the vocabulary's hash

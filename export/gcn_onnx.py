@@ -1,6 +1,8 @@
-"""ONNX export of the graph CNN (:class:`encoders.gcn.GraphCNN`), node ids in, embeddings out.
+"""ONNX export of the graph CNN (:class:`mathsearch.encoders.gcn.GraphCNN`), node ids in, embeddings
+out.
 
-The exported graph takes the packed id arrays of :mod:`export.graph_batch` (no dense features)
+The exported graph takes the packed id arrays of :mod:`mathsearch.export.graph_batch` (no dense
+features)
 and computes exactly the eval-mode :meth:`GraphCNN.embed_tensors`:
 
 * first layer: ``W^(1) x_j`` for a one-hot ``x_j`` is the sum of three columns of ``W^(1)``, so
@@ -39,9 +41,9 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from encoders.gcn import GraphCNN
-from export.graph_batch import INPUT_NAMES
-from export.onnx_file import IR_VERSION, OPSET, write_onnx
+from mathsearch.encoders.gcn import GraphCNN
+from mathsearch.export.graph_batch import INPUT_NAMES
+from mathsearch.export.onnx_file import IR_VERSION, OPSET, write_onnx
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +108,7 @@ def segment_sum(h: Tensor, rows: Tensor, index: Tensor, counts: Tensor) -> Tenso
 
 
 def _aggregate(h: Tensor, edge_index: Tensor) -> Tensor:
-    """``h_i + sum_{(j -> i)} h_j``, as :func:`encoders.gcn.sum_aggregate`."""
+    """``h_i + sum_{(j -> i)} h_j``, as :func:`mathsearch.encoders.gcn.sum_aggregate`."""
     target = edge_index[1]
     counts = torch.zeros_like(h[:, 0], dtype=torch.long).scatter_add(
         0, target, torch.ones_like(target)
@@ -115,7 +117,7 @@ def _aggregate(h: Tensor, edge_index: Tensor) -> Tensor:
 
 
 def _mean_pool(h: Tensor, batch_index: Tensor, ptr: Tensor) -> Tensor:
-    """Mean of each graph's node rows, as :func:`encoders.gcn.mean_pool`."""
+    """Mean of each graph's node rows, as :func:`mathsearch.encoders.gcn.mean_pool`."""
     counts = ptr[1:] - ptr[:-1]
     nodes = torch.arange(h.size(0), device=h.device)
     sums = segment_sum(h, nodes, batch_index, counts)

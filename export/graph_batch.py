@@ -15,7 +15,8 @@ name             shape        meaning
 ``ptr``          (B+1,) int64 node offsets: graph g owns nodes ``ptr[g]:ptr[g+1]``
 ===============  ===========  ================================================================
 
-This is what :func:`encoders.graph_data.collate` builds with torch-geometric, computed with a few
+This is what :func:`mathsearch.encoders.graph_data.collate` builds with torch-geometric, computed
+with a few
 vectorised numpy operations instead (the parity check compares the two paths end to end).
 
 Example::
@@ -31,8 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from export.errors import ModelMismatchError, RuntimeInputError
-from indexer.mathml_graph import EquationGraph
+from mathsearch.export.errors import ModelMismatchError, RuntimeInputError
+from mathsearch.indexer.mathml_graph import EquationGraph
 
 __all__ = ["INPUT_NAMES", "PackedGraphs", "pack_graphs"]
 

@@ -26,7 +26,7 @@ field                meaning
 ===================  ===========================================================================
 
 The runtime refuses a model whose ``vocab_hash`` differs from the featuriser's
-(:class:`~export.errors.ModelMismatchError`).
+(:class:`~mathsearch.export.errors.ModelMismatchError`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from dataclasses import MISSING, asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from export.errors import ModelCardError
+from mathsearch.export.errors import ModelCardError
 
 logger = logging.getLogger(__name__)
 

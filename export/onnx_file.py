@@ -3,8 +3,9 @@
 :func:`write_onnx` runs the TorchScript exporter at :data:`OPSET` with dynamic axes, pins the IR
 version to :data:`IR_VERSION` (what the ONNX Runtime builds we support read), stores string
 metadata, runs the ONNX checker and writes the file atomically (``.tmp`` + rename). The family
-exporters (:mod:`export.gcn_onnx`, :mod:`export.bitmap_onnx`, :mod:`export.seq2seq_onnx`,
-:mod:`export.figure_onnx`) only build the module, its example inputs and its names.
+exporters (:mod:`mathsearch.export.gcn_onnx`, :mod:`mathsearch.export.bitmap_onnx`,
+:mod:`mathsearch.export.seq2seq_onnx`,
+:mod:`mathsearch.export.figure_onnx`) only build the module, its example inputs and its names.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
-from export.errors import ExportError
+from mathsearch.export.errors import ExportError
 
 logger = logging.getLogger(__name__)
 

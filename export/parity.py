@@ -1,8 +1,9 @@
 """Parity of an exported model: ONNX Runtime against PyTorch eval mode on real equations.
 
-For every equation the PyTorch path (:func:`encoders.graph_data.collate` +
+For every equation the PyTorch path (:func:`mathsearch.encoders.graph_data.collate` +
 :meth:`GraphCNN.forward`, eval mode, running statistics) and the ONNX path
-(:func:`export.graph_batch.pack_graphs` + an ONNX Runtime CPU session) embed the same graphs in
+(:func:`mathsearch.export.graph_batch.pack_graphs` + an ONNX Runtime CPU session) embed the same
+graphs in
 batches of ``batch_size`` (the last one smaller, so dynamic shapes are exercised); the check
 passes when ``max |torch - onnx| <= tolerance`` over all coordinates of all equations.
 """
@@ -17,12 +18,12 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from encoders.gcn import GraphCNN
-from encoders.graph_data import collate
-from export.errors import ParityError
-from export.graph_batch import pack_graphs
-from export.runtime import open_session
-from indexer.mathml_graph import EquationGraph
+from mathsearch.encoders.gcn import GraphCNN
+from mathsearch.encoders.graph_data import collate
+from mathsearch.export.errors import ParityError
+from mathsearch.export.graph_batch import pack_graphs
+from mathsearch.export.runtime import open_session
+from mathsearch.indexer.mathml_graph import EquationGraph
 
 logger = logging.getLogger(__name__)
 

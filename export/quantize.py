@@ -19,11 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from export.errors import ExportError
-from export.model_card import ModelCard, beside, file_sha256, load_card
-from export.runtime import Encoder
-from export.settings import ExportSettings
-from indexer.mathml_graph import EquationGraph
+from mathsearch.export.errors import ExportError
+from mathsearch.export.model_card import ModelCard, beside, file_sha256, load_card
+from mathsearch.export.runtime import Encoder
+from mathsearch.export.settings import ExportSettings
+from mathsearch.indexer.mathml_graph import EquationGraph
 
 logger = logging.getLogger(__name__)
 

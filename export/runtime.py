@@ -1,9 +1,10 @@
 """The torch-free embedding runtime: :class:`Encoder` over an ONNX Runtime session.
 
 Loads ``MODEL.onnx`` and its card, refuses a model made for another vocabulary, packs many
-equation graphs into one disjoint union (:func:`export.graph_batch.pack_graphs`) and runs them in
+equation graphs into one disjoint union (:func:`mathsearch.export.graph_batch.pack_graphs`) and runs
+them in
 as few session calls as the limits allow. The CUDA execution provider is used when it really
-loads on this machine (:func:`export.providers.select_providers`), the CPU one otherwise.
+loads on this machine (:func:`mathsearch.export.providers.select_providers`), the CPU one otherwise.
 Nothing here imports torch: a worker needs onnxruntime and numpy only.
 
 Example::
@@ -23,12 +24,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from export.errors import ModelCardError, ModelMismatchError, RuntimeInputError
-from export.graph_batch import INPUT_NAMES, PackedGraphs, pack_graphs
-from export.model_card import ModelCard, load_card
-from export.providers import CPU, CUDA, cuda_usable, select_providers
-from export.settings import ExportSettings
-from indexer.mathml_graph import EquationGraph
+from mathsearch.export.errors import ModelCardError, ModelMismatchError, RuntimeInputError
+from mathsearch.export.graph_batch import INPUT_NAMES, PackedGraphs, pack_graphs
+from mathsearch.export.model_card import ModelCard, load_card
+from mathsearch.export.providers import CPU, CUDA, cuda_usable, select_providers
+from mathsearch.export.settings import ExportSettings
+from mathsearch.indexer.mathml_graph import EquationGraph
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -94,7 +95,7 @@ class Encoder:
             raise ModelCardError(f"model {self.path} does not exist")
         self.card: ModelCard = load_card(self.path)
         if vocab_hash is None:
-            from indexer.vocabulary import default_vocabulary
+            from mathsearch.indexer.vocabulary import default_vocabulary
 
             vocab_hash = default_vocabulary().content_hash
         if self.card.vocab_hash != vocab_hash:

@@ -1,20 +1,24 @@
 """ONNX runtime of the ExpEmb seq2seq encoder: prefix tokens -> ``h_N`` (expemb seed).
 
-:class:`Seq2SeqEmbedder` has the :class:`~export.embedders.Embedder` interface. For every item it
+:class:`Seq2SeqEmbedder` has the :class:`~mathsearch.export.embedders.Embedder` interface. For every
+item it
 takes ``item["prefix"]`` (a list of tokens or one space-separated string) when present, else
-computes it from ``item["latex"]`` with :func:`indexer.prefix.latex_to_prefix` under the SymPy
+computes it from ``item["latex"]`` with :func:`mathsearch.indexer.prefix.latex_to_prefix` under the
+SymPy
 time limit (the one featurisation, DESIGN.md rule 2). Items become
-:class:`~export.embedders.EmbedRefusal` - never an exception - when:
+:class:`~mathsearch.export.embedders.EmbedRefusal` - never an exception - when:
 
 * SymPy cannot read the LaTeX (``sympy-unparsable``, ``timeout``, ``too-large``: the
-  :class:`~indexer.prefix.PrefixError` reason) or there is neither ``prefix`` nor ``latex``
+  :class:`~mathsearch.indexer.prefix.PrefixError` reason) or there is neither ``prefix`` nor
+  ``latex``
   (``no-prefix``);
 * the sequence is longer than the model's ``max_len`` (``too-long``);
 * more than ``max_unknown`` (default 0.25) of its tokens are outside the model's vocabulary
   (``out-of-vocabulary``): the encoder would read mostly ``<unk>``.
 
 The vocabulary is ``MODEL.vocab.json`` beside the model; its hash must equal the card's
-``vocab_hash`` (else :class:`~export.errors.ModelMismatchError`). The card's similarity is
+``vocab_hash`` (else :class:`~mathsearch.export.errors.ModelMismatchError`). The card's similarity
+is
 ``cosine``: vectors are returned as the network gives them (float32 ``(H,)``).
 
 No torch here: onnxruntime + numpy (+ SymPy for LaTeX).
@@ -38,9 +42,9 @@ from typing import Any
 
 import numpy as np
 
-from export.embedders import EmbedRefusal, OnnxEmbedder
-from export.errors import ModelCardError, ModelMismatchError
-from export.model_card import beside
+from mathsearch.export.embedders import EmbedRefusal, OnnxEmbedder
+from mathsearch.export.errors import ModelCardError, ModelMismatchError
+from mathsearch.export.model_card import beside
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +61,8 @@ DEFAULT_BATCH = 256
 
 
 def vocab_hash(tokens: Sequence[str]) -> str:
-    """SHA-256 of a token list (same as :attr:`encoders.expemb_data.TokenVocabulary.hash`)."""
+    """SHA-256 of a token list (same as
+    :attr:`mathsearch.encoders.expemb_data.TokenVocabulary.hash`)."""
     text = json.dumps(list(tokens), ensure_ascii=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -124,8 +129,8 @@ class Seq2SeqEmbedder(OnnxEmbedder):
         latex = item.get("latex") if isinstance(item, Mapping) else None
         if not isinstance(latex, str) or not latex.strip():
             return EmbedRefusal("no-prefix", "the item has neither prefix tokens nor LaTeX")
-        from indexer.errors import IndexerError
-        from indexer.prefix import latex_to_prefix
+        from mathsearch.indexer.errors import IndexerError
+        from mathsearch.indexer.prefix import latex_to_prefix
 
         try:
             return latex_to_prefix(latex, self.sympy_timeout)

@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from indexer.settings import SettingsError, env_int
+from mathsearch.indexer.settings import SettingsError, env_int
 
 __all__ = ["DEFAULT_MODEL_PATH", "DEVICES", "ExportSettings", "SettingsError"]
 

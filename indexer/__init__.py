@@ -8,14 +8,14 @@ querying.
 
 from __future__ import annotations
 
-from indexer.converters import (
+from mathsearch.indexer.converters import (
     Converted,
     KatexBatchConverter,
     PythonConverter,
     make_converter,
 )
-from indexer.display_math import DisplayMath, find_display_math
-from indexer.errors import (
+from mathsearch.indexer.display_math import DisplayMath, find_display_math
+from mathsearch.indexer.errors import (
     ConversionError,
     ExtractionError,
     IndexerError,
@@ -23,43 +23,43 @@ from indexer.errors import (
     MathMLError,
     VocabularyError,
 )
-from indexer.extract import FORMATS, extract, guess_format
-from indexer.hepth import bundled_sample_lines, iter_hepth, read_records
-from indexer.jats_source import iter_jats
-from indexer.jsonl_source import iter_jsonl, write_jsonl
-from indexer.latex_macros import collect_macros, expand_macros
-from indexer.latex_to_mathml import Conversion, latex_to_mathml
-from indexer.lexical import bow_vector, math_tokens, symbol_keywords, symbols
-from indexer.mathml_graph import EquationGraph, build_graph
-from indexer.mathml_reader import parse_mathml
-from indexer.mathml_tree import MathNode, to_mathml
-from indexer.parse import Featuriser, ParsedEquation
-from indexer.records import EquationRecord, Failure, make_eq_id
-from indexer.report import CoverageReport
-from indexer.settings import IndexerSettings
-from indexer.tex_source import iter_tex
-from indexer.vocabulary import Vocabulary, default_vocabulary
+from mathsearch.indexer.extract import FORMATS, extract, guess_format
+from mathsearch.indexer.hepth import bundled_sample_lines, iter_hepth, read_records
+from mathsearch.indexer.jats_source import iter_jats
+from mathsearch.indexer.jsonl_source import iter_jsonl, write_jsonl
+from mathsearch.indexer.latex_macros import collect_macros, expand_macros
+from mathsearch.indexer.latex_to_mathml import Conversion, latex_to_mathml
+from mathsearch.indexer.lexical import bow_vector, math_tokens, symbol_keywords, symbols
+from mathsearch.indexer.mathml_graph import EquationGraph, build_graph
+from mathsearch.indexer.mathml_reader import parse_mathml
+from mathsearch.indexer.mathml_tree import MathNode, to_mathml
+from mathsearch.indexer.parse import Featuriser, ParsedEquation
+from mathsearch.indexer.records import EquationRecord, Failure, make_eq_id
+from mathsearch.indexer.report import CoverageReport
+from mathsearch.indexer.settings import IndexerSettings
+from mathsearch.indexer.tex_source import iter_tex
+from mathsearch.indexer.vocabulary import Vocabulary, default_vocabulary
 
 #: Re-exported lazily: they pull in matplotlib, SymPy or opensearch-py, which most callers
 #: never need.
 _LAZY = {
-    "iter_opensearch_index": "indexer.opensearch_source",
-    "render_bitmap": "indexer.bitmap",
-    "render_batch": "indexer.bitmap",
-    "centre_crop": "indexer.bitmap",
-    "RenderError": "indexer.bitmap",
-    "latex_to_prefix": "indexer.prefix",
-    "PrefixError": "indexer.prefix",
-    "canonical_tokens": "indexer.canonical_form",
-    "CanonicalFormError": "indexer.canonical_form",
-    "truth_table": "indexer.canonical_form",
-    "FigureRecord": "indexer.figures",
-    "extract_figures": "indexer.figures",
-    "FigureVocabulary": "indexer.figure_features",
-    "featurise_figures": "indexer.figure_features",
-    "load_image": "indexer.figure_features",
-    "tree_to_prefix": "indexer.semvec_prefix",
-    "rake_keywords": "indexer.rake",
+    "iter_opensearch_index": "mathsearch.indexer.opensearch_source",
+    "render_bitmap": "mathsearch.indexer.bitmap",
+    "render_batch": "mathsearch.indexer.bitmap",
+    "centre_crop": "mathsearch.indexer.bitmap",
+    "RenderError": "mathsearch.indexer.bitmap",
+    "latex_to_prefix": "mathsearch.indexer.prefix",
+    "PrefixError": "mathsearch.indexer.prefix",
+    "canonical_tokens": "mathsearch.indexer.canonical_form",
+    "CanonicalFormError": "mathsearch.indexer.canonical_form",
+    "truth_table": "mathsearch.indexer.canonical_form",
+    "FigureRecord": "mathsearch.indexer.figures",
+    "extract_figures": "mathsearch.indexer.figures",
+    "FigureVocabulary": "mathsearch.indexer.figure_features",
+    "featurise_figures": "mathsearch.indexer.figure_features",
+    "load_image": "mathsearch.indexer.figure_features",
+    "tree_to_prefix": "mathsearch.indexer.semvec_prefix",
+    "rake_keywords": "mathsearch.indexer.rake",
 }
 
 
@@ -68,7 +68,7 @@ def __getattr__(name: str) -> object:
         import importlib
 
         return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'indexer' has no attribute {name!r}")
+    raise AttributeError(f"module 'mathsearch.indexer' has no attribute {name!r}")
 
 
 __all__ = [

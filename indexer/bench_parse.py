@@ -7,7 +7,7 @@ Stages, each timed over the whole corpus ``repeat`` times (the median is reporte
 - ``graph``: MathML tree -> KDD graph (ids, positions, parents) + the 256-d BoW vector;
 - ``tokens``: math tokens for BM25 + symbols for keyword fields;
 - ``serialise``: the tree as MathML text (stored in the index; not part of the target);
-- ``canonical``: the normal forms of ``canon_tokens`` (:mod:`indexer.canonical_form`, the
+- ``canonical``: the normal forms of ``canon_tokens`` (:mod:`mathsearch.indexer.canonical_form`, the
   ``MATHSEARCH_CANONICAL_FORM`` setting's readers; skipped when it is ``off``);
 - ``end_to_end``: :meth:`Featuriser.parse_batch` (convert + graph + BoW + tokens + symbols +
   canonical forms), the figure the >= 2,000 equations/s per core target is about.
@@ -25,15 +25,15 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from indexer.converters import Converted
-from indexer.extract import extract
-from indexer.lexical import bow_vector, math_tokens, symbols
-from indexer.mathml_graph import build_graph
-from indexer.mathml_tree import to_mathml
-from indexer.parse import Featuriser
-from indexer.records import EquationRecord
-from indexer.settings import IndexerSettings
-from indexer.vocabulary import default_vocabulary
+from mathsearch.indexer.converters import Converted
+from mathsearch.indexer.extract import extract
+from mathsearch.indexer.lexical import bow_vector, math_tokens, symbols
+from mathsearch.indexer.mathml_graph import build_graph
+from mathsearch.indexer.mathml_tree import to_mathml
+from mathsearch.indexer.parse import Featuriser
+from mathsearch.indexer.records import EquationRecord
+from mathsearch.indexer.settings import IndexerSettings
+from mathsearch.indexer.vocabulary import default_vocabulary
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ def bench_parse(
             to_mathml(tree)
 
     def run_canonical() -> None:
-        from indexer.canonical_form import CanonicalFormError, canonical_tokens
+        from mathsearch.indexer.canonical_form import CanonicalFormError, canonical_tokens
 
         full = settings.canonical_form == "sympy"
         for latex in latexes:

@@ -17,7 +17,7 @@ Backend and limits: matplotlib mathtext (``MathTextParser("agg")``: its own TeX-
 FreeType, the Agg rasteriser; no pyplot, no figure, no rcParams changed - the font set is passed
 per call). No TeX is installed, so:
 
-* :func:`to_mathtext` (in :mod:`indexer.mathtext_latex`) rewrites what mathtext lacks:
+* :func:`to_mathtext` (in :mod:`mathsearch.indexer.mathtext_latex`) rewrites what mathtext lacks:
   ``\\over``/``\\choose``/``\\atop``, ``\\mbox``/``\\hbox``/``\\textrm``, ``\\big``-sized
   delimiters, ``\\displaystyle``, ``\\limits``, ``\\label``, ``\\nonumber``, ``\\hspace``,
   ``\\tfrac``, ``\\stackrel``, unbraced arguments (``\\frac12``), ``\\ge``/``\\le`` ...;
@@ -53,9 +53,9 @@ from matplotlib.font_manager import FontProperties
 from matplotlib.mathtext import MathTextParser
 from PIL import Image
 
-from indexer.mathtext_latex import RenderError, to_mathtext
-from indexer.records import Failure, content_id, excerpt
-from indexer.settings import IndexerSettings, SettingsError
+from mathsearch.indexer.mathtext_latex import RenderError, to_mathtext
+from mathsearch.indexer.records import Failure, content_id, excerpt
+from mathsearch.indexer.settings import IndexerSettings, SettingsError
 
 logger = logging.getLogger(__name__)
 

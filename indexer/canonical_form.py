@@ -27,7 +27,8 @@ Readers:
   took 3-10 ms. An equation ``a = b`` is ``a - b`` with its sign fixed, so ``b = a`` agrees.
   Powers take the principal branch, so ``\\sqrt{x^2}`` and ``x`` differ, as they do over C;
 * with ``sympy=True`` (``MATHSEARCH_CANONICAL_FORM=sympy``), a formula neither takes goes to
-  SymPy's LaTeX parser (:func:`indexer.prefix.latex_to_expr_untimed`, under the SymPy time
+  SymPy's LaTeX parser (:func:`mathsearch.indexer.prefix.latex_to_expr_untimed`, under the SymPy
+  time
   limit) and is evaluated at the same points, so its forms agree with the fast readers'.
 
 A formula neither reader takes raises :class:`CanonicalFormError` with a reason
@@ -51,8 +52,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from indexer.errors import IndexerError
-from indexer.settings import IndexerSettings
+from mathsearch.indexer.errors import IndexerError
+from mathsearch.indexer.settings import IndexerSettings
 
 logger = logging.getLogger(__name__)
 
@@ -595,7 +596,7 @@ def _sympy_tokens_untimed(latex: str) -> list[str]:
     """SymPy's LaTeX reader, then the same evaluation at the points (consistent forms)."""
     import sympy
 
-    from indexer.prefix import PrefixError, latex_to_expr_untimed
+    from mathsearch.indexer.prefix import PrefixError, latex_to_expr_untimed
 
     try:
         expr = latex_to_expr_untimed(latex)
@@ -684,10 +685,10 @@ def canonical_tokens(
         return _evaluated_tokens(found)
     if not sympy:
         raise CanonicalFormError("not a formula the fast readers take", "sympy-unparsable")
-    from indexer.sympy_latex import known_commands
+    from mathsearch.indexer.sympy_latex import known_commands
 
     known_commands()  # the parser is built once per process, outside the time limit
-    from indexer.time_limit import run_with_time_limit
+    from mathsearch.indexer.time_limit import run_with_time_limit
 
     try:
         return run_with_time_limit(

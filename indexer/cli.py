@@ -8,11 +8,11 @@ import logging
 import sys
 import textwrap
 
-from encoders.cli_bench_train import add_bench_train, run_bench_train
-from encoders.cli_eval import add_eval, run_eval
-from encoders.cli_train import add_train, run_train
-from export.cli_export import add_bench_embed, add_export, run_bench_embed, run_export
-from indexer.cli_parse import (
+from mathsearch.encoders.cli_bench_train import add_bench_train, run_bench_train
+from mathsearch.encoders.cli_eval import add_eval, run_eval
+from mathsearch.encoders.cli_train import add_train, run_train
+from mathsearch.export.cli_export import add_bench_embed, add_export, run_bench_embed, run_export
+from mathsearch.indexer.cli_parse import (
     add_bench,
     add_commands,
     run_bench_parse,
@@ -20,23 +20,23 @@ from indexer.cli_parse import (
     run_parse,
     run_vocab,
 )
-from indexer.errors import IndexerError
-from opensearch.cli_bench_query import add_bench_query, run_bench_query
-from opensearch.cli_bench_serve import (
+from mathsearch.indexer.errors import IndexerError
+from mathsearch.opensearch.cli_bench_query import add_bench_query, run_bench_query
+from mathsearch.opensearch.cli_bench_serve import (
     add_bench_fuzz_api,
     add_bench_serve,
     run_bench_fuzz_api,
     run_bench_serve,
 )
-from opensearch.cli_figures import add_figures, run_figures
-from opensearch.cli_search import add_models, add_search, run_models, run_search
-from opensearch.cli_serve import add_serve, run_serve
-from opensearch.cli_tune import add_tune, run_tune
-from opensearch.errors import MathsearchOpenSearchError
-from opensearch.settings import OpenSearchSettings
-from workers.cli_bench_fuzz import add_bench_fuzz, run_bench_fuzz_command
-from workers.cli_bench_outage import add_bench_outage, run_bench_outage_command
-from workers.cli_index import (
+from mathsearch.opensearch.cli_figures import add_figures, run_figures
+from mathsearch.opensearch.cli_search import add_models, add_search, run_models, run_search
+from mathsearch.opensearch.cli_serve import add_serve, run_serve
+from mathsearch.opensearch.cli_tune import add_tune, run_tune
+from mathsearch.opensearch.errors import MathsearchOpenSearchError
+from mathsearch.opensearch.settings import OpenSearchSettings
+from mathsearch.workers.cli_bench_fuzz import add_bench_fuzz, run_bench_fuzz_command
+from mathsearch.workers.cli_bench_outage import add_bench_outage, run_bench_outage_command
+from mathsearch.workers.cli_index import (
     add_bench_index,
     add_index,
     add_worker,
@@ -204,7 +204,7 @@ def _print_status(status: dict) -> None:
 
 
 def _stack(args: argparse.Namespace) -> int:
-    from opensearch.stack import Stack, assemble
+    from mathsearch.opensearch.stack import Stack, assemble
 
     stack = Stack.from_env()
     if getattr(args, "secure", False):
@@ -234,7 +234,7 @@ def _stack(args: argparse.Namespace) -> int:
 
 def _secure_stack(args: argparse.Namespace, settings: OpenSearchSettings) -> int:
     """`stack up|down|status --secure` (docs/security.md)."""
-    from opensearch.stack.secure_stack import SecureStack
+    from mathsearch.opensearch.stack.secure_stack import SecureStack
 
     secure = SecureStack(settings)
     if args.stack_command == "status":
@@ -251,7 +251,7 @@ def _secure_stack(args: argparse.Namespace, settings: OpenSearchSettings) -> int
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from workers.demo import run_demo
+    from mathsearch.workers.demo import run_demo
 
     report = run_demo(
         bring_up=not args.no_stack_up,

@@ -14,10 +14,10 @@ from typing import IO, Any
 
 from tqdm import tqdm
 
-from indexer.extract import FORMATS, extract
-from indexer.records import EquationRecord, Failure
-from indexer.report import CoverageReport
-from indexer.settings import CONVERTERS, IndexerSettings
+from mathsearch.indexer.extract import FORMATS, extract
+from mathsearch.indexer.records import EquationRecord, Failure
+from mathsearch.indexer.report import CoverageReport
+from mathsearch.indexer.settings import CONVERTERS, IndexerSettings
 
 logger = logging.getLogger(__name__)
 
@@ -225,8 +225,8 @@ def _equations(stream: Iterable[str], path: str) -> Iterator[EquationRecord | Fa
 def run_parse(args: argparse.Namespace) -> int:
     import time
 
-    from indexer.parse import Featuriser
-    from indexer.vocabulary import Vocabulary
+    from mathsearch.indexer.parse import Featuriser
+    from mathsearch.indexer.vocabulary import Vocabulary
 
     if args.input != "-" and not Path(args.input).is_file():
         print(f"mathsearch: error: {args.input}: no such file", file=sys.stderr)
@@ -260,8 +260,8 @@ def run_parse(args: argparse.Namespace) -> int:
 
 
 def run_vocab(args: argparse.Namespace) -> int:
-    from indexer.converters import Converted, make_converter
-    from indexer.vocabulary import Vocabulary, default_vocabulary
+    from mathsearch.indexer.converters import Converted, make_converter
+    from mathsearch.indexer.vocabulary import Vocabulary, default_vocabulary
 
     if args.vocab_command == "show":
         vocab = Vocabulary.load(args.path) if args.path else default_vocabulary()
@@ -304,7 +304,7 @@ def default_bench_sources() -> list[str]:
 
 
 def run_bench_parse(args: argparse.Namespace) -> int:
-    from indexer.bench_parse import bench_parse, format_bench
+    from mathsearch.indexer.bench_parse import bench_parse, format_bench
 
     sources = args.sources or default_bench_sources()
     result = bench_parse(

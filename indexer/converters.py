@@ -1,9 +1,10 @@
 """LaTeX -> MathML backends behind one batch interface.
 
-``python`` (default) is :func:`indexer.latex_to_mathml.latex_to_mathml`, in process.
+``python`` (default) is :func:`mathsearch.indexer.latex_to_mathml.latex_to_mathml`, in process.
 ``katex`` runs the npm katex package the KDD 2020 seed used under one node process
-(:mod:`indexer.katex_backend`) and reads its MathML back with
-:func:`indexer.mathml_reader.parse_mathml`. Both give :class:`Converted` items or typed errors,
+(:mod:`mathsearch.indexer.katex_backend`) and reads its MathML back with
+:func:`mathsearch.indexer.mathml_reader.parse_mathml`. Both give :class:`Converted` items or typed
+errors,
 never raise for one bad equation.
 """
 
@@ -14,11 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from indexer.closing import Closing
-from indexer.errors import IndexerError
-from indexer.latex_to_mathml import latex_to_mathml
-from indexer.mathml_tree import MathNode
-from indexer.settings import CONVERTERS, IndexerSettings, SettingsError
+from mathsearch.indexer.closing import Closing
+from mathsearch.indexer.errors import IndexerError
+from mathsearch.indexer.latex_to_mathml import latex_to_mathml
+from mathsearch.indexer.mathml_tree import MathNode
+from mathsearch.indexer.settings import CONVERTERS, IndexerSettings, SettingsError
 
 logger = logging.getLogger(__name__)
 
@@ -72,13 +73,13 @@ class KatexBatchConverter(Closing):
     name = "katex"
 
     def __init__(self, settings: IndexerSettings | None = None) -> None:
-        from indexer.katex_backend import KatexConverter
+        from mathsearch.indexer.katex_backend import KatexConverter
 
         self.settings = settings or IndexerSettings.from_env()
         self._katex = KatexConverter(self.settings)
 
     def convert_batch(self, latexes: Sequence[str]) -> list[ConvertResult]:
-        from indexer.mathml_reader import parse_mathml
+        from mathsearch.indexer.mathml_reader import parse_mathml
 
         results: list[ConvertResult] = []
         for output in self._katex.convert_batch(list(latexes)):

@@ -34,7 +34,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from indexer.latex_macros import group_end, parse_definition
+from mathsearch.indexer.latex_macros import group_end, parse_definition
 
 logger = logging.getLogger(__name__)
 

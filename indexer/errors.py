@@ -4,7 +4,8 @@ from __future__ import annotations
 
 
 class IndexerError(Exception):
-    """Base class. ``reason`` is the short code a :class:`~indexer.records.Failure` records."""
+    """Base class. ``reason`` is the short code a :class:`~mathsearch.indexer.records.Failure`
+    records."""
 
     reason = "error"
 

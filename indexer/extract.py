@@ -17,9 +17,9 @@ import logging
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from indexer.errors import IndexerError
-from indexer.records import EquationRecord, Failure
-from indexer.settings import IndexerSettings
+from mathsearch.indexer.errors import IndexerError
+from mathsearch.indexer.records import EquationRecord, Failure
+from mathsearch.indexer.settings import IndexerSettings
 
 logger = logging.getLogger(__name__)
 
@@ -88,19 +88,19 @@ def extract(
             )
             continue
         if kind == "tex":
-            from indexer.tex_source import iter_tex
+            from mathsearch.indexer.tex_source import iter_tex
 
             yield from iter_tex(source, settings)
         elif kind == "hepth":
-            from indexer.hepth import iter_hepth
+            from mathsearch.indexer.hepth import iter_hepth
 
             yield from iter_hepth(source, settings, positions=hepth_positions)
         elif kind == "jsonl":
-            from indexer.jsonl_source import iter_jsonl
+            from mathsearch.indexer.jsonl_source import iter_jsonl
 
             yield from iter_jsonl(source, settings)
         else:
-            from indexer.jats_source import iter_jats
+            from mathsearch.indexer.jats_source import iter_jats
 
             yield from iter_jats(source, settings)
 
@@ -114,9 +114,9 @@ def _opensearch(
     id_field: str | None,
     section_field: str | None,
 ) -> Iterator[EquationRecord | Failure]:
-    from indexer.opensearch_source import iter_opensearch_index
-    from opensearch.client import connect
-    from opensearch.settings import OpenSearchSettings
+    from mathsearch.indexer.opensearch_source import iter_opensearch_index
+    from mathsearch.opensearch.client import connect
+    from mathsearch.opensearch.settings import OpenSearchSettings
 
     client = connect(OpenSearchSettings.from_env())
     yield from iter_opensearch_index(

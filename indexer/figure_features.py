@@ -284,7 +284,7 @@ class FigureFeatures:
         return FigureFeatures(self.tokens[:, :width], self.lengths, self.images, self.has_image)
 
     def feeds(self) -> dict[str, np.ndarray]:
-        """ONNX Runtime feeds (input names of :mod:`export.figure_onnx`)."""
+        """ONNX Runtime feeds (input names of :mod:`mathsearch.export.figure_onnx`)."""
         return {
             "tokens": self.tokens,
             "lengths": self.lengths,

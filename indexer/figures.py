@@ -7,10 +7,11 @@ and one after, merged over all mentions) and its image (``\\includegraphics``, r
 the source folder and ``\\graphicspath`` with the usual extensions). ``references`` lists what
 the document cites: ``\\cite`` keys and the names it gives in package-reference macros
 (``\\pkg{x}``, ``\\sty{x}``, ``\\textsf{x}``, ...) - the citation relation of the weak supervision
-(:mod:`encoders.figure_data`).
+(:mod:`mathsearch.encoders.figure_data`).
 
 The id is derived from ``(doc_id, position)`` like equation ids: ``<doc_id>#fig<position>``.
-Malformed input becomes a :class:`~indexer.records.Failure` (stage ``extract``); nothing raises
+Malformed input becomes a :class:`~mathsearch.indexer.records.Failure` (stage ``extract``); nothing
+raises
 out of :func:`extract_figures`.
 
 Example::
@@ -32,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from indexer.records import Failure, excerpt, make_eq_id
+from mathsearch.indexer.records import Failure, excerpt, make_eq_id
 
 logger = logging.getLogger(__name__)
 

@@ -2,23 +2,26 @@
 
 atheris is not a dependency (``pip install atheris``; wheels exist for CPython 3.11 on
 x86-64 Linux). Each target feeds libFuzzer's bytes to one entry point and fails on anything
-but a :class:`~indexer.parse.ParsedEquation` or a :class:`~indexer.records.Failure` with a
+but a :class:`~mathsearch.indexer.parse.ParsedEquation` or a
+:class:`~mathsearch.indexer.records.Failure` with a
 reason - an escaping exception is a crash, a call over ``-timeout`` seconds a hang::
 
-    python -m indexer.fuzz_atheris latex -atheris_runs=200000 -timeout=10 -rss_limit_mb=3072
-    python -m indexer.fuzz_atheris jats CORPUS_DIR -max_total_time=300
+    python -m mathsearch.indexer.fuzz_atheris latex -atheris_runs=200000 -timeout=10
+    -rss_limit_mb=3072
+    python -m mathsearch.indexer.fuzz_atheris jats CORPUS_DIR -max_total_time=300
 
 ========  ===============================================================================
 target    entry point
 ========  ===============================================================================
 latex     :meth:`Featuriser.parse_latex` on the bytes as UTF-8 (invalid bytes replaced)
 mathml    :meth:`Featuriser.parse_batch` of a record with the text as MathML
-tex       :func:`indexer.tex_source.extract_document`, then the featuriser
-jats      :func:`indexer.jats_source.jats_records` on the raw bytes, then the featuriser
-hepth     :func:`indexer.hepth.iter_hepth` on the lines, then the featuriser
+tex       :func:`mathsearch.indexer.tex_source.extract_document`, then the featuriser
+jats      :func:`mathsearch.indexer.jats_source.jats_records` on the raw bytes, then the featuriser
+hepth     :func:`mathsearch.indexer.hepth.iter_hepth` on the lines, then the featuriser
 ========  ===============================================================================
 
-Without a corpus folder the run starts from real equations (:class:`indexer.fuzz_inputs.Corpus`)
+Without a corpus folder the run starts from real equations
+(:class:`mathsearch.indexer.fuzz_inputs.Corpus`)
 written to a temporary folder.
 """
 
@@ -42,12 +45,12 @@ class FuzzFinding(Exception):  # noqa: N818 - what the fuzzer reports
 
 def make_target(name: str) -> Callable[[bytes], None]:
     """The one-input function of target ``name`` (see the module docstring)."""
-    from indexer.hepth import iter_hepth
-    from indexer.jats_source import jats_records
-    from indexer.parse import Featuriser, ParsedEquation
-    from indexer.records import EquationRecord, Failure
-    from indexer.settings import IndexerSettings
-    from indexer.tex_source import extract_document
+    from mathsearch.indexer.hepth import iter_hepth
+    from mathsearch.indexer.jats_source import jats_records
+    from mathsearch.indexer.parse import Featuriser, ParsedEquation
+    from mathsearch.indexer.records import EquationRecord, Failure
+    from mathsearch.indexer.settings import IndexerSettings
+    from mathsearch.indexer.tex_source import extract_document
 
     settings = IndexerSettings()
     featuriser = Featuriser(settings=settings)
@@ -79,7 +82,7 @@ def make_target(name: str) -> Callable[[bytes], None]:
 
 def seed_folder(name: str) -> Path:
     """A temporary folder of seed inputs for ``name`` made from real equations."""
-    from indexer.fuzz_inputs import Corpus, generate
+    from mathsearch.indexer.fuzz_inputs import Corpus, generate
 
     folder = Path(tempfile.mkdtemp(prefix=f"mathsearch-atheris-{name}-"))
     corpus = Corpus.load()
@@ -96,10 +99,12 @@ def seed_folder(name: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m indexer.fuzz_atheris TARGET [CORPUS_DIR] [libFuzzer flags]``."""
+    """``python -m mathsearch.indexer.fuzz_atheris TARGET [CORPUS_DIR] [libFuzzer flags]``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in TARGETS:
-        sys.stderr.write(f"usage: python -m indexer.fuzz_atheris {{{','.join(TARGETS)}}} ...\n")
+        sys.stderr.write(
+            f"usage: python -m mathsearch.indexer.fuzz_atheris {{{','.join(TARGETS)}}} ...\n"
+        )
         return 2
     try:
         import atheris

@@ -1,7 +1,8 @@
-"""Whole-document fuzz inputs of :mod:`indexer.fuzz_inputs`: ``.tex``, JATS, JSONL, hep-th.
+"""Whole-document fuzz inputs of :mod:`mathsearch.indexer.fuzz_inputs`: ``.tex``, JATS, JSONL,
+hep-th.
 
 Each ``*_input(rng, corpus)`` returns ``(kind, data, file suffix, field)``; see the table in
-:mod:`indexer.fuzz_inputs` for what each format's inputs hold.
+:mod:`mathsearch.indexer.fuzz_inputs` for what each format's inputs hold.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ import lzma
 import random
 from typing import Any
 
-from indexer import fuzz_mutators as mut
-from indexer.fuzz_inputs import (
+from mathsearch.indexer import fuzz_mutators as mut
+from mathsearch.indexer.fuzz_inputs import (
     BILLION_LAUGHS,
     MATHML_NS,
     Corpus,

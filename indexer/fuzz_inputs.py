@@ -7,7 +7,8 @@ bench reports can be made again. Formats and what their inputs hold:
 format     inputs
 =========  ==================================================================================
 ``latex``  one equation record as a worker receives it: real LaTeX (hep-th, ARQMath, NTCIR)
-           mutated (:mod:`indexer.fuzz_mutators`), 10^3-10^5-deep nesting, macro bombs, huge
+           mutated (:mod:`mathsearch.indexer.fuzz_mutators`), 10^3-10^5-deep nesting, macro bombs,
+           huge
            strings (MBs), random text; or real MathML, mutated or 10^4-deep
 ``tex``    a ``.tex`` document of real equations in mutated environments (missing ``\\end``,
            mismatched names, unbalanced braces, recursive ``\\newcommand``), byte-mutated,
@@ -41,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from indexer import fuzz_mutators as mut
+from mathsearch.indexer import fuzz_mutators as mut
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ class Corpus:
     def load(cls, data_dir: Path | None = None, limit: int = 4000) -> Corpus:
         """Equations of ``hepth2003/*.txt`` and the ARQMath/NTCIR topics under ``data_dir``
         (default ``../shared/data``), else the bundled hep-th sample."""
-        from indexer.hepth import bundled_sample_lines
+        from mathsearch.indexer.hepth import bundled_sample_lines
 
         root = data_dir or SHARED_DATA
         lines: list[str] = []
@@ -99,8 +100,8 @@ class Corpus:
 
 
 def _record_equations(lines: list[str], limit: int) -> list[str]:
-    from indexer.hepth import iter_hepth
-    from indexer.records import EquationRecord
+    from mathsearch.indexer.hepth import iter_hepth
+    from mathsearch.indexer.records import EquationRecord
 
     found = (r.latex for r in iter_hepth(lines) if isinstance(r, EquationRecord) and r.latex)
     return list(itertools.islice(found, limit))
@@ -117,9 +118,9 @@ def _topic_formulas(folder: Path) -> list[str]:
 
 
 def _to_mathml(equations: list[str]) -> list[str]:
-    from indexer.errors import IndexerError
-    from indexer.latex_to_mathml import latex_to_mathml
-    from indexer.mathml_tree import to_mathml
+    from mathsearch.indexer.errors import IndexerError
+    from mathsearch.indexer.latex_to_mathml import latex_to_mathml
+    from mathsearch.indexer.mathml_tree import to_mathml
 
     out = []
     for latex in equations:
@@ -136,7 +137,7 @@ def generate(
     """Input ``number`` of the run ``seed``: format ``formats[number % len(formats)]``."""
     fmt = formats[number % len(formats)]
     rng = random.Random(f"{seed}:{number}:{fmt}")
-    from indexer import fuzz_documents as docs
+    from mathsearch.indexer import fuzz_documents as docs
 
     makers = {"latex": _latex, "tex": docs.tex_input, "jats": docs.jats_input}
     maker = {**makers, "jsonl": docs.jsonl_input, "hepth": docs.hepth_input}[fmt]

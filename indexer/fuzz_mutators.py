@@ -1,4 +1,4 @@
-"""Mutations of real LaTeX and of whole source files, for :mod:`indexer.fuzz_inputs`.
+"""Mutations of real LaTeX and of whole source files, for :mod:`mathsearch.indexer.fuzz_inputs`.
 
 Every function takes a seeded :class:`random.Random` and returns a new value; nothing here is
 random without it, so an input is reproducible from ``(seed, number)``.

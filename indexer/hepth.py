@@ -5,7 +5,8 @@ with :mod:`lzma` transparently) hold one display environment per record, the rec
 with ``->2003/0301004.tex`` or ``->HEP/2002/0210103.tex`` at the end of its last line.
 
 :func:`iter_hepth` turns the records into :class:`EquationRecord` s: ``eqnarray`` (and other row
-environments) are split into one equation per row with :mod:`indexer.display_math`, ``array``
+environments) are split into one equation per row with :mod:`mathsearch.indexer.display_math`,
+``array``
 records (``hep_array``) are one equation each with the ``array`` kept so it converts as a
 matrix. Records that are pieces of macro definitions caught by the original regex (e.g.
 ``\\begin{equation}}`` + ``\\newcommand{\\eeq}{\\end{equation}``, or bodies with ``#1``) become
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from indexer.display_math import (
+from mathsearch.indexer.display_math import (
     ROW_ENVIRONMENTS,
     clean_latex,
     is_blank,
@@ -43,10 +44,10 @@ from indexer.display_math import (
     mask_comments,
     split_display,
 )
-from indexer.errors import LimitExceeded
-from indexer.latex_macros import DEFINER, Macro, MacroTable, expand_macros
-from indexer.records import EquationRecord, Failure, excerpt, make_eq_id
-from indexer.settings import IndexerSettings
+from mathsearch.indexer.errors import LimitExceeded
+from mathsearch.indexer.latex_macros import DEFINER, Macro, MacroTable, expand_macros
+from mathsearch.indexer.records import EquationRecord, Failure, excerpt, make_eq_id
+from mathsearch.indexer.settings import IndexerSettings
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ class HepthRecord:
 
 def bundled_sample_lines() -> list[str]:
     """Lines of ``indexer/resources/hepth2003-sample.txt``, the corpus the demo indexes."""
-    sample = resources.files("indexer").joinpath("resources/hepth2003-sample.txt")
+    sample = resources.files("mathsearch.indexer").joinpath("resources/hepth2003-sample.txt")
     return sample.read_text("utf-8").splitlines(keepends=True)
 
 

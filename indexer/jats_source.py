@@ -35,10 +35,10 @@ from pathlib import Path
 
 from lxml import etree
 
-from indexer.errors import ExtractionError, IndexerError, LimitExceeded
-from indexer.mathml_reader import safe_xml_parser
-from indexer.records import EquationRecord, Failure, excerpt, make_eq_id
-from indexer.settings import IndexerSettings
+from mathsearch.indexer.errors import ExtractionError, IndexerError, LimitExceeded
+from mathsearch.indexer.mathml_reader import safe_xml_parser
+from mathsearch.indexer.records import EquationRecord, Failure, excerpt, make_eq_id
+from mathsearch.indexer.settings import IndexerSettings
 
 logger = logging.getLogger(__name__)
 

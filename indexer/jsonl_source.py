@@ -9,7 +9,8 @@ Each line is one JSON object of one of two shapes, detected per line:
   document and ``content_id(latex or mathml)`` when it does not.
 * a **document**: has ``text`` (or ``body``) and ``doc_id`` (or ``id``), optionally
   ``section``; its LaTeX goes through :func:`equations_in_text` (the ``.tex`` path: display
-  math found by :mod:`indexer.display_math`, context windows of ``settings.context_chars``
+  math found by :mod:`mathsearch.indexer.display_math`, context windows of
+  ``settings.context_chars``
   characters each side, section titles from ``\\section``).
 
 A bad line (invalid UTF-8, bad JSON, not an object, longer than
@@ -18,7 +19,7 @@ A bad line (invalid UTF-8, bad JSON, not an object, longer than
 
 Example::
 
-    from indexer.jsonl_source import iter_jsonl, write_jsonl
+    from mathsearch.indexer.jsonl_source import iter_jsonl, write_jsonl
     write_jsonl(iter_jsonl("corpus.jsonl.gz"), "equations.jsonl")
 """
 
@@ -34,8 +35,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from indexer.errors import ExtractionError
-from indexer.records import (
+from mathsearch.indexer.errors import ExtractionError
+from mathsearch.indexer.records import (
     EquationRecord,
     Failure,
     content_id,
@@ -43,7 +44,7 @@ from indexer.records import (
     make_eq_id,
     storable_id,
 )
-from indexer.settings import IndexerSettings
+from mathsearch.indexer.settings import IndexerSettings
 
 logger = logging.getLogger(__name__)
 
@@ -265,13 +266,14 @@ def equations_in_text(
     """Records of the display equations in the LaTeX ``text`` of document ``doc_id``.
 
     The text goes through the same path as a ``.tex`` file
-    (:func:`indexer.tex_source.extract_document`: comments masked, user macros expanded,
-    display math found by :mod:`indexer.display_math`, rows split, section titles and context
+    (:func:`mathsearch.indexer.tex_source.extract_document`: comments masked, user macros expanded,
+    display math found by :mod:`mathsearch.indexer.display_math`, rows split, section titles and
+    context
     windows of ``settings.context_chars`` each side); ``section`` is used for equations outside
     any ``\\section``. Positions count the equations from 0. Also the OpenSearch "text" mode.
     An unexpected error inside the extractor becomes one failure record, never an exception.
     """
-    from indexer.tex_source import extract_document
+    from mathsearch.indexer.tex_source import extract_document
 
     settings = settings or IndexerSettings()
     if len(text.encode("utf-8", "surrogatepass")) > settings.max_document_bytes:

@@ -11,13 +11,15 @@ batches::
 
 Each input gives the ``<math>`` element (``<semantics>`` with the TeX annotation inside) or an
 error object with a stable ``reason`` (DESIGN.md rule 3, errors are data): a :class:`KatexError`
-(a :class:`~indexer.errors.ConversionError`) with ``unknown-macro``, ``unknown-environment``,
+(a :class:`~mathsearch.indexer.errors.ConversionError`) with ``unknown-macro``,
+``unknown-environment``,
 ``unbalanced-braces``, ``unbalanced-delimiters``, ``katex-parse-error``,
 ``katex-internal-error``, ``katex-timeout``, ``katex-crashed`` or ``bad-input``, or a
-:class:`~indexer.errors.LimitExceeded` with ``too-large``, ``too-deep`` or
+:class:`~mathsearch.indexer.errors.LimitExceeded` with ``too-large``, ``too-deep`` or
 ``too-many-expansions``. A node that hangs or dies is restarted and the batch goes on; only a
 node that cannot start at all raises :class:`KatexUnavailable`. The install lives in
-:mod:`indexer.katex_install`, the node process wrapper in :mod:`indexer.katex_process`;
+:mod:`mathsearch.indexer.katex_install`, the node process wrapper in
+:mod:`mathsearch.indexer.katex_process`;
 :func:`ensure_katex`, :class:`KatexUnavailable` and :data:`RESOURCE_FILES` are re-exported here.
 """
 
@@ -32,11 +34,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
 
-from indexer.closing import Closing
-from indexer.errors import ConversionError, LimitExceeded
-from indexer.katex_install import RESOURCE_FILES, KatexUnavailable, ensure_katex
-from indexer.katex_process import NodeProcess as _Node
-from indexer.settings import IndexerSettings
+from mathsearch.indexer.closing import Closing
+from mathsearch.indexer.errors import ConversionError, LimitExceeded
+from mathsearch.indexer.katex_install import RESOURCE_FILES, KatexUnavailable, ensure_katex
+from mathsearch.indexer.katex_process import NodeProcess as _Node
+from mathsearch.indexer.settings import IndexerSettings
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Installation of the pinned npm ``katex`` for :mod:`indexer.katex_backend`.
+"""Installation of the pinned npm ``katex`` for :mod:`mathsearch.indexer.katex_backend`.
 
 :func:`ensure_katex` copies ``indexer/resources/katex`` (:data:`RESOURCE_FILES`) into a staging
 directory, runs ``npm ci`` there (the ``npm`` beside the configured node, else the first on
@@ -21,9 +21,9 @@ from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
-from indexer.errors import IndexerError
-from indexer.settings import IndexerSettings
-from opensearch.settings import cache_dir_from_env
+from mathsearch.indexer.errors import IndexerError
+from mathsearch.indexer.settings import IndexerSettings
+from mathsearch.opensearch.settings import cache_dir_from_env
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def _tail(text: str, lines: int = 20) -> str:
 
 
 def _resource_bytes() -> dict[str, bytes]:
-    folder = resources.files("indexer").joinpath("resources/katex")
+    folder = resources.files("mathsearch.indexer").joinpath("resources/katex")
     return {name: folder.joinpath(name).read_bytes() for name in RESOURCE_FILES}
 
 

@@ -1,10 +1,11 @@
-"""One long-running node process for :mod:`indexer.katex_backend`, fed and read by threads.
+"""One long-running node process for :mod:`mathsearch.indexer.katex_backend`, fed and read by
+threads.
 
 :class:`NodeProcess` starts ``node convert.js`` in the katex install directory, waits for its
 header line (``{"katex": "<version>"}``), queues every stdout line (``None`` at EOF) in
 ``answers`` and keeps the last stderr lines for error messages; writes happen on a thread so a
 node that stops reading cannot block the caller. A node that does not start raises
-:class:`~indexer.katex_install.KatexUnavailable`.
+:class:`~mathsearch.indexer.katex_install.KatexUnavailable`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections import deque
 from pathlib import Path
 from typing import IO
 
-from indexer.katex_install import KatexUnavailable, _tail
+from mathsearch.indexer.katex_install import KatexUnavailable, _tail
 
 logger = logging.getLogger(__name__)
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from indexer import latex_symbols as sym
-from indexer.errors import ConversionError
-from indexer.latex_parser import Parser, _mo, _row
-from indexer.mathml_tree import MathNode
+from mathsearch.indexer import latex_symbols as sym
+from mathsearch.indexer.errors import ConversionError
+from mathsearch.indexer.latex_parser import Parser, _mo, _row
+from mathsearch.indexer.mathml_tree import MathNode
 
 Handler = Callable[[Parser, str], "MathNode | None"]
 HANDLERS: dict[str, Handler] = {}
@@ -322,4 +322,4 @@ def _raisebox(p: Parser, name: str) -> MathNode | None:
 
 
 # Arrays, matrices and environments register themselves into HANDLERS.
-from indexer import latex_tables  # noqa: E402, F401
+from mathsearch.indexer import latex_tables  # noqa: E402, F401

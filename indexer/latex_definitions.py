@@ -1,4 +1,5 @@
-"""User macro definitions of a LaTeX document: find and parse them (:mod:`indexer.latex_macros`
+"""User macro definitions of a LaTeX document: find and parse them
+(:mod:`mathsearch.indexer.latex_macros`
 expands them).
 
 Definitions: ``\\newcommand``/``\\renewcommand``/``\\providecommand`` (name with or without

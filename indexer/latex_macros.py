@@ -1,6 +1,6 @@
 """User macros of a LaTeX document: find the definitions, expand them the way TeX does.
 
-Definitions (found and parsed by :mod:`indexer.latex_definitions`, re-exported here):
+Definitions (found and parsed by :mod:`mathsearch.indexer.latex_definitions`, re-exported here):
 ``\\newcommand``/``\\renewcommand``/``\\providecommand`` (name with or without braces, ``[n]``
 parameters, ``[default]`` for an optional first one), ``\\def`` and friends with undelimited or
 delimited parameters (``\\def\\pair(#1,#2){..}``), ``\\DeclareMathOperator(*)`` (as
@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import re
 
-from indexer.errors import LimitExceeded
-from indexer.latex_definitions import (
+from mathsearch.indexer.errors import LimitExceeded
+from mathsearch.indexer.latex_definitions import (
     _INCOMPLETE,
     DEFINER,
     Definition,
@@ -41,7 +41,7 @@ from indexer.latex_definitions import (
     parse_definition,
     skip_space,
 )
-from indexer.settings import IndexerSettings
+from mathsearch.indexer.settings import IndexerSettings
 
 __all__ = [
     "DEFINER",

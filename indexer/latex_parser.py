@@ -1,4 +1,4 @@
-r"""The recursive-descent parser behind :func:`indexer.latex_to_mathml.latex_to_mathml`.
+r"""The recursive-descent parser behind :func:`mathsearch.indexer.latex_to_mathml.latex_to_mathml`.
 
 It reads a token list (control sequences, numbers, characters, ``" "`` for whitespace) and
 builds :class:`MathNode` lists. Nesting is bounded by ``max_depth`` (``LimitExceeded``), so
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from indexer import latex_symbols as sym
-from indexer.errors import ConversionError, LimitExceeded
-from indexer.mathml_tree import MathNode
+from mathsearch.indexer import latex_symbols as sym
+from mathsearch.indexer.errors import ConversionError, LimitExceeded
+from mathsearch.indexer.mathml_tree import MathNode
 
 _APPLY = "\u2061"
 _END_OF_ROW = frozenset({"&", "\\\\", "\\cr", "\\end", "}"})
@@ -407,4 +407,4 @@ class Parser:
 
 
 # The handlers of commands with arguments live in latex_commands (imported last: it needs Parser).
-from indexer.latex_commands import HANDLERS  # noqa: E402
+from mathsearch.indexer.latex_commands import HANDLERS  # noqa: E402

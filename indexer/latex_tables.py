@@ -1,17 +1,17 @@
 r"""Handlers of tables: ``\begin{..}`` environments, plain-TeX ``\matrix{..}``, ``\substack``.
 
 Rows end at ``\\`` or ``\cr``, cells at ``&``; the array-like environments of
-:data:`indexer.latex_symbols.MATRIX_ENVIRONMENTS` become ``mtable`` (with fences for
+:data:`mathsearch.indexer.latex_symbols.MATRIX_ENVIRONMENTS` become ``mtable`` (with fences for
 ``pmatrix`` and friends); any other environment is a ``ConversionError`` (``unknown-environment``).
 """
 
 from __future__ import annotations
 
-from indexer import latex_symbols as sym
-from indexer.errors import ConversionError
-from indexer.latex_commands import HANDLERS, _register
-from indexer.latex_parser import Parser, _mo, _row
-from indexer.mathml_tree import MathNode
+from mathsearch.indexer import latex_symbols as sym
+from mathsearch.indexer.errors import ConversionError
+from mathsearch.indexer.latex_commands import HANDLERS, _register
+from mathsearch.indexer.latex_parser import Parser, _mo, _row
+from mathsearch.indexer.mathml_tree import MathNode
 
 
 @_register("substack")

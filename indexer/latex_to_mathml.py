@@ -1,22 +1,23 @@
 r"""Pure-Python LaTeX -> Presentation MathML, the default converter.
 
 A recursive-descent parser over a regex tokenizer that builds :class:`MathNode` trees directly
-(no XML text in between), following KaTeX's MathML conventions (see :mod:`indexer.latex_symbols`)
+(no XML text in between), following KaTeX's MathML conventions (see
+:mod:`mathsearch.indexer.latex_symbols`)
 so the graphs look like those of the KDD 2020 seed (section 3.1), which compiled arXiv LaTeX with
 KaTeX. It covers the display math of real arXiv papers: fractions (``\frac``, ``\over``,
 ``\atop``, ``\choose``), roots, scripts and limits, ``\left..\right`` and ``\big`` delimiters,
 accents, fonts (``\mathrm{..}`` and ``{\rm ..}``), text, spacing, arrays, matrices and the amsmath
 alignment environments, plain-TeX ``\matrix{..\cr..}``.
 
-Errors are typed: :class:`~indexer.errors.ConversionError` with a reason code
+Errors are typed: :class:`~mathsearch.indexer.errors.ConversionError` with a reason code
 (``unbalanced-braces``, ``missing-argument``, ``unknown-environment``,
 ``mismatched-environment``, ``macro-parameter``, ``invalid-utf8``, ``unknown-macro`` in strict
-mode) and :class:`~indexer.errors.LimitExceeded` (``too-large``, ``too-deep``,
+mode) and :class:`~mathsearch.indexer.errors.LimitExceeded` (``too-large``, ``too-deep``,
 ``too-many-nodes``). Unknown control sequences (user macros whose definitions were not in the
 source) are kept as upright identifiers ``<mi mathvariant="normal">\name</mi>`` and listed in
 :attr:`Conversion.unknown_macros`; ``strict=True`` turns them into errors as KaTeX does.
 
->>> from indexer.mathml_tree import to_mathml
+>>> from mathsearch.indexer.mathml_tree import to_mathml
 >>> to_mathml(latex_to_mathml(r"\frac{a}{b}").tree, display=False)
 '<math xmlns="http://www.w3.org/1998/Math/MathML"><mrow><mfrac><mi>a</mi><mi>b</mi></mfrac></mrow></math>'
 """
@@ -27,10 +28,10 @@ import logging
 import re
 from dataclasses import dataclass, field
 
-from indexer.errors import ConversionError, LimitExceeded
-from indexer.latex_parser import Parser
-from indexer.mathml_tree import MathNode
-from indexer.settings import IndexerSettings
+from mathsearch.indexer.errors import ConversionError, LimitExceeded
+from mathsearch.indexer.latex_parser import Parser
+from mathsearch.indexer.mathml_tree import MathNode
+from mathsearch.indexer.settings import IndexerSettings
 
 logger = logging.getLogger(__name__)
 

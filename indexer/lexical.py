@@ -50,8 +50,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from indexer.mathml_graph import EquationGraph
-from indexer.mathml_tree import MathNode
+from mathsearch.indexer.mathml_graph import EquationGraph
+from mathsearch.indexer.mathml_tree import MathNode
 
 logger = logging.getLogger(__name__)
 

@@ -6,13 +6,15 @@ Nodes, in pre-order (a node's index is larger than its parent's):
 - the text of an element becomes TEXT-LEAF nodes, one per character, children of that element
   and placed before its element children: ``<mi>sin</mi>`` is 1 element node + 3 leaves at
   positions 0, 1, 2; ``<mn>12</mn>`` is 1 + 2. Text goes through
-  :func:`~indexer.vocabulary.leaf_text` (XML whitespace trimmed, NFC; whitespace-only text has no
+  :func:`~mathsearch.indexer.vocabulary.leaf_text` (XML whitespace trimmed, NFC; whitespace-only
+  text has no
   leaves).
 
 Features (:meth:`EquationGraph.features`, 256-d one-hot with the default vocabulary sizes):
 32 tag slots + 32 attribute slots + 192 character slots. Every node has a tag (leaves have the
 pseudo-tag ``#text``); an element carries at most one attribute symbol (the best-ranked one, see
-:mod:`indexer.vocabulary`) and no character; a leaf carries one character and no attribute.
+:mod:`mathsearch.indexer.vocabulary`) and no character; a leaf carries one character and no
+attribute.
 "None" is id -1 in :attr:`attr_ids` / :attr:`char_ids` and an all-zero segment in the features
 (the masking heads use 32+1 and 192+1 classes). Unknown symbols take the last slot of a segment.
 
@@ -39,10 +41,10 @@ from typing import Any
 
 import numpy as np
 
-from indexer.errors import LimitExceeded, MathMLError
-from indexer.mathml_tree import MathNode
-from indexer.settings import IndexerSettings
-from indexer.vocabulary import DEFAULT_SIZES, TEXT_TAG, Vocabulary
+from mathsearch.indexer.errors import LimitExceeded, MathMLError
+from mathsearch.indexer.mathml_tree import MathNode
+from mathsearch.indexer.settings import IndexerSettings
+from mathsearch.indexer.vocabulary import DEFAULT_SIZES, TEXT_TAG, Vocabulary
 
 logger = logging.getLogger(__name__)
 
@@ -171,7 +173,8 @@ def build_graph(
 ) -> EquationGraph:
     """The graph of ``tree`` under ``vocab`` (see the module docstring).
 
-    Raises :class:`~indexer.errors.LimitExceeded` (``too-many-nodes``) when the graph would have
+    Raises :class:`~mathsearch.indexer.errors.LimitExceeded` (``too-many-nodes``) when the graph
+    would have
     more than ``settings.max_nodes`` nodes (``settings`` default to ``IndexerSettings()``).
     """
     max_nodes = (settings or _DEFAULT_SETTINGS).max_nodes

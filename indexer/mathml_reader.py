@@ -1,4 +1,4 @@
-"""MathML text -> :class:`~indexer.mathml_tree.MathNode` tree, parsed safely.
+"""MathML text -> :class:`~mathsearch.indexer.mathml_tree.MathNode` tree, parsed safely.
 
 ``parse_mathml`` reads what digital libraries and KaTeX actually emit and returns one tree rooted at
 a ``math`` node, the structure every featurisation (graph, BoW, math tokens, symbols) works on:
@@ -20,7 +20,7 @@ vocabulary decides which ones become features). Text: the direct text of an elem
 plus the tails of its children, for mixed content) has XML whitespace trimmed and runs collapsed
 to one space, whitespace-only text is dropped, and the rest is NFC-normalised.
 
-Safety (untrusted input; every failure is a typed :class:`~indexer.errors.IndexerError`):
+Safety (untrusted input; every failure is a typed :class:`~mathsearch.indexer.errors.IndexerError`):
 
 =============================================  =====================  ================
 check                                          exception              reason
@@ -49,9 +49,9 @@ import unicodedata
 
 from lxml import etree
 
-from indexer.errors import LimitExceeded, MathMLError
-from indexer.mathml_tree import MathNode
-from indexer.settings import IndexerSettings
+from mathsearch.indexer.errors import LimitExceeded, MathMLError
+from mathsearch.indexer.mathml_tree import MathNode
+from mathsearch.indexer.settings import IndexerSettings
 
 logger = logging.getLogger(__name__)
 
@@ -225,8 +225,9 @@ def parse_mathml(text: str | bytes, settings: IndexerSettings | None = None) -> 
     [MathNode('msup', 2 children)]
 
     ``settings`` default to ``IndexerSettings()`` (pass ``IndexerSettings.from_env()`` to honour
-    the ``MATHSEARCH_*`` variables). Raises :class:`~indexer.errors.LimitExceeded`
-    (``too-large``, ``too-deep``, ``too-many-nodes``) or :class:`~indexer.errors.MathMLError`
+    the ``MATHSEARCH_*`` variables). Raises :class:`~mathsearch.indexer.errors.LimitExceeded`
+    (``too-large``, ``too-deep``, ``too-many-nodes``) or
+    :class:`~mathsearch.indexer.errors.MathMLError`
     (``invalid-mathml``, ``forbidden-dtd``); see the module docstring.
     """
     settings = settings or _DEFAULT_SETTINGS

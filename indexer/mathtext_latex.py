@@ -1,4 +1,5 @@
-"""Display-math LaTeX rewritten into lines matplotlib mathtext can draw (for :mod:`indexer.bitmap`).
+"""Display-math LaTeX rewritten into lines matplotlib mathtext can draw (for
+:mod:`mathsearch.indexer.bitmap`).
 
 mathtext is its own TeX subset and no TeX is installed, so :func:`to_mathtext` rewrites what it
 lacks: ``\\over``/``\\choose``/``\\atop``, ``\\mbox``/``\\hbox``/``\\textrm``,
@@ -7,14 +8,14 @@ lacks: ``\\over``/``\\choose``/``\\atop``, ``\\mbox``/``\\hbox``/``\\textrm``,
 ...; arrays and matrices become ``\\substack`` rows with cells apart by ``\\quad`` (no column
 alignment); top-level rows (``\\\\``, ``split``, ``eqnarray``) become one line each. An
 environment without its ``\\end`` raises :class:`RenderError` (reason ``syntax``), the error of
-the render stage (re-exported by :mod:`indexer.bitmap`).
+the render stage (re-exported by :mod:`mathsearch.indexer.bitmap`).
 """
 
 from __future__ import annotations
 
 import re
 
-from indexer.errors import IndexerError
+from mathsearch.indexer.errors import IndexerError
 
 
 class RenderError(IndexerError):

@@ -11,17 +11,17 @@ Two modes:
 
 * ``"latex"``: ``field`` holds one equation's LaTeX, or a list of them;
 * ``"text"``: ``field`` holds full text whose display math is found by
-  :mod:`indexer.display_math` (with context windows).
+  :mod:`mathsearch.indexer.display_math` (with context windows).
 
 ``doc_id`` is the hit's ``_id`` (or the value of ``id_field``), ``eq_id`` is
 ``make_eq_id(doc_id, position)``. A document without the field becomes a :class:`Failure`
 with reason ``missing-field``; a cluster that cannot be reached raises
-:class:`~opensearch.errors.ClusterUnavailableError`, any other refusal of the cluster
-(missing index, bad query) :class:`~opensearch.errors.MathsearchOpenSearchError`.
+:class:`~mathsearch.opensearch.errors.ClusterUnavailableError`, any other refusal of the cluster
+(missing index, bad query) :class:`~mathsearch.opensearch.errors.MathsearchOpenSearchError`.
 
 Example::
 
-    from opensearch import connect
+    from mathsearch.opensearch import connect
     for item in iter_opensearch_index(connect(), "papers", "abstract", mode="text"):
         ...
 """
@@ -36,10 +36,10 @@ from opensearchpy import OpenSearch
 from opensearchpy.exceptions import ConnectionError as OSConnectionError
 from opensearchpy.exceptions import TransportError
 
-from indexer.records import EquationRecord, Failure, excerpt, make_eq_id
-from indexer.settings import IndexerSettings
-from opensearch.client import transport_reason
-from opensearch.errors import ClusterUnavailableError, MathsearchOpenSearchError
+from mathsearch.indexer.records import EquationRecord, Failure, excerpt, make_eq_id
+from mathsearch.indexer.settings import IndexerSettings
+from mathsearch.opensearch.client import transport_reason
+from mathsearch.opensearch.errors import ClusterUnavailableError, MathsearchOpenSearchError
 
 logger = logging.getLogger(__name__)
 
@@ -286,7 +286,7 @@ def _hit_records(
         if value is None:
             yield failure("*", "invalid-field", f"{field!r} is not text")
             return
-        from indexer.jsonl_source import equations_in_text
+        from mathsearch.indexer.jsonl_source import equations_in_text
 
         yield from equations_in_text(
             value, doc_id, source=where, section=section, settings=settings

@@ -8,7 +8,7 @@ This is the one featurisation (DESIGN.md rule 2) that training (encoders/), inde
         ...
 
 A record with ``mathml`` is read as MathML; otherwise its ``latex`` is converted. Every failure
-becomes a :class:`~indexer.records.Failure` with its stage (``convert``, ``graph``,
+becomes a :class:`~mathsearch.indexer.records.Failure` with its stage (``convert``, ``graph``,
 ``tokens``, ``prefix``) and reason; nothing raises out of :meth:`Featuriser.parse_batch`.
 """
 
@@ -22,21 +22,21 @@ from typing import Any
 
 import numpy as np
 
-from indexer.closing import Closing
-from indexer.converters import (
+from mathsearch.indexer.closing import Closing
+from mathsearch.indexer.converters import (
     Converted,
     KatexBatchConverter,
     PythonConverter,
     make_converter,
 )
-from indexer.errors import IndexerError
-from indexer.lexical import bow_vector, math_tokens, symbols
-from indexer.mathml_graph import EquationGraph, build_graph
-from indexer.mathml_reader import parse_mathml
-from indexer.mathml_tree import MathNode, to_mathml
-from indexer.records import EquationRecord, Failure, excerpt
-from indexer.settings import IndexerSettings
-from indexer.vocabulary import Vocabulary, default_vocabulary
+from mathsearch.indexer.errors import IndexerError
+from mathsearch.indexer.lexical import bow_vector, math_tokens, symbols
+from mathsearch.indexer.mathml_graph import EquationGraph, build_graph
+from mathsearch.indexer.mathml_reader import parse_mathml
+from mathsearch.indexer.mathml_tree import MathNode, to_mathml
+from mathsearch.indexer.records import EquationRecord, Failure, excerpt
+from mathsearch.indexer.settings import IndexerSettings
+from mathsearch.indexer.vocabulary import Vocabulary, default_vocabulary
 
 logger = logging.getLogger(__name__)
 
@@ -220,7 +220,7 @@ class Featuriser(Closing):
 
     def _canonical(self, parsed: ParsedEquation, latex: str) -> None:
         """``canon_tokens``, optional: a formula no normal form reads keeps its reason."""
-        from indexer.canonical_form import CanonicalFormError, canonical_tokens
+        from mathsearch.indexer.canonical_form import CanonicalFormError, canonical_tokens
 
         start = time.perf_counter()
         try:
@@ -234,7 +234,7 @@ class Featuriser(Closing):
 
     def _prefix(self, parsed: ParsedEquation, latex: str) -> None:
         """SymPy prefix tokens, optional: an expression SymPy cannot read keeps its reason."""
-        from indexer.prefix import PrefixError, latex_to_prefix
+        from mathsearch.indexer.prefix import PrefixError, latex_to_prefix
 
         start = time.perf_counter()
         try:

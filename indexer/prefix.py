@@ -17,7 +17,8 @@ What LaTeX adds beyond E-Gen uses extra tokens: relations ``= != < <= > >=``, ``
 ceiling conjugate sign re im gamma``, ``binomial min max``, ``fnN name a1 .. aN`` for an
 undefined function, ``var:NAME`` for a symbol whose name is an operator or number token.
 
-Parsing (:mod:`indexer.sympy_latex`): ``sympy.parsing.latex`` with the Lark backend (antlr4 is
+Parsing (:mod:`mathsearch.indexer.sympy_latex`): ``sympy.parsing.latex`` with the Lark backend
+(antlr4 is
 not installed), its grammar extended by the Greek letters it lacks (``\\pi`` -> constant ``pi``),
 run under ``evaluate(False)`` so that ``9^{9^9}`` is never computed; the tree is then re-evaluated
 bottom-up (canonical order, ``x+x`` -> ``2*x``, ``e^{y}`` -> ``exp y``) except numeric
@@ -26,7 +27,8 @@ names (``c(r-L)`` is a product, ``f(x)`` a call), then the shallowest tree. An u
 fails fast, before the Earley parser.
 Coverage (first 2,000 hep-th 2003 equations): 2.8 %; ARQMath task-2 topics 2020/21/22: 28/44/35 %.
 
-Time limit (:mod:`indexer.time_limit`): SIGALRM in the main thread (repeated every 0.1 s, since
+Time limit (:mod:`mathsearch.indexer.time_limit`): SIGALRM in the main thread (repeated every 0.1 s,
+since
 Python drops an exception raised inside a garbage-collector callback), else a forked child killed
 at the deadline. A signal cannot cut one long C call short; the numeric guards above keep SymPy
 out of those.
@@ -44,10 +46,10 @@ import sympy
 from sympy.core.function import AppliedUndef
 from sympy.utilities.exceptions import SymPyDeprecationWarning
 
-from indexer.errors import IndexerError
-from indexer.settings import IndexerSettings
-from indexer.sympy_latex import known_commands, parse_latex
-from indexer.time_limit import run_with_time_limit
+from mathsearch.indexer.errors import IndexerError
+from mathsearch.indexer.settings import IndexerSettings
+from mathsearch.indexer.sympy_latex import known_commands, parse_latex
+from mathsearch.indexer.time_limit import run_with_time_limit
 
 
 class PrefixError(IndexerError):
@@ -395,7 +397,8 @@ def _timeout(timeout: float | None) -> float:
 
 
 def _call_with_timeout(func: Callable[..., Any], args: tuple[Any, ...], timeout: float) -> Any:
-    """``func(*args)`` under :func:`~indexer.time_limit.run_with_time_limit` (PrefixError)."""
+    """``func(*args)`` under :func:`~mathsearch.indexer.time_limit.run_with_time_limit`
+    (PrefixError)."""
     return run_with_time_limit(
         func, timeout, args, error=PrefixError, what="SymPy", failure_reason="sympy-unparsable"
     )

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from indexer.records import Failure
+from mathsearch.indexer.records import Failure
 
 logger = logging.getLogger(__name__)
 

@@ -46,8 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from indexer.errors import ExtractionError, IndexerError
-from indexer.records import make_eq_id
+from mathsearch.indexer.errors import ExtractionError, IndexerError
+from mathsearch.indexer.records import make_eq_id
 
 logger = logging.getLogger(__name__)
 

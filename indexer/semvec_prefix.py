@@ -1,7 +1,8 @@
-"""SemVec expressions as prefix (Polish) tokens in the E-Gen convention of :mod:`indexer.prefix`.
+"""SemVec expressions as prefix (Polish) tokens in the E-Gen convention of
+:mod:`mathsearch.indexer.prefix`.
 
 The seq2seq (ExpEmb) encoder reads prefix token sequences (expemb seed, section 3, "Data
-Formatting"). A SemVec member (:mod:`indexer.semvec`) carries its parse ``Tree``: nested
+Formatting"). A SemVec member (:mod:`mathsearch.indexer.semvec`) carries its parse ``Tree``: nested
 ``{"Name", "Symbol", "Children": {"child" | "left", "right"}}`` under a ``Start`` root. Its
 prefix form writes each operator node before its children (``left`` then ``right``):
 
@@ -20,7 +21,7 @@ tree name     token        note
 ``a`` .. ``j`` themselves  variables; integers stay one decimal token
 ============  ===========  =====================================================
 
-Any other name raises :class:`~indexer.semvec.SemvecTokenError` (never guessed).
+Any other name raises :class:`~mathsearch.indexer.semvec.SemvecTokenError` (never guessed).
 
 Example::
 
@@ -28,7 +29,8 @@ Example::
         "left": {"Name": "a"}, "right": {"Name": "Not", "Children": {"child": {"Name": "b"}}}}}}})
     # ['and', 'a', 'not', 'b']
 
-:func:`token_arity` and :func:`is_complete_prefix` know both the :mod:`indexer.prefix` tokens and
+:func:`token_arity` and :func:`is_complete_prefix` know both the :mod:`mathsearch.indexer.prefix`
+tokens and
 the boolean ones, so beam search can tell a finished expression tree from a broken one.
 """
 
@@ -42,9 +44,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from indexer.errors import ExtractionError
-from indexer.prefix import PrefixError, parse_prefix_line
-from indexer.semvec import SemvecTokenError, read_semvec_raw, set_name
+from mathsearch.indexer.errors import ExtractionError
+from mathsearch.indexer.prefix import PrefixError, parse_prefix_line
+from mathsearch.indexer.semvec import SemvecTokenError, read_semvec_raw, set_name
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +73,7 @@ TREE_TOKENS: dict[str, str] = {
     "Implies": "implies",
     "Not": "not",
 }
-#: Boolean tokens (not in :mod:`indexer.prefix`) and their arity.
+#: Boolean tokens (not in :mod:`mathsearch.indexer.prefix`) and their arity.
 BOOLEAN_TOKENS: dict[str, int] = {"and": 2, "or": 2, "xor": 2, "implies": 2, "not": 1}
 _LEAF = re.compile(r"^(?:[A-Za-z]|-?\d+)$")
 _ORDER = ("child", "left", "right")
@@ -116,7 +118,8 @@ def tree_to_prefix(tree: Mapping[str, Any]) -> list[str]:
 def token_arity(token: str) -> int:
     """Operands a prefix token takes: 0 for leaves, 1 for ``sin``/``not``, 2 for ``+`` ...
 
-    The :mod:`indexer.prefix` tokens are asked of :func:`~indexer.prefix.parse_prefix_line`
+    The :mod:`mathsearch.indexer.prefix` tokens are asked of
+    :func:`~mathsearch.indexer.prefix.parse_prefix_line`
     (the arity that E-Gen lines are checked with); ``fnN`` takes ``N + 1``.
     """
     if token in BOOLEAN_TOKENS:
@@ -161,7 +164,7 @@ class SemvecPrefixClass:
 
 def read_semvec_prefix(path: str | Path) -> list[SemvecPrefixClass]:
     """The classes of one SemVec set file, members as prefix tokens (ids as
-    :func:`indexer.semvec.read_semvec`: ``<set>-c<index>``).
+    :func:`mathsearch.indexer.semvec.read_semvec`: ``<set>-c<index>``).
 
     Raises:
         ExtractionError: the file is unreadable or not in the SemVec format.

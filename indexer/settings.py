@@ -13,7 +13,8 @@ MATHSEARCH_MAX_DOCUMENT_BYTES       largest source document read (tex, JATS)    
 MATHSEARCH_MAX_MACRO_EXPANSIONS     macro expansions per equation (loops stop)     2000
 MATHSEARCH_CONTEXT_CHARS            characters of text kept each side of an eq.    400
 MATHSEARCH_SYMPY_TIMEOUT            seconds for one SymPy parse                    2.0
-MATHSEARCH_CANONICAL_FORM           ``canon_tokens`` (:mod:`indexer.canonical_form`)  fast
+MATHSEARCH_CANONICAL_FORM           ``canon_tokens`` (see                          fast
+                                    :mod:`mathsearch.indexer.canonical_form`)
                                     ``fast``: logic and polynomial readers only
                                     (~1 µs on a formula they do not take);
                                     ``sympy``: then SymPy's LaTeX parser too (up to
@@ -29,8 +30,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from indexer.errors import IndexerError
-from opensearch.settings import cache_dir_from_env
+from mathsearch.indexer.errors import IndexerError
+from mathsearch.opensearch.settings import cache_dir_from_env
 
 
 class SettingsError(IndexerError):

@@ -1,4 +1,4 @@
-"""SymPy's Lark LaTeX parser, extended for :mod:`indexer.prefix` (LaTeX -> SymPy).
+"""SymPy's Lark LaTeX parser, extended for :mod:`mathsearch.indexer.prefix` (LaTeX -> SymPy).
 
 ``sympy.parsing.latex`` with the Lark backend (antlr4 is not installed), its grammar extended by
 the Greek letters it lacks (``\\pi`` -> the symbol ``pi``), built once per process (~1.5 s).

@@ -10,9 +10,10 @@ are excluded and inputs and outputs have at most five operators (section 4, "Dat
   hyperbolic ``sinh .. atanh``, ``ln exp``), leaves ``x`` or a small non-zero integer;
 * :data:`OPERATIONS`: ``simplify expand factor cancel trigsimp expand_log logcombine`` and
   ``rewrite`` of trigonometric (hyperbolic) expressions in terms of other trigonometric
-  (hyperbolic) functions - each run under :func:`~indexer.time_limit.run_with_time_limit`;
+  (hyperbolic) functions - each run under
+  :func:`~mathsearch.indexer.time_limit.run_with_time_limit`;
 * :func:`equivalent_forms` / :func:`generate_pairs`: the pairs as prefix tokens
-  (:func:`indexer.prefix.expr_to_prefix`, the E-Gen convention).
+  (:func:`mathsearch.indexer.prefix.expr_to_prefix`, the E-Gen convention).
 
 Example::
 
@@ -31,9 +32,9 @@ from typing import Any
 
 import sympy
 
-from indexer.prefix import PrefixError, expr_to_prefix
-from indexer.semvec_prefix import token_arity
-from indexer.time_limit import run_with_time_limit
+from mathsearch.indexer.prefix import PrefixError, expr_to_prefix
+from mathsearch.indexer.semvec_prefix import token_arity
+from mathsearch.indexer.time_limit import run_with_time_limit
 
 logger = logging.getLogger(__name__)
 

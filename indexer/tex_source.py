@@ -1,7 +1,8 @@
 """Equations of LaTeX sources: a ``.tex`` file, a folder of them, or an arXiv source archive.
 
 :func:`iter_tex` yields one :class:`EquationRecord` per display equation (rows of ``align``-like
-environments count separately, see :mod:`indexer.display_math`) and a :class:`Failure` with
+environments count separately, see :mod:`mathsearch.indexer.display_math`) and a :class:`Failure`
+with
 ``stage="extract"`` for whatever cannot be read; it never raises for a bad input.
 
 - A file: ``doc_id`` is its stem (``0301001.tex`` -> ``0301001``); ``\\input``/``\\include`` are
@@ -17,7 +18,8 @@ environments count separately, see :mod:`indexer.display_math`) and a :class:`Fa
   without one the ``.tex`` files are concatenated in name order.
 
 Per document: comments and ``\\iffalse .. \\fi`` blocks are masked, user macros collected
-(:mod:`indexer.latex_macros`) and their definitions removed, environment shorthands such as
+(:mod:`mathsearch.indexer.latex_macros`) and their definitions removed, environment shorthands such
+as
 ``\\be .. \\ee`` expanded, display math found from ``\\begin{document}`` on, every body
 macro-expanded before its rows are split. ``section`` is the innermost enclosing
 ``\\part``/``\\chapter``/``\\(sub)(sub)section`` title, ``context`` ``settings.context_chars``
@@ -39,15 +41,15 @@ import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from indexer.display_math import (
+from mathsearch.indexer.display_math import (
     RawDisplay,
     iter_displays,
     mask_comments,
     mask_iffalse,
     split_display,
 )
-from indexer.errors import LimitExceeded
-from indexer.latex_macros import (
+from mathsearch.indexer.errors import LimitExceeded
+from mathsearch.indexer.latex_macros import (
     blank_definitions,
     collect_macros,
     environment_shorthands,
@@ -56,8 +58,8 @@ from indexer.latex_macros import (
     find_definitions,
     group_end,
 )
-from indexer.records import EquationRecord, Failure, excerpt, make_eq_id
-from indexer.settings import IndexerSettings
+from mathsearch.indexer.records import EquationRecord, Failure, excerpt, make_eq_id
+from mathsearch.indexer.settings import IndexerSettings
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from indexer.errors import IndexerError, LimitExceeded
+from mathsearch.indexer.errors import IndexerError, LimitExceeded
 
 logger = logging.getLogger(__name__)
 

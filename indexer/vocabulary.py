@@ -38,8 +38,8 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
 
-from indexer.errors import VocabularyError
-from indexer.mathml_tree import MathNode
+from mathsearch.indexer.errors import VocabularyError
+from mathsearch.indexer.mathml_tree import MathNode
 
 logger = logging.getLogger(__name__)
 
@@ -324,6 +324,7 @@ def default_vocabulary() -> Vocabulary:
     if not DEFAULT_VOCABULARY_PATH.exists():
         raise VocabularyError(
             f"the default vocabulary {DEFAULT_VOCABULARY_PATH} is missing: fit one with "
-            "indexer.vocabulary.fit_default(trees) over the hep-th corpus and save() it there"
+            "mathsearch.indexer.vocabulary.fit_default(trees) over the hep-th corpus and save() "
+            "it there"
         )
     return Vocabulary.load(DEFAULT_VOCABULARY_PATH)

@@ -1,9 +1,12 @@
 """Admission of ``mathsearch serve`` requests before routing: API key, body size, rate, slot.
 
-:func:`refusal` checks, in this order, the API key (401; :mod:`opensearch.api_keys`), a POST's
+:func:`refusal` checks, in this order, the API key (401; :mod:`mathsearch.opensearch.api_keys`), a
+POST's
 ``Content-Length`` (411 / 413) and the client's rate (429 + ``Retry-After``;
-:mod:`opensearch.rate_limit`); :func:`admitted` then takes an in-flight slot or sheds the request
-(503 + ``Retry-After``; :mod:`opensearch.load_shedding`). Each returns ``None`` (admitted) or the
+:mod:`mathsearch.opensearch.rate_limit`); :func:`admitted` then takes an in-flight slot or sheds the
+request
+(503 + ``Retry-After``; :mod:`mathsearch.opensearch.load_shedding`). Each returns ``None``
+(admitted) or the
 answer with the reason label counted in ``mathsearch_http_rejected_total``. :func:`error` is the
 API's error answer, ``{"error": {"status", "reason", "details"?}}``.
 """
@@ -17,10 +20,10 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
-from opensearch.api_keys import ApiKeys
-from opensearch.load_shedding import RETRY_AFTER_S, InflightLimiter
-from opensearch.rate_limit import RateLimiter
-from opensearch.settings import OpenSearchSettings
+from mathsearch.opensearch.api_keys import ApiKeys
+from mathsearch.opensearch.load_shedding import RETRY_AFTER_S, InflightLimiter
+from mathsearch.opensearch.rate_limit import RateLimiter
+from mathsearch.opensearch.settings import OpenSearchSettings
 
 logger = logging.getLogger(__name__)
 

@@ -23,8 +23,8 @@ import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from opensearch.errors import ConfigurationError
-from opensearch.settings import OpenSearchSettings
+from mathsearch.opensearch.errors import ConfigurationError
+from mathsearch.opensearch.settings import OpenSearchSettings
 
 logger = logging.getLogger(__name__)
 

@@ -15,10 +15,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from opensearch.fusion import Combination, Normalization
-from opensearch.queries import Filters, Mode
-from opensearch.results import DocumentGroup, Hit
-from opensearch.search_profile import RANKING_FIELDS
+from mathsearch.opensearch.fusion import Combination, Normalization
+from mathsearch.opensearch.queries import Filters, Mode
+from mathsearch.opensearch.results import DocumentGroup, Hit
+from mathsearch.opensearch.search_profile import RANKING_FIELDS
 
 
 class _Strict(BaseModel):
@@ -79,7 +79,7 @@ class SearchBody(_Strict):
         """Families only (a server loads no model file a request names)."""
         if value is None:
             return None
-        from export.embedders import FAMILIES
+        from mathsearch.export.embedders import FAMILIES
 
         unknown = [name for name in value if name not in FAMILIES]
         if unknown:
@@ -118,7 +118,8 @@ class RenderOut(BaseModel):
 
 
 class SearchOut(BaseModel):
-    """POST /search's answer; hits and groups are :mod:`opensearch.results`' dataclasses."""
+    """POST /search's answer; hits and groups are :mod:`mathsearch.opensearch.results`'
+    dataclasses."""
 
     mode: str
     k: int

@@ -1,9 +1,12 @@
 """The corpus of ``mathsearch bench query``: real equations, their replicas, the query topics.
 
 **Corpus.** The real equations of hep-th 2003 (``equation.txt``, ``eqnarray.txt``) and
-``hep_array.txt.xz`` are extracted (:func:`indexer.extract.extract`), deduplicated on their
-whitespace-normalised LaTeX, featurised (:class:`indexer.parse.Featuriser`: MathML, graph,
-math tokens, symbols) and embedded with the real model (:class:`export.runtime.Encoder`, the
+``hep_array.txt.xz`` are extracted (:func:`mathsearch.indexer.extract.extract`), deduplicated on
+their
+whitespace-normalised LaTeX, featurised (:class:`mathsearch.indexer.parse.Featuriser`: MathML,
+graph,
+math tokens, symbols) and embedded with the real model (:class:`mathsearch.export.runtime.Encoder`,
+the
 shipped ``gcn-v2`` unless ``MATHSEARCH_MODEL`` says otherwise). The equations are shuffled with a
 fixed seed (so that every size mixes both corpora) and the last :data:`HELD_OUT` are held out:
 they are never indexed and serve as queries. The document fields and the float32 vectors are
@@ -14,7 +17,8 @@ size, mtime), so the slow part (parse ~170 s + embed ~490 s for the default corp
 
 **Sizes beyond the real equations** (100k: ~2.2k replicas; 1M: ~9 replicas of each equation):
 :func:`iter_documents` adds replicas whose identifiers are renamed
-(:mod:`opensearch.latex_renaming`). The renamed LaTeX is featurised again, so the replica's
+(:mod:`mathsearch.opensearch.latex_renaming`). The renamed LaTeX is featurised again, so the
+replica's
 MathML, math tokens and symbols are those of its own LaTeX; the share of replicas whose tokens
 equal the original's with the letters renamed is counted. A replica whose renamed LaTeX no longer
 parses is skipped (counted). Replica vectors (:data:`REPLICA_VECTORS`):
@@ -46,8 +50,8 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from opensearch.errors import MathsearchOpenSearchError
-from opensearch.latex_renaming import letter_permutation, rename_latex, rename_tokens
+from mathsearch.opensearch.errors import MathsearchOpenSearchError
+from mathsearch.opensearch.latex_renaming import letter_permutation, rename_latex, rename_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +103,7 @@ def _repo_root() -> Path:
 
 def default_sources() -> list[str]:
     """hep-th 2003 (``equation.txt``, ``eqnarray.txt``) and ``hep_array.txt.xz`` when present."""
-    from indexer.cli_parse import default_bench_sources
+    from mathsearch.indexer.cli_parse import default_bench_sources
 
     sources = default_bench_sources()
     array = _repo_root().parent / "shared" / "data" / "hep_array.txt.xz"
@@ -166,9 +170,9 @@ def load_corpus(
     progress: bool = True,
 ) -> BenchCorpus:
     """The featurised, embedded unique equations of ``sources`` (from the cache when there)."""
-    from indexer.extract import extract
-    from indexer.parse import Featuriser
-    from indexer.records import Failure
+    from mathsearch.indexer.extract import extract
+    from mathsearch.indexer.parse import Featuriser
+    from mathsearch.indexer.records import Failure
 
     featuriser = Featuriser()
     converter = getattr(featuriser.settings, "converter", "python")
@@ -320,7 +324,7 @@ def _replica_chunk(
     stats: ReplicaStats,
 ) -> Iterator[tuple[dict[str, Any], np.ndarray]]:
     """Replica ``replica`` of the corpus equations ``start : start + REPLICA_CHUNK``."""
-    from indexer.records import EquationRecord, Failure
+    from mathsearch.indexer.records import EquationRecord, Failure
 
     mapping = letter_permutation(replica)
     bases = corpus.docs[start : start + REPLICA_CHUNK]
@@ -374,7 +378,7 @@ def iter_documents(
     stats: ReplicaStats,
 ) -> Iterator[tuple[dict[str, Any], np.ndarray]]:
     """``size`` documents: the corpus equations, then renamed replicas (module docstring)."""
-    from indexer.parse import Featuriser
+    from mathsearch.indexer.parse import Featuriser
 
     real = min(size, len(corpus))
     for i in range(real):

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from opensearch.bench_timing import percentile
+from mathsearch.opensearch.bench_timing import percentile
 
 logger = logging.getLogger(__name__)
 
@@ -202,7 +202,7 @@ def fuzz_api(
     """Send :func:`fuzz_requests` through ``app`` in-process; the report (see the module)."""
     from fastapi.testclient import TestClient
 
-    from opensearch.bench_corpus import progress_bar
+    from mathsearch.opensearch.bench_corpus import progress_bar
 
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per request otherwise
     http = TestClient(app, raise_server_exceptions=True)

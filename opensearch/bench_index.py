@@ -1,12 +1,14 @@
 """The indexes of ``mathsearch bench query``: build, reuse, measure and drop one per size.
 
 One index per size behind the alias ``<prefix>-bench-<N>`` (the normal equation mapping of
-:func:`opensearch.schema.ensure_equation_index`: lucene HNSW, ``m`` and ``ef_construction`` from
+:func:`mathsearch.opensearch.schema.ensure_equation_index`: lucene HNSW, ``m`` and
+``ef_construction`` from
 the settings, one shard, no replica). Documents are the normal
-:func:`opensearch.documents.equation_source` documents (MathML and all) of
-:func:`opensearch.bench_corpus.iter_documents`, written as plain ``index`` actions with
+:func:`mathsearch.opensearch.documents.equation_source` documents (MathML and all) of
+:func:`mathsearch.opensearch.bench_corpus.iter_documents`, written as plain ``index`` actions with
 ``opensearchpy.helpers.parallel_bulk`` (2 threads) and the refresh interval off during the load -
-faster than the production :class:`~opensearch.bulk_writer.BulkWriter`, whose upserts must read
+faster than the production :class:`~mathsearch.opensearch.bulk_writer.BulkWriter`, whose upserts
+must read
 each document first; the content is identical. The index's ``_meta`` records what it was built
 from; an index that holds ``N`` documents built from the same model and corpus is reused
 (``rebuild`` drops and rebuilds it). ``force_merge`` merges it to one segment (otherwise it is
@@ -23,8 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from opensearch.bench_corpus import BenchCorpus, ReplicaStats, iter_documents, progress_bar
-from opensearch.errors import MathsearchOpenSearchError
+from mathsearch.opensearch.bench_corpus import (
+    BenchCorpus,
+    ReplicaStats,
+    iter_documents,
+    progress_bar,
+)
+from mathsearch.opensearch.errors import MathsearchOpenSearchError
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +48,7 @@ def bench_alias(prefix: str, size: int) -> str:
 def _index_actions(
     concrete: str, documents: Iterable[tuple[dict[str, Any], np.ndarray]], field_name: str
 ) -> Iterator[dict[str, Any]]:
-    from opensearch.documents import equation_source, now_iso
+    from mathsearch.opensearch.documents import equation_source, now_iso
 
     stamp = now_iso()
     for parsed, vector in documents:
@@ -72,7 +79,7 @@ def index_info(client: Any, concrete: str) -> dict[str, Any]:
 
 def drop_bench_index(client: Any, alias: str, prefix: str) -> None:
     """Delete the bench index behind ``alias`` (only ever a ``<prefix>-bench-*`` index)."""
-    from opensearch.schema import resolve_alias
+    from mathsearch.opensearch.schema import resolve_alias
 
     name = resolve_alias(client, alias)
     if name is None and client.indices.exists(index=alias):
@@ -104,7 +111,12 @@ def build_index(
     """Build (or reuse) ``<prefix>-bench-<size>``; what it holds and how long it took."""
     from opensearchpy import helpers
 
-    from opensearch.schema import VectorSpec, ensure_equation_index, index_meta, resolve_alias
+    from mathsearch.opensearch.schema import (
+        VectorSpec,
+        ensure_equation_index,
+        index_meta,
+        resolve_alias,
+    )
 
     alias = bench_alias(settings.index_prefix, size)
     wanted = _bench_meta(corpus, size, replica_vectors)

@@ -2,21 +2,26 @@ r"""``mathsearch bench query``: search latency per mode at several index sizes, 
 
 The parts:
 
-* the corpus (:mod:`opensearch.bench_corpus`): the unique real hep-th equations, featurised and
-  embedded with the real model once (cached), :data:`~opensearch.bench_corpus.HELD_OUT` of them
+* the corpus (:mod:`mathsearch.opensearch.bench_corpus`): the unique real hep-th equations,
+  featurised and
+  embedded with the real model once (cached), :data:`~mathsearch.opensearch.bench_corpus.HELD_OUT`
+  of them
   held out as queries; beyond the ~98k real ones, replicas whose identifiers are renamed
-  (:mod:`opensearch.latex_renaming`);
-* the indexes (:mod:`opensearch.bench_index`): one per size behind ``<prefix>-bench-<N>``,
+  (:mod:`mathsearch.opensearch.latex_renaming`);
+* the indexes (:mod:`mathsearch.opensearch.bench_index`): one per size behind
+  ``<prefix>-bench-<N>``,
   reused when they hold the same corpus;
 * the queries: real formula queries, the ARQMath 2020-2022 Task 2 and NTCIR-12 formula-browsing
   topics, interleaved with the held-out corpus equations; queries that do not parse are skipped
   and counted;
-* the timings (:mod:`opensearch.bench_timing`): per mode, warm-up queries then timed ones,
+* the timings (:mod:`mathsearch.opensearch.bench_timing`): per mode, warm-up queries then timed
+  ones,
   sequential, end to end and cluster-side, with the server's ``took``; ``fusion`` and ``rrf``
   fuse on the cluster, ``fusion-client`` and ``rrf-client`` in the client;
-* the report (:mod:`opensearch.bench_query_report`).
+* the report (:mod:`mathsearch.opensearch.bench_query_report`).
 
-``max_df`` (when given) is passed to every :class:`~opensearch.searcher.SearchRequest`: query
+``max_df`` (when given) is passed to every :class:`~mathsearch.opensearch.searcher.SearchRequest`:
+query
 tokens that occur in more than that share of the index's documents are left out of the BM25
 query.
 
@@ -39,21 +44,21 @@ from typing import Any
 
 import numpy as np
 
-from opensearch.bench_corpus import (
+from mathsearch.opensearch.bench_corpus import (
     REPLICA_VECTORS,
     default_query_sources,
     default_sources,
     load_corpus,
     read_topics,
 )
-from opensearch.bench_index import (
+from mathsearch.opensearch.bench_index import (
     bench_alias,
     build_index,
     drop_bench_index,
     index_info,
     wait_for_merges,
 )
-from opensearch.bench_timing import (
+from mathsearch.opensearch.bench_timing import (
     MODES,
     BenchQuery,
     interleave,
@@ -61,7 +66,7 @@ from opensearch.bench_timing import (
     query_features,
     time_modes,
 )
-from opensearch.errors import MathsearchOpenSearchError
+from mathsearch.opensearch.errors import MathsearchOpenSearchError
 
 logger = logging.getLogger(__name__)
 
@@ -130,8 +135,8 @@ def bench_query(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Run the benchmark (module docstring); a JSON-able report."""
-    from export.runtime import Encoder
-    from opensearch.searcher import ModelQueryEncoder
+    from mathsearch.export.runtime import Encoder
+    from mathsearch.opensearch.searcher import ModelQueryEncoder
 
     if replica_vectors not in REPLICA_VECTORS:
         raise ValueError(f"replica vectors must be one of {REPLICA_VECTORS}")

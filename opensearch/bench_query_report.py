@@ -1,9 +1,11 @@
 """The text report of ``mathsearch bench query``: one table per index size.
 
-:func:`format_bench_query` turns the JSON-able report of :func:`opensearch.bench_query.bench_query`
+:func:`format_bench_query` turns the JSON-able report of
+:func:`mathsearch.opensearch.bench_query.bench_query`
 into what a person reads: the setup (model, node, corpus, queries, ``max_df`` when set), then per
 size the index (size on disk per equation, segments, replicas) and one row per mode - which side
-fused (``server``: the neural-search pipeline; ``client``: :mod:`opensearch.fusion` after one
+fused (``server``: the neural-search pipeline; ``client``: :mod:`mathsearch.opensearch.fusion` after
+one
 ``_msearch``), end-to-end and cluster-side p50 / p95 / p99 and queries/s, the server's ``took``
 and the verdict on the goal for the hybrid modes.
 """
@@ -14,7 +16,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from opensearch.bench_query import GOAL_P50_MS, GOAL_P99_MS
+from mathsearch.opensearch.bench_query import GOAL_P50_MS, GOAL_P99_MS
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ The server is a ``mathsearch serve`` process (:class:`ServeProcess`, started by 
 the rate limit, in-flight bound and API keys asked for, or one already running at ``--url``);
 the load comes from this process: ``clients`` closed-loop asyncio clients (httpx), each sending
 ``POST /search`` with real formula queries (ARQMath 2020-2022 Task 2 and NTCIR-12 topics,
-:func:`opensearch.bench_corpus.read_topics`) over the modes, one after the other, for
+:func:`mathsearch.opensearch.bench_corpus.read_topics`) over the modes, one after the other, for
 ``duration`` seconds. A client does not wait after a 429 / 503 (the worst case for the server).
 
 With per-client API keys (the default for a spawned server), each simulated client is one
@@ -42,10 +42,10 @@ from typing import Any
 
 import httpx
 
-from opensearch.bench_corpus import default_query_sources, read_topics
-from opensearch.bench_timing import percentile
-from opensearch.errors import MathsearchOpenSearchError
-from opensearch.queries import Mode
+from mathsearch.opensearch.bench_corpus import default_query_sources, read_topics
+from mathsearch.opensearch.bench_timing import percentile
+from mathsearch.opensearch.errors import MathsearchOpenSearchError
+from mathsearch.opensearch.queries import Mode
 
 logger = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ class ServeProcess:
     def __enter__(self) -> str:
         env = {**os.environ, **self.env}
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
-        args = [sys.executable, "-m", "indexer.cli", "serve", "--index", self.index]
+        args = [sys.executable, "-m", "mathsearch.indexer.cli", "serve", "--index", self.index]
         args += ["--host", "127.0.0.1", "--port", str(self.port)]
         with self.log_path.open("wb") as out:
             self.process = subprocess.Popen(
@@ -194,7 +194,7 @@ def bench_queries(paths: Sequence[str] | None = None, limit: int | None = None) 
     topics = read_topics(paths if paths is not None else default_query_sources())
     latex = [text for _, text in topics]
     if not latex and paths is None:
-        from workers.demo import QUERIES
+        from mathsearch.workers.demo import QUERIES
 
         latex = list(QUERIES)
     return latex[:limit] if limit else latex
@@ -213,12 +213,12 @@ def ensure_bench_index(client: Any, settings: Any, index: str | None = None) -> 
     alias = f"{prefix}-bench-serve-equations"
     if client.indices.exists(index=alias) and int(client.count(index=alias)["count"]) > 0:
         return alias, "existing"
-    from export.runtime import Encoder
-    from opensearch.bulk_writer import BulkWriter
-    from opensearch.documents import equation_actions
-    from opensearch.schema import VectorSpec, ensure_equation_index
-    from workers.demo import demo_records
-    from workers.embedding import vectors_of
+    from mathsearch.export.runtime import Encoder
+    from mathsearch.opensearch.bulk_writer import BulkWriter
+    from mathsearch.opensearch.documents import equation_actions
+    from mathsearch.opensearch.schema import VectorSpec, ensure_equation_index
+    from mathsearch.workers.demo import demo_records
+    from mathsearch.workers.embedding import vectors_of
 
     parsed, _ = demo_records()
     encoder = Encoder()
@@ -397,8 +397,8 @@ def bench_serve(
         report["load"] = summarize(loaded)
         report["health_after"] = health(url, headers)
         return report
-    from opensearch.client import connect
-    from opensearch.settings import OpenSearchSettings
+    from mathsearch.opensearch.client import connect
+    from mathsearch.opensearch.settings import OpenSearchSettings
 
     settings = OpenSearchSettings.from_env()
     alias, how = ensure_bench_index(connect(settings), settings, index)

@@ -1,20 +1,24 @@
 """Timing the searches of ``mathsearch bench query`` on one index, mode by mode.
 
-Each bench mode (:data:`VARIANTS`) is a :class:`~opensearch.queries.Mode` plus, for ``fusion``
+Each bench mode (:data:`VARIANTS`) is a :class:`~mathsearch.opensearch.queries.Mode` plus, for
+``fusion``
 and ``rrf``, the side that fuses the BM25 and kNN lists:
 
 * ``fusion`` / ``rrf``: on the cluster (neural-search ``hybrid`` query and a search pipeline:
   one ``_search``);
-* ``fusion-client`` / ``rrf-client``: in the client (:mod:`opensearch.fusion`: both subqueries in
+* ``fusion-client`` / ``rrf-client``: in the client (:mod:`mathsearch.opensearch.fusion`: both
+  subqueries in
   one ``_msearch``, the same fusion math as the plugin, then ``mget`` of the k sources).
 
 Each mode runs ``warmup`` queries untimed, then ``count`` timed ones, sequentially from a single
 client:
 
-* *cluster*: each query's :class:`~opensearch.searcher.QueryFeatures` are computed once
-  beforehand, and a :class:`~opensearch.searcher.Searcher` whose encoder returns them times
+* *cluster*: each query's :class:`~mathsearch.opensearch.searcher.QueryFeatures` are computed once
+  beforehand, and a :class:`~mathsearch.opensearch.searcher.Searcher` whose encoder returns them
+  times
   ``Searcher.search``: request building, the cluster round trip(s) and reading the hits;
-* *end to end*: ``Searcher.search`` with the real :class:`~opensearch.searcher.ModelQueryEncoder`
+* *end to end*: ``Searcher.search`` with the real
+  :class:`~mathsearch.opensearch.searcher.ModelQueryEncoder`
   (featurisation and embedding of the query included);
 * *took*: the server's own ``took`` (ms) of the same cluster-side requests (the sum of the
   ``_search`` / ``_msearch`` tooks of a query; ``mget`` reports none).
@@ -32,8 +36,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from opensearch.bench_corpus import progress_bar
-from opensearch.queries import Mode
+from mathsearch.opensearch.bench_corpus import progress_bar
+from mathsearch.opensearch.queries import Mode
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +64,8 @@ class Variant:
     fusion_side: str | None = None  # "server" or "client" for fusion and rrf
 
     def request(self, latex: str, *, k: int, max_df: float | None = None) -> Any:
-        """The :class:`~opensearch.searcher.SearchRequest` of one query in this mode."""
-        from opensearch.search_request import SearchRequest
+        """The :class:`~mathsearch.opensearch.searcher.SearchRequest` of one query in this mode."""
+        from mathsearch.opensearch.search_request import SearchRequest
 
         extra: dict[str, Any] = {}
         if self.fusion_side is not None:
@@ -141,7 +145,8 @@ class _TookClient:
 
 
 class _CachedEncoder:
-    """A :class:`~opensearch.searcher.QueryEncoder` answering from precomputed features."""
+    """A :class:`~mathsearch.opensearch.searcher.QueryEncoder` answering from precomputed
+    features."""
 
     def __init__(self, features: Mapping[str, Any]) -> None:
         self._features = features
@@ -164,7 +169,7 @@ def query_features(
 ) -> tuple[list[BenchQuery], dict[str, Any], list[float], Counter[str]]:
     """The queries ``encoder`` can featurise (with tokens), their features by LaTeX, the
     featurisation times (ms) and the failures by kind."""
-    from opensearch.errors import QueryError
+    from mathsearch.opensearch.errors import QueryError
 
     ok: list[BenchQuery] = []
     features: dict[str, Any] = {}
@@ -222,7 +227,7 @@ def time_searches(
     bar: Any,
 ) -> Timed:
     """Run the searches one after the other, timing each (``time.perf_counter``)."""
-    from opensearch.errors import QueryError
+    from mathsearch.opensearch.errors import QueryError
 
     latencies: list[float | None] = []
     tooks: list[float] = []
@@ -281,7 +286,7 @@ def time_modes(
     progress: bool = True,
 ) -> list[dict[str, Any]]:
     """One row per mode of ``modes`` (names of :data:`VARIANTS`): the timings on ``alias``."""
-    from opensearch.searcher import Searcher
+    from mathsearch.opensearch.searcher import Searcher
 
     chosen = [pool[i % len(pool)] for i in range(count)]
     timed = [query.latex for query in chosen]

@@ -33,8 +33,8 @@ from opensearchpy import OpenSearch, helpers
 from opensearchpy.exceptions import ConnectionError as OSConnectionError
 from opensearchpy.exceptions import TransportError
 
-from opensearch.errors import WriteError
-from opensearch.settings import OpenSearchSettings
+from mathsearch.opensearch.errors import WriteError
+from mathsearch.opensearch.settings import OpenSearchSettings
 
 logger = logging.getLogger(__name__)
 

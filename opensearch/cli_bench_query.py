@@ -1,5 +1,5 @@
 """``mathsearch bench query`` (command-line parsing and output); the work is in
-:mod:`opensearch.bench_query`."""
+:mod:`mathsearch.opensearch.bench_query`."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from export.errors import ExportError
-from indexer.cli_io import RAW_HELP, emit, fail
-from indexer.errors import IndexerError
-from indexer.extract import FORMATS
-from opensearch.bench_corpus import REPLICA_VECTORS
-from opensearch.bench_query import DEFAULT_SIZES, bench_query
-from opensearch.bench_query_report import format_bench_query
-from opensearch.bench_timing import MODES
-from opensearch.errors import MathsearchOpenSearchError
+from mathsearch.export.errors import ExportError
+from mathsearch.indexer.cli_io import RAW_HELP, emit, fail
+from mathsearch.indexer.errors import IndexerError
+from mathsearch.indexer.extract import FORMATS
+from mathsearch.opensearch.bench_corpus import REPLICA_VECTORS
+from mathsearch.opensearch.bench_query import DEFAULT_SIZES, bench_query
+from mathsearch.opensearch.bench_query_report import format_bench_query
+from mathsearch.opensearch.bench_timing import MODES
+from mathsearch.opensearch.errors import MathsearchOpenSearchError
 
 logger = logging.getLogger(__name__)
 
@@ -127,8 +127,8 @@ def run_bench_query(args: argparse.Namespace) -> int:
         return fail(checked)
     sizes, modes = checked
     try:
-        from opensearch.client import connect
-        from opensearch.settings import OpenSearchSettings
+        from mathsearch.opensearch.client import connect
+        from mathsearch.opensearch.settings import OpenSearchSettings
 
         settings = OpenSearchSettings.from_env()
         client = connect(settings, pool_maxsize=4)  # parallel_bulk uses 2 threads

@@ -1,5 +1,5 @@
 """``mathsearch bench serve`` and ``mathsearch bench fuzz-api`` (parsing and output); the work
-is in :mod:`opensearch.bench_serve` and :mod:`opensearch.bench_fuzz_api`."""
+is in :mod:`mathsearch.opensearch.bench_serve` and :mod:`mathsearch.opensearch.bench_fuzz_api`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from indexer.cli_io import RAW_HELP, emit, fail, positive_int
+from mathsearch.indexer.cli_io import RAW_HELP, emit, fail, positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -72,8 +72,8 @@ def add_bench_serve(bench_cmds: Any) -> None:
 
 def run_bench_serve(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch bench serve``."""
-    from opensearch.bench_serve import bench_queries, bench_serve
-    from opensearch.errors import MathsearchOpenSearchError
+    from mathsearch.opensearch.bench_serve import bench_queries, bench_serve
+    from mathsearch.opensearch.errors import MathsearchOpenSearchError
 
     if args.duration <= 0:
         return fail(f"--duration must be positive, not {args.duration}")
@@ -157,12 +157,12 @@ def run_bench_fuzz_api(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch bench fuzz-api``."""
     from dataclasses import replace
 
-    from opensearch.bench_fuzz_api import fuzz_api
-    from opensearch.bench_serve import bench_queries, ensure_bench_index
-    from opensearch.client import connect
-    from opensearch.errors import MathsearchOpenSearchError
-    from opensearch.http_api import create_app
-    from opensearch.settings import OpenSearchSettings
+    from mathsearch.opensearch.bench_fuzz_api import fuzz_api
+    from mathsearch.opensearch.bench_serve import bench_queries, ensure_bench_index
+    from mathsearch.opensearch.client import connect
+    from mathsearch.opensearch.errors import MathsearchOpenSearchError
+    from mathsearch.opensearch.http_api import create_app
+    from mathsearch.opensearch.settings import OpenSearchSettings
 
     try:
         settings = OpenSearchSettings.from_env()

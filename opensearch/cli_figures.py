@@ -1,10 +1,12 @@
 """``mathsearch figures index|search``: the figures index (figure-embeddings seed).
 
 ``index`` extracts every figure environment of LaTeX sources (caption, the sentences that
-``\\ref`` it, the image file when the source has it; :mod:`indexer.figures`), embeds it with the
-figure encoder (:mod:`export.figure_runtime`) and upserts it into ``<prefix>-figures``
-(:mod:`opensearch.figure_index`). ``search`` answers query words in the same six hybrid modes as
-equation search (:mod:`opensearch.figure_search`).
+``\\ref`` it, the image file when the source has it; :mod:`mathsearch.indexer.figures`), embeds it
+with the
+figure encoder (:mod:`mathsearch.export.figure_runtime`) and upserts it into ``<prefix>-figures``
+(:mod:`mathsearch.opensearch.figure_index`). ``search`` answers query words in the same six hybrid
+modes as
+equation search (:mod:`mathsearch.opensearch.figure_search`).
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ import json
 import textwrap
 from typing import Any
 
-from indexer.cli_io import RAW_HELP, emit, fail
-from opensearch.errors import MappingError, MathsearchOpenSearchError
-from opensearch.fusion import Combination, Normalization
-from opensearch.queries import Mode
+from mathsearch.indexer.cli_io import RAW_HELP, emit, fail
+from mathsearch.opensearch.errors import MappingError, MathsearchOpenSearchError
+from mathsearch.opensearch.fusion import Combination, Normalization
+from mathsearch.opensearch.queries import Mode
 
 __all__ = ["add_figures", "run_figures"]
 
@@ -73,7 +75,7 @@ def add_figures(commands: Any) -> None:
 
 def run_figures(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch figures``."""
-    from export.errors import ExportError
+    from mathsearch.export.errors import ExportError
 
     try:
         return _index(args) if args.figures_command == "index" else _search(args)
@@ -82,12 +84,12 @@ def run_figures(args: argparse.Namespace) -> int:
 
 
 def _index(args: argparse.Namespace) -> int:
-    from export.embedders import load_embedder
-    from indexer.figures import extract_figures
-    from opensearch.client import connect
-    from opensearch.figure_index import index_figures
-    from opensearch.figure_search import figures_alias
-    from opensearch.settings import OpenSearchSettings
+    from mathsearch.export.embedders import load_embedder
+    from mathsearch.indexer.figures import extract_figures
+    from mathsearch.opensearch.client import connect
+    from mathsearch.opensearch.figure_index import index_figures
+    from mathsearch.opensearch.figure_search import figures_alias
+    from mathsearch.opensearch.settings import OpenSearchSettings
 
     settings = OpenSearchSettings.from_env()
     embedder = load_embedder(args.model or "figure")
@@ -108,13 +110,13 @@ def _index(args: argparse.Namespace) -> int:
 
 
 def _search(args: argparse.Namespace) -> int:
-    from opensearch.cli_search import format_response
-    from opensearch.client import connect
-    from opensearch.figure_search import FigureQueryEncoder, figures_alias
-    from opensearch.search_fields import FIGURE_FIELDS
-    from opensearch.search_request import SearchRequest
-    from opensearch.searcher import Searcher
-    from opensearch.settings import OpenSearchSettings
+    from mathsearch.opensearch.cli_search import format_response
+    from mathsearch.opensearch.client import connect
+    from mathsearch.opensearch.figure_search import FigureQueryEncoder, figures_alias
+    from mathsearch.opensearch.search_fields import FIGURE_FIELDS
+    from mathsearch.opensearch.search_request import SearchRequest
+    from mathsearch.opensearch.searcher import Searcher
+    from mathsearch.opensearch.settings import OpenSearchSettings
 
     settings = OpenSearchSettings.from_env()
     index = figures_alias(settings, args.index)

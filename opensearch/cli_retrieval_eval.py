@@ -1,9 +1,10 @@
 """The index form of ``mathsearch eval retrieval`` (``--task``): options, handler, output.
 
-``encoders.cli_eval`` registers these options on its ``retrieval`` parser with
+``mathsearch.encoders.cli_eval`` registers these options on its ``retrieval`` parser with
 :func:`add_index_options` and hands ``--task`` runs to :func:`run_index_form`, before anything
-that would load torch. The work is in :mod:`opensearch.relevance_sets` (the relevance data) and
-:mod:`opensearch.retrieval_eval` (index, tune, test, pya0, report).
+that would load torch. The work is in :mod:`mathsearch.opensearch.relevance_sets` (the relevance
+data) and
+:mod:`mathsearch.opensearch.retrieval_eval` (index, tune, test, pya0, report).
 
 Example::
 
@@ -20,7 +21,7 @@ import textwrap
 from collections.abc import Callable
 from typing import Any
 
-from indexer.cli_io import emit, fail, positive_int
+from mathsearch.indexer.cli_io import emit, fail, positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -130,21 +131,21 @@ def run_index_form(
             f"{', '.join(stray)}: in-memory form only; the index form (--task) evaluates the "
             "default ONNX model (MATHSEARCH_MODEL) on relevance data it builds itself"
         )
-    from export.errors import ExportError, ModelCardError, ModelMismatchError
-    from indexer.errors import IndexerError
-    from opensearch.client import connect
-    from opensearch.errors import MathsearchOpenSearchError
-    from opensearch.relevance_sets import build_relevance
-    from opensearch.retrieval_eval import (
+    from mathsearch.export.errors import ExportError, ModelCardError, ModelMismatchError
+    from mathsearch.indexer.errors import IndexerError
+    from mathsearch.opensearch.client import connect
+    from mathsearch.opensearch.errors import MathsearchOpenSearchError
+    from mathsearch.opensearch.relevance_sets import build_relevance
+    from mathsearch.opensearch.retrieval_eval import (
         PYA0_HINT,
         check_cluster,
         pya0_available,
         run_retrieval_eval,
     )
-    from opensearch.retrieval_report import report_dict
-    from opensearch.settings import OpenSearchSettings
-    from opensearch.tuning_grid import parse_grid
-    from workers.pya0_peer import Pya0Error, Pya0Unavailable
+    from mathsearch.opensearch.retrieval_report import report_dict
+    from mathsearch.opensearch.settings import OpenSearchSettings
+    from mathsearch.opensearch.tuning_grid import parse_grid
+    from mathsearch.workers.pya0_peer import Pya0Error, Pya0Unavailable
 
     errors = (MathsearchOpenSearchError, IndexerError, ExportError, ModelCardError)
     errors += (ModelMismatchError, Pya0Error, OSError)

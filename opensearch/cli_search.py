@@ -7,11 +7,11 @@ import json
 import textwrap
 from typing import Any
 
-from indexer.cli_io import RAW_HELP, emit, fail
-from opensearch.errors import MappingError, MathsearchOpenSearchError
-from opensearch.fusion import Combination, Normalization
-from opensearch.queries import RANGE_FIELDS, Filters, Mode
-from opensearch.search_profile import RANKING_FIELDS
+from mathsearch.indexer.cli_io import RAW_HELP, emit, fail
+from mathsearch.opensearch.errors import MappingError, MathsearchOpenSearchError
+from mathsearch.opensearch.fusion import Combination, Normalization
+from mathsearch.opensearch.queries import RANGE_FIELDS, Filters, Mode
+from mathsearch.opensearch.search_profile import RANKING_FIELDS
 
 __all__ = ["add_models", "add_search", "run_models", "run_search"]
 
@@ -192,12 +192,12 @@ def parse_weights(text: str | None) -> tuple[float, ...] | None:
 
 def run_search(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch search``."""
-    from export.embedders import parse_encoders
-    from opensearch.client import connect
-    from opensearch.schema import equations_alias
-    from opensearch.search_profile import SearchProfile
-    from opensearch.searcher import ModelQueryEncoder, Searcher
-    from opensearch.settings import OpenSearchSettings
+    from mathsearch.export.embedders import parse_encoders
+    from mathsearch.opensearch.client import connect
+    from mathsearch.opensearch.schema import equations_alias
+    from mathsearch.opensearch.search_profile import SearchProfile
+    from mathsearch.opensearch.searcher import ModelQueryEncoder, Searcher
+    from mathsearch.opensearch.settings import OpenSearchSettings
 
     try:
         filters = parse_filters(args.doc, args.filter, args.range)
@@ -223,7 +223,7 @@ def run_search(args: argparse.Namespace) -> int:
     except (MathsearchOpenSearchError, ValueError) as exc:
         return fail(str(exc))
     except Exception as exc:
-        from export.errors import ExportError
+        from mathsearch.export.errors import ExportError
 
         if isinstance(exc, ExportError):
             return fail(str(exc))
@@ -246,7 +246,7 @@ def _demo_hint(settings: Any, index: str | None) -> str:
 
 
 def format_response(response: Any, *, explain: bool = False) -> str:
-    """A person's view of a :class:`~opensearch.results.SearchResponse`."""
+    """A person's view of a :class:`~mathsearch.opensearch.results.SearchResponse`."""
     params = ", ".join(f"{k}={v}" for k, v in response.parameters.items())
     where = f", fused {response.fused}-side" if response.fused else ""
     fields = response.vector_fields or ([response.vector_field] if response.vector_field else [])
@@ -331,10 +331,10 @@ def add_models(commands: Any) -> None:
 
 def run_models(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch models``."""
-    from opensearch import vector_fields as vf
-    from opensearch.client import connect
-    from opensearch.schema import equations_alias
-    from opensearch.settings import OpenSearchSettings
+    from mathsearch.opensearch import vector_fields as vf
+    from mathsearch.opensearch.client import connect
+    from mathsearch.opensearch.schema import equations_alias
+    from mathsearch.opensearch.settings import OpenSearchSettings
 
     try:
         settings = OpenSearchSettings.from_env()
@@ -350,8 +350,8 @@ def run_models(args: argparse.Namespace) -> int:
                 for name, spec in fields.items()
             )
         elif args.models_command == "add":
-            from export.runtime import Encoder
-            from workers.reembed import reembed
+            from mathsearch.export.runtime import Encoder
+            from mathsearch.workers.reembed import reembed
 
             report = reembed(
                 client, alias, Encoder(args.model), make_default=args.use, progress=True

@@ -7,7 +7,7 @@ import logging
 import textwrap
 from typing import Any
 
-from indexer.cli_io import RAW_HELP, fail
+from mathsearch.indexer.cli_io import RAW_HELP, fail
 
 __all__ = ["add_serve", "run_serve"]
 
@@ -67,12 +67,12 @@ def run_serve(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from opensearch.errors import MathsearchOpenSearchError
-    from opensearch.http_api import create_app
-    from opensearch.query_encoder import ModelQueryEncoder
-    from opensearch.schema import equations_alias
-    from opensearch.search_profile import SearchProfile
-    from opensearch.settings import OpenSearchSettings
+    from mathsearch.opensearch.errors import MathsearchOpenSearchError
+    from mathsearch.opensearch.http_api import create_app
+    from mathsearch.opensearch.query_encoder import ModelQueryEncoder
+    from mathsearch.opensearch.schema import equations_alias
+    from mathsearch.opensearch.search_profile import SearchProfile
+    from mathsearch.opensearch.settings import OpenSearchSettings
 
     try:
         settings = OpenSearchSettings.from_env()
@@ -88,7 +88,7 @@ def run_serve(args: argparse.Namespace) -> int:
     except MathsearchOpenSearchError as exc:
         return fail(str(exc))
     except Exception as exc:
-        from export.errors import ExportError
+        from mathsearch.export.errors import ExportError
 
         if isinstance(exc, ExportError):
             return fail(str(exc))

@@ -1,5 +1,5 @@
 """``mathsearch tune`` (command-line parsing and output); the work is in
-:mod:`opensearch.tuning` and :mod:`opensearch.tune_report`."""
+:mod:`mathsearch.opensearch.tuning` and :mod:`mathsearch.opensearch.tune_report`."""
 
 from __future__ import annotations
 
@@ -9,10 +9,15 @@ import sys
 import textwrap
 from typing import Any
 
-from export.errors import ExportError, ModelCardError, ModelMismatchError, RuntimeInputError
-from indexer.cli_io import RAW_HELP, emit, fail
-from opensearch.errors import MathsearchOpenSearchError
-from opensearch.ir_metrics import DEFAULT_DELTA, DEFAULT_MEASURES
+from mathsearch.export.errors import (
+    ExportError,
+    ModelCardError,
+    ModelMismatchError,
+    RuntimeInputError,
+)
+from mathsearch.indexer.cli_io import RAW_HELP, emit, fail
+from mathsearch.opensearch.errors import MathsearchOpenSearchError
+from mathsearch.opensearch.ir_metrics import DEFAULT_DELTA, DEFAULT_MEASURES
 
 logger = logging.getLogger(__name__)
 
@@ -78,15 +83,15 @@ def add_tune(commands: Any) -> None:
 
 def run_tune(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch tune``."""
-    from opensearch.client import connect
-    from opensearch.query_encoder import ModelQueryEncoder
-    from opensearch.schema import equations_alias
-    from opensearch.searcher import Searcher
-    from opensearch.settings import OpenSearchSettings
-    from opensearch.trec_files import read_qrels, read_topics
-    from opensearch.tune_report import write_report
-    from opensearch.tuning import tune
-    from opensearch.tuning_grid import DEFAULT_GRID, expand, parse_grid
+    from mathsearch.opensearch.client import connect
+    from mathsearch.opensearch.query_encoder import ModelQueryEncoder
+    from mathsearch.opensearch.schema import equations_alias
+    from mathsearch.opensearch.searcher import Searcher
+    from mathsearch.opensearch.settings import OpenSearchSettings
+    from mathsearch.opensearch.trec_files import read_qrels, read_topics
+    from mathsearch.opensearch.tune_report import write_report
+    from mathsearch.opensearch.tuning import tune
+    from mathsearch.opensearch.tuning_grid import DEFAULT_GRID, expand, parse_grid
 
     try:
         configs = expand(parse_grid(args.grid) if args.grid else DEFAULT_GRID)

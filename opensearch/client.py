@@ -8,8 +8,8 @@ from urllib.parse import urlsplit
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import TransportError
 
-from opensearch.redact import redact_url
-from opensearch.settings import OpenSearchSettings
+from mathsearch.opensearch.redact import redact_url
+from mathsearch.opensearch.settings import OpenSearchSettings
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from indexer.records import Failure
+from mathsearch.indexer.records import Failure
 
 
 def now_iso() -> str:

@@ -34,9 +34,9 @@ import numpy as np
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import NotFoundError, TransportError
 
-from opensearch.documents import flat_symbols
-from opensearch.errors import MappingError
-from opensearch.schema import VectorSpec
+from mathsearch.opensearch.documents import flat_symbols
+from mathsearch.opensearch.errors import MappingError
+from mathsearch.opensearch.schema import VectorSpec
 
 logger = logging.getLogger(__name__)
 

@@ -1,14 +1,16 @@
 """The equation index of a retrieval evaluation: built once per collection and model, reused.
 
-:func:`ensure_eval_index` indexes an evaluation collection (:mod:`opensearch.relevance_sets`)
+:func:`ensure_eval_index` indexes an evaluation collection
+(:mod:`mathsearch.opensearch.relevance_sets`)
 into the alias ``<prefix>-eval-<task>`` through the production pipeline in-process
-(:func:`workers.index_job.run_index` with ``inline=True``: featurise, embed with the default
+(:func:`mathsearch.workers.index_job.run_index` with ``inline=True``: featurise, embed with the
+default
 model, bulk upsert, refresh) and records a fingerprint of the collection (ids, documents,
 LaTeX) and of the model (vector field, ONNX SHA-256) in the index's ``_meta``
 (``eval_collection``). A later call with the same collection and model finds that fingerprint
 and the same document count and reuses the index; a different fingerprint drops the index and
 builds it again. An existing index without the marker is someone else's and is never touched
-(:class:`~opensearch.errors.MappingError`).
+(:class:`~mathsearch.opensearch.errors.MappingError`).
 
 Example::
 
@@ -30,10 +32,10 @@ from opensearchpy import OpenSearch
 from opensearchpy.exceptions import ConnectionError as OSConnectionError
 from opensearchpy.exceptions import TransportError
 
-from opensearch.errors import ClusterUnavailableError, MappingError
-from opensearch.relevance_sets import CollectionEquation
-from opensearch.schema import index_meta, resolve_alias, template_name
-from opensearch.settings import OpenSearchSettings
+from mathsearch.opensearch.errors import ClusterUnavailableError, MappingError
+from mathsearch.opensearch.relevance_sets import CollectionEquation
+from mathsearch.opensearch.schema import index_meta, resolve_alias, template_name
+from mathsearch.opensearch.settings import OpenSearchSettings
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +98,7 @@ def _position(eq_id: str) -> int:
 
 
 def _records(collection: Sequence[CollectionEquation]) -> list[Any]:
-    from indexer.records import EquationRecord
+    from mathsearch.indexer.records import EquationRecord
 
     return [
         EquationRecord(eq_id=e.eq_id, doc_id=e.doc_id, position=_position(e.eq_id), latex=e.latex)
@@ -141,13 +143,13 @@ def ensure_eval_index(
         MappingError: ``alias`` names an index that is not an eval index.
         ClusterUnavailableError: the cluster does not answer.
     """
-    from export.model_card import load_card
-    from export.settings import ExportSettings
-    from workers.index_job import run_index
+    from mathsearch.export.model_card import load_card
+    from mathsearch.export.settings import ExportSettings
+    from mathsearch.workers.index_job import run_index
 
     settings = settings or OpenSearchSettings.from_env()
     card = load_card(ExportSettings.from_env().model)
-    from indexer.settings import IndexerSettings
+    from mathsearch.indexer.settings import IndexerSettings
 
     featurisation = f"v{FEATURISATION_VERSION}:{IndexerSettings.from_env().canonical_form}"
     print_ = fingerprint(collection, card.vector_field, card.sha256, featurisation)

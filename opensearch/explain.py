@@ -1,19 +1,20 @@
 """Score breakdowns for ``--explain``: pure functions over fused hits and stored vectors.
 
 With several vector fields every breakdown lists each field's raw and normalised score
-(:class:`~opensearch.results.FieldScore`); ``knn`` / ``knn_normalized`` stay the first field's.
+(:class:`~mathsearch.opensearch.results.FieldScore`); ``knn`` / ``knn_normalized`` stay the first
+field's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from opensearch.errors import QueryError
-from opensearch.fusion import FusedHit
-from opensearch.queries import Mode
-from opensearch.results import FieldScore, ScoreBreakdown
-from opensearch.search_request import SearchRequest
-from opensearch.window_rescore import WindowScore, cosine01
+from mathsearch.opensearch.errors import QueryError
+from mathsearch.opensearch.fusion import FusedHit
+from mathsearch.opensearch.queries import Mode
+from mathsearch.opensearch.results import FieldScore, ScoreBreakdown
+from mathsearch.opensearch.search_request import SearchRequest
+from mathsearch.opensearch.window_rescore import WindowScore, cosine01
 
 #: How the k-NN plugin computes the ``knn`` score of a field.
 KNN_FORMULA = (
@@ -83,7 +84,7 @@ def fusion_breakdown(
 
 
 def cos01(query: Sequence[float], doc: Sequence[float]) -> float:
-    """``(1 + cos) / 2`` of two vectors (:func:`opensearch.window_rescore.cosine01`)."""
+    """``(1 + cos) / 2`` of two vectors (:func:`mathsearch.opensearch.window_rescore.cosine01`)."""
     return float(cosine01(query, doc))  # type: ignore[arg-type]
 
 
@@ -162,7 +163,7 @@ def window_breakdown(
     normalization: str,
 ) -> ScoreBreakdown:
     """``rescore``: the raw and window-normalised BM25 and ``(1 + cos) / 2`` of every field, and
-    the formula (:mod:`opensearch.window_rescore`)."""
+    the formula (:mod:`mathsearch.opensearch.window_rescore`)."""
     parts = [
         FieldScore(name, value, normed, weight)
         for name, value, normed, weight in zip(

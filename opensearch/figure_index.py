@@ -5,8 +5,9 @@ Fields: ``fig_id`` (the id, derived from document and position), ``doc_id``, ``p
 (keyword paths), ``has_image``, ``references`` (keyword), one ``knn_vector`` per figure model
 (``vec_figure_v1``: lucene HNSW, space type from the model card), ``model_versions``,
 ``source``, ``indexed_at``. Writes are ``update`` + ``upsert`` (a re-run is a no-op, as for
-equations: :func:`opensearch.documents.upsert_action`); failure records go to the failures
-index with the figure id (:func:`opensearch.documents.failure_actions`).
+equations: :func:`mathsearch.opensearch.documents.upsert_action`); failure records go to the
+failures
+index with the figure id (:func:`mathsearch.opensearch.documents.failure_actions`).
 
 Example::
 
@@ -25,13 +26,13 @@ from typing import Any
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import TransportError
 
-from indexer.figures import FigureRecord
-from indexer.records import Failure
-from opensearch.bulk_writer import BulkWriter
-from opensearch.documents import failure_actions, upsert_action
-from opensearch.errors import MappingError
-from opensearch.schema import VectorSpec, ensure_failures_index, knn_index_body
-from opensearch.settings import OpenSearchSettings
+from mathsearch.indexer.figures import FigureRecord
+from mathsearch.indexer.records import Failure
+from mathsearch.opensearch.bulk_writer import BulkWriter
+from mathsearch.opensearch.documents import failure_actions, upsert_action
+from mathsearch.opensearch.errors import MappingError
+from mathsearch.opensearch.schema import VectorSpec, ensure_failures_index, knn_index_body
+from mathsearch.opensearch.settings import OpenSearchSettings
 
 logger = logging.getLogger(__name__)
 
@@ -78,12 +79,12 @@ def ensure_figure_index(
     settings: OpenSearchSettings | None = None,
 ) -> str:
     """Create ``index`` when missing; add missing vector fields (idempotent,
-    :func:`opensearch.vector_fields.add_vector_field`).
+    :func:`mathsearch.opensearch.vector_fields.add_vector_field`).
 
     Raises:
         MappingError: the index cannot be created, or a vector field exists with another size.
     """
-    from opensearch.vector_fields import add_vector_field
+    from mathsearch.opensearch.vector_fields import add_vector_field
 
     settings = settings or OpenSearchSettings.from_env()
     if not client.indices.exists(index=index):

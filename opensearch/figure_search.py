@@ -1,8 +1,9 @@
 """Figure search: query words featurised like indexed figures, for the six hybrid modes.
 
-The figures index (:mod:`opensearch.figure_index`) is searched by the same
-:class:`~opensearch.searcher.Searcher` and query builders as the equation index, with
-:data:`~opensearch.search_fields.FIGURE_FIELDS` (BM25 over ``caption`` + ``mentions``, kNN over
+The figures index (:mod:`mathsearch.opensearch.figure_index`) is searched by the same
+:class:`~mathsearch.opensearch.searcher.Searcher` and query builders as the equation index, with
+:data:`~mathsearch.opensearch.search_fields.FIGURE_FIELDS` (BM25 over ``caption`` + ``mentions``,
+kNN over
 ``vec_figure_v1``). :class:`FigureQueryEncoder` turns the query words into BM25 terms and, through
 the figure encoder's text branch (the query has no image, as a figure without one), into the
 figure vector - the figure-embeddings seed's tf-idf first stage re-ranked by interpolation with
@@ -21,9 +22,9 @@ import logging
 import re
 from typing import Any
 
-from opensearch.errors import QueryError
-from opensearch.query_encoder import QueryFeatures
-from opensearch.settings import OpenSearchSettings
+from mathsearch.opensearch.errors import QueryError
+from mathsearch.opensearch.query_encoder import QueryFeatures
+from mathsearch.opensearch.settings import OpenSearchSettings
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +55,8 @@ class FigureQueryEncoder:
             if self._model is not None and not isinstance(self._model, str):
                 self._embedder = self._model
             else:
-                from export.embedders import load_embedder
-                from export.errors import ExportError
+                from mathsearch.export.embedders import load_embedder
+                from mathsearch.export.errors import ExportError
 
                 try:
                     self._embedder = load_embedder(self._model or "figure")
@@ -67,7 +68,7 @@ class FigureQueryEncoder:
 
     def features(self, text: str, encoders: Any = None) -> QueryFeatures:
         """The words of ``text`` and its figure vector (``refusals`` says why there is none)."""
-        from export.embedders import EmbedRefusal
+        from mathsearch.export.embedders import EmbedRefusal
 
         words = _WORD.findall(text)
         if not words:

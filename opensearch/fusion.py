@@ -13,7 +13,7 @@ Normalisation (per subquery, over the scores that subquery returned):
 * ``l2``: ``s / sqrt(sum of s^2)`` (0 when every score is 0);
 * ``z_score``: ``(s - mean) / std`` (population std), values <= 0 become 0.001; a score equal to
   the mean maps to the list's max and a zero std to its min. The server needs neural-search 3.0
-  or later; 2.19 refuses it, so :class:`~opensearch.searcher.Searcher` fuses ``z_score``
+  or later; 2.19 refuses it, so :class:`~mathsearch.opensearch.searcher.Searcher` fuses ``z_score``
   client-side.
 
 Combination (per document; a subquery that did not return the document gives it 0):
@@ -46,7 +46,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from opensearch.errors import QueryError
+from mathsearch.opensearch.errors import QueryError
 
 #: One subquery's results: ``(id, raw score)`` pairs, best first.
 RankedList = Sequence[tuple[str, float]]

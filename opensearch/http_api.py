@@ -2,8 +2,9 @@
 
 Routes (the OpenAPI schema is at ``/openapi.json``; no Swagger UI, which would load from a CDN):
 
-* ``POST /search`` - :class:`~opensearch.api_schema.SearchBody` in,
-  :class:`~opensearch.api_schema.SearchOut` out; unset ranking fields come from the search
+* ``POST /search`` - :class:`~mathsearch.opensearch.api_schema.SearchBody` in,
+  :class:`~mathsearch.opensearch.api_schema.SearchOut` out; unset ranking fields come from the
+  search
   profile (``--profile``), hits carry their stored MathML. ``encoders`` (families) searches
   their vector fields together (an unknown encoder, one without a model here, or a field the
   index lacks is a 422 with the reason).
@@ -16,15 +17,17 @@ Routes (the OpenAPI schema is at ``/openapi.json``; no Swagger UI, which would l
 * ``GET /`` and ``/static/*`` - the search page (``opensearch/web/``), nothing fetched from
   outside (every answer carries ``Content-Security-Policy: default-src 'self'``).
 
-Limits (``MATHSEARCH_SERVE_*``, see :mod:`opensearch.settings`): a POST needs a
+Limits (``MATHSEARCH_SERVE_*``, see :mod:`mathsearch.opensearch.settings`): a POST needs a
 ``Content-Length`` (411) no larger than ``MAX_BODY`` (413); LaTeX and words longer than
 ``MAX_LATEX`` characters and ``k`` above ``MAX_K`` are 422s; each client (by address, or by
 API key id when keys are on) gets ``RATE`` requests per second with bursts of ``BURST`` on the
 API routes (429 + ``Retry-After``). At most ``MAX_INFLIGHT`` API requests run at once, as many
 more wait up to ``QUEUE_TIMEOUT`` seconds, the rest are 503 + ``Retry-After`` at once
-(:mod:`opensearch.load_shedding`); an overloaded or timed-out cluster is a 503 + ``Retry-After``
+(:mod:`mathsearch.opensearch.load_shedding`); an overloaded or timed-out cluster is a 503 +
+``Retry-After``
 too. With API keys (``MATHSEARCH_SERVE_API_KEYS_FILE`` / ``MATHSEARCH_SERVE_API_KEY``,
-:mod:`opensearch.api_keys`) every route but ``GET /health``, the page (``/``, ``/static/*``) and
+:mod:`mathsearch.opensearch.api_keys`) every route but ``GET /health``, the page (``/``,
+``/static/*``) and
 ``/openapi.json`` needs ``Authorization: Bearer KEY`` or ``X-API-Key: KEY`` (401 otherwise).
 Every error is ``{"error": {"status", "reason", "details"?}}``, an unexpected one a JSON 500.
 
@@ -59,30 +62,30 @@ from prometheus_client import (
 )
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from opensearch.api_admission import LIMITED_PREFIXES, admitted, error, refusal
-from opensearch.api_keys import ApiKeys
-from opensearch.api_schema import (
+from mathsearch.opensearch.api_admission import LIMITED_PREFIXES, admitted, error, refusal
+from mathsearch.opensearch.api_keys import ApiKeys
+from mathsearch.opensearch.api_schema import (
     ERROR_RESPONSES,
     RenderBody,
     RenderOut,
     SearchBody,
     SearchOut,
 )
-from opensearch.client import connect
-from opensearch.errors import (
+from mathsearch.opensearch.client import connect
+from mathsearch.opensearch.errors import (
     ClusterUnavailableError,
     MappingError,
     MathsearchOpenSearchError,
     QueryError,
 )
-from opensearch.fusion import Combination, Normalization
-from opensearch.load_shedding import RETRY_AFTER_S, InflightLimiter
-from opensearch.queries import Mode
-from opensearch.query_encoder import ModelQueryEncoder, QueryEncoder, QueryFeatures
-from opensearch.rate_limit import RateLimiter
-from opensearch.search_profile import SearchProfile
-from opensearch.searcher import Searcher
-from opensearch.settings import OpenSearchSettings
+from mathsearch.opensearch.fusion import Combination, Normalization
+from mathsearch.opensearch.load_shedding import RETRY_AFTER_S, InflightLimiter
+from mathsearch.opensearch.queries import Mode
+from mathsearch.opensearch.query_encoder import ModelQueryEncoder, QueryEncoder, QueryFeatures
+from mathsearch.opensearch.rate_limit import RateLimiter
+from mathsearch.opensearch.search_profile import SearchProfile
+from mathsearch.opensearch.searcher import Searcher
+from mathsearch.opensearch.settings import OpenSearchSettings
 
 logger = logging.getLogger(__name__)
 
@@ -154,9 +157,9 @@ class _Renderer:
         self.lock = threading.Lock()
 
     def render(self, latex: str) -> RenderOut:
-        from indexer.converters import make_converter
-        from indexer.errors import IndexerError
-        from indexer.mathml_tree import to_mathml
+        from mathsearch.indexer.converters import make_converter
+        from mathsearch.indexer.errors import IndexerError
+        from mathsearch.indexer.mathml_tree import to_mathml
 
         with self.lock:
             if self._converter is None:

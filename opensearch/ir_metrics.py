@@ -40,8 +40,8 @@ from typing import Any
 
 import ir_measures
 
-from opensearch.errors import EvaluationError
-from opensearch.trec_files import Qrels, Run
+from mathsearch.opensearch.errors import EvaluationError
+from mathsearch.opensearch.trec_files import Qrels, Run
 
 logger = logging.getLogger(__name__)
 

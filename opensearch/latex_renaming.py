@@ -174,7 +174,7 @@ def _rename_label(label: str, mapping: Mapping[str, str]) -> str:
 
 
 def rename_tokens(tokens: Iterable[str], mapping: Mapping[str, str]) -> list[str]:
-    """Math tokens (:func:`indexer.lexical.math_tokens`) with one-letter labels renamed.
+    """Math tokens (:func:`mathsearch.indexer.lexical.math_tokens`) with one-letter labels renamed.
 
     Symbols, both ends of symbol pairs (``x|sup|2``) and the labels of paths
     (``path:msup0:x``) are renamed when they are a single letter of ``mapping``; tag pairs and

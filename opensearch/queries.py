@@ -9,7 +9,8 @@ Modes (DESIGN.md):
 * ``bm25``: ``match`` on ``math_tokens`` (plus ``context`` when words are given);
 * ``knn``: lucene HNSW ``knn`` on the vector field, filters inside the kNN search;
 * ``rescore``: the plain BM25 body (:func:`bm25_body`) fetches ``window`` hits with their
-  vectors; :mod:`opensearch.window_rescore` re-ranks them client-side (both scores normalised
+  vectors; :mod:`mathsearch.opensearch.window_rescore` re-ranks them client-side (both scores
+  normalised
   inside the window) - the figure-embeddings seed's tf-idf + embedding interpolation;
 * ``knn-rescore``: HNSW retrieves ``window`` hits, BM25 re-ranks them by
   ``alpha * knn + (1 - alpha) * bm25``;
@@ -30,7 +31,8 @@ the share of each subquery, ``[bm25, field 1, ..., field n]``, summing to 1):
 
 With one field every body is exactly the single-field one.
 
-Field names come from a :class:`~opensearch.search_fields.SearchFields` (default: the equation
+Field names come from a :class:`~mathsearch.opensearch.search_fields.SearchFields` (default: the
+equation
 index's), so another index (figures: ``caption`` + ``mentions``, ``vec_figure_v1``) uses the
 same modes.
 
@@ -48,9 +50,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from opensearch.errors import QueryError
-from opensearch.fusion import Combination, Normalization
-from opensearch.search_fields import (
+from mathsearch.opensearch.errors import QueryError
+from mathsearch.opensearch.fusion import Combination, Normalization
+from mathsearch.opensearch.search_fields import (
     EQUATION_FIELDS,
     EQUIVALENT_BOOST,
     FILTER_FIELDS,

@@ -1,9 +1,12 @@
 """Query featurisation for search: the same math tokens and model vectors as indexing.
 
-:class:`ModelQueryEncoder` runs :class:`indexer.parse.Featuriser` once per query and then every
+:class:`ModelQueryEncoder` runs :class:`mathsearch.indexer.parse.Featuriser` once per query and then
+every
 requested encoder on that one featurisation (rule 2 of DESIGN.md: one featurisation): the ONNX
-:class:`export.runtime.Encoder` of the graph CNN by default, or any families / ``.onnx`` models
-through :func:`export.embedders.load_embedder` (each loaded once, on first use). Anything with a
+:class:`mathsearch.export.runtime.Encoder` of the graph CNN by default, or any families / ``.onnx``
+models
+through :func:`mathsearch.export.embedders.load_embedder` (each loaded once, on first use). Anything
+with a
 ``features(latex) -> QueryFeatures`` method can stand in (e.g. a cache in benchmarks).
 
 Example::
@@ -19,7 +22,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any, NamedTuple, Protocol
 
-from opensearch.errors import QueryError
+from mathsearch.opensearch.errors import QueryError
 
 logger = logging.getLogger(__name__)
 
@@ -57,8 +60,8 @@ def encoder_field(name: str) -> str:
     Raises:
         QueryError: an unknown family, or a model or card that is not there.
     """
-    from export.embedders import encoder_card
-    from export.errors import ModelCardError
+    from mathsearch.export.embedders import encoder_card
+    from mathsearch.export.errors import ModelCardError
 
     try:
         return encoder_card(name, verify_sha256=False).vector_field
@@ -71,9 +74,10 @@ class ModelQueryEncoder:
 
     Args:
         model: the graph CNN used when no encoders are named: an ONNX path (default
-            ``MATHSEARCH_MODEL``) or a ready :class:`export.runtime.Encoder`.
+            ``MATHSEARCH_MODEL``) or a ready :class:`mathsearch.export.runtime.Encoder`.
         encoders: encoders every query is embedded with by default: families, ``.onnx`` paths
-            or ready :class:`~export.embedders.Embedder` s (``features(latex, encoders=...)``
+            or ready :class:`~mathsearch.export.embedders.Embedder` s (``features(latex,
+            encoders=...)``
             names others per query).
     """
 
@@ -96,7 +100,7 @@ class ModelQueryEncoder:
         vectors: dict[str, list[float]] = {}
         refusals: dict[str, str] = {}
         for embedder in embedders:
-            from export.embedders import EmbedRefusal
+            from mathsearch.export.embedders import EmbedRefusal
 
             try:
                 result = embedder.embed([item])[0]
@@ -116,8 +120,8 @@ class ModelQueryEncoder:
         )
 
     def _parse(self, latex: str, with_prefix: bool = False) -> Any:
-        from indexer.parse import Featuriser
-        from indexer.records import Failure
+        from mathsearch.indexer.parse import Featuriser
+        from mathsearch.indexer.records import Failure
 
         if with_prefix not in self._featurisers:
             self._featurisers[with_prefix] = Featuriser(with_prefix=with_prefix)
@@ -131,8 +135,8 @@ class ModelQueryEncoder:
         if not isinstance(name, str):
             return name
         if name not in self._embedders:
-            from export.embedders import load_embedder
-            from export.errors import ExportError
+            from mathsearch.export.embedders import load_embedder
+            from mathsearch.export.errors import ExportError
 
             try:
                 self._embedders[name] = load_embedder(name)
@@ -143,7 +147,7 @@ class ModelQueryEncoder:
 
     def _graph_cnn(self, latex: str) -> QueryFeatures:
         """The graph CNN alone (the default since the first version)."""
-        from export.runtime import Encoder
+        from mathsearch.export.runtime import Encoder
 
         if self._encoder is None:
             if isinstance(self._model, Encoder):

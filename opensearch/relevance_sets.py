@@ -6,12 +6,13 @@
   is every parseable equation of ``papers`` randomly chosen papers (those with at least two
   records); topics come only from papers with at least two parseable equations, spread
   round-robin over the papers.
-* :func:`build_equivalence` (SemVec, :mod:`indexer.semvec`): the collection is every member of
+* :func:`build_equivalence` (SemVec, :mod:`mathsearch.indexer.semvec`): the collection is every
+  member of
   the chosen validation sets, a topic is one member, relevant are the other members of its
   equivalence class; ``topics_per_set`` topics per set, round-robin over its classes of at
   least two members.
 
-"Parseable" means the one featurisation (:class:`~indexer.parse.Featuriser`) accepts the
+"Parseable" means the one featurisation (:class:`~mathsearch.indexer.parse.Featuriser`) accepts the
 LaTeX: what it refuses could not be indexed. The qid of a topic is the eq_id of its equation.
 Everything is deterministic given the seed (papers, classes and members are sorted before
 they are drawn). No cluster is involved.
@@ -35,12 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from indexer.hepth import iter_hepth
-from indexer.parse import Featuriser, ParsedEquation
-from indexer.records import EquationRecord
-from indexer.semvec import read_semvec, set_name
-from opensearch.errors import EvaluationError
-from opensearch.trec_files import Qrels, Topic
+from mathsearch.indexer.hepth import iter_hepth
+from mathsearch.indexer.parse import Featuriser, ParsedEquation
+from mathsearch.indexer.records import EquationRecord
+from mathsearch.indexer.semvec import read_semvec, set_name
+from mathsearch.opensearch.errors import EvaluationError
+from mathsearch.opensearch.trec_files import Qrels, Topic
 
 logger = logging.getLogger(__name__)
 

@@ -129,18 +129,36 @@ class SearchResponse:
         return data
 
 
-def matched_tokens(query_tokens: Iterable[str], document_tokens: Sequence[str]) -> list[str]:
-    """The distinct document tokens that the query also has, in document order.
+def token_kind(token: str) -> int:
+    """Readability rank of a math token, most readable first: 0 symbols (``x``, ``+``), 1 symbol
+    pairs (``x|sup|2``), 2 paths (``path:msub0:x``), 3 tag pairs (``math>mrow``), 4 shapes
+    (``shape:...``) and other prefixed tokens (``form:...``)."""
+    if token.startswith("path:"):
+        return 2
+    if ":" in token[1:] and token[0] != ":":
+        return 4
+    if token.count("|") >= 2 and token.strip("|"):
+        return 1
+    tags = token.split(">")
+    if len(tags) == 2 and all(tag.isalpha() for tag in tags):
+        return 3
+    return 0
 
-    >>> matched_tokens(["x", "+", "x|sup|2"], ["y", "+", "x", "x|sup|2", "x"])
-    ['+', 'x', 'x|sup|2']
+
+def matched_tokens(query_tokens: Iterable[str], document_tokens: Sequence[str]) -> list[str]:
+    """The distinct document tokens that the query also has: readable kinds first
+    (:func:`token_kind`: symbols, pairs, paths, then tag pairs and shapes), each kind in
+    document order.
+
+    >>> matched_tokens(["x", "+", "x|sup|2", "mrow>mi"], ["mrow>mi", "y", "+", "x|sup|2", "x"])
+    ['+', 'x', 'x|sup|2', 'mrow>mi']
     """
     wanted = set(query_tokens)
-    seen: list[str] = []
+    seen: dict[str, None] = {}
     for token in document_tokens:
         if token in wanted and token not in seen:
-            seen.append(token)
-    return seen
+            seen[token] = None
+    return sorted(seen, key=token_kind)
 
 
 def highlight(query_tokens: Iterable[str], document_tokens: Sequence[str]) -> str:

@@ -1,14 +1,16 @@
 """``mathsearch eval retrieval --task ...``: every ranking mode against Approach Zero, on real data.
 
-One evaluation, from relevance data (:mod:`opensearch.relevance_sets`) to a side-by-side table:
+One evaluation, from relevance data (:mod:`mathsearch.opensearch.relevance_sets`) to a side-by-side
+table:
 
 1. the collection is indexed into ``<prefix>-eval-<task>`` with the default model
-   (:func:`opensearch.eval_index.ensure_eval_index`: reused when it already holds exactly this
+   (:func:`mathsearch.opensearch.eval_index.ensure_eval_index`: reused when it already holds exactly
+   this
    collection and model);
 2. the topics are split by paper / class (seeded) into a tuning half and a test half, so no
    paper or class has topics in both;
 3. the tuning half runs the default grid of ``mathsearch tune``
-   (:data:`~opensearch.tuning_grid.DEFAULT_GRID`: every mode, alpha 0.1 .. 0.9, three
+   (:data:`~mathsearch.opensearch.tuning_grid.DEFAULT_GRID`: every mode, alpha 0.1 .. 0.9, three
    normalisations; k = ``k``; or ``grid``) and picks the best by ``metric``;
 4. on the test half: BM25 only, kNN only, rescore, knn-rescore, fusion and rrf with the
    parameters of the shipped default profile (:meth:`SearchProfile.default`: what a user gets
@@ -16,12 +18,14 @@ One evaluation, from relevance data (:mod:`opensearch.relevance_sets`) to a side
    (pya0, indexed in its own workdir and searched in a child process; equations and queries
    its parser refuses are counted) and a
    seeded random ranking (the trivial baseline), each evaluated with
-   :func:`opensearch.ir_metrics.evaluate` (P@5, P@10, P@100, nDCG@10, MAP, uMAP, Hoeffding
+   :func:`mathsearch.opensearch.ir_metrics.evaluate` (P@5, P@10, P@100, nDCG@10, MAP, uMAP,
+   Hoeffding
    widths).
 
 Files (``out_dir``): ``collection.jsonl``, ``topics.jsonl`` (all), ``topics-tune.jsonl``,
 ``topics-test.jsonl``, ``qrels.txt``, ``runs/<system>.txt`` (test half), ``tune/`` (the tune
-report of the tuning half), ``report.json`` and ``report.md`` (:mod:`opensearch.retrieval_report`).
+report of the tuning half), ``report.json`` and ``report.md``
+(:mod:`mathsearch.opensearch.retrieval_report`).
 
 Example::
 
@@ -46,15 +50,15 @@ from typing import Any
 from opensearchpy import OpenSearch
 from tqdm import tqdm
 
-from opensearch.errors import ClusterUnavailableError, EvaluationError
-from opensearch.eval_index import EvalIndex, ensure_eval_index, eval_alias, fingerprint
-from opensearch.ir_metrics import DEFAULT_DELTA, Evaluation, evaluate
-from opensearch.queries import Mode
-from opensearch.redact import redact_url
-from opensearch.relevance_sets import RelevanceSet
-from opensearch.search_profile import SearchProfile
-from opensearch.settings import OpenSearchSettings
-from opensearch.trec_files import (
+from mathsearch.opensearch.errors import ClusterUnavailableError, EvaluationError
+from mathsearch.opensearch.eval_index import EvalIndex, ensure_eval_index, eval_alias, fingerprint
+from mathsearch.opensearch.ir_metrics import DEFAULT_DELTA, Evaluation, evaluate
+from mathsearch.opensearch.queries import Mode
+from mathsearch.opensearch.redact import redact_url
+from mathsearch.opensearch.relevance_sets import RelevanceSet
+from mathsearch.opensearch.search_profile import SearchProfile
+from mathsearch.opensearch.settings import OpenSearchSettings
+from mathsearch.opensearch.trec_files import (
     Qrels,
     Run,
     Topic,
@@ -62,7 +66,7 @@ from opensearch.trec_files import (
     write_run,
     write_topics,
 )
-from opensearch.tuning import DEFAULT_METRIC
+from mathsearch.opensearch.tuning import DEFAULT_METRIC
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +91,8 @@ class SystemResult:
 
 @dataclass
 class RetrievalEval:
-    """Everything one evaluation measured; :mod:`opensearch.retrieval_report` writes it."""
+    """Everything one evaluation measured; :mod:`mathsearch.opensearch.retrieval_report` writes
+    it."""
 
     task: str
     out_dir: Path
@@ -184,7 +189,8 @@ def run_retrieval_eval(
 ) -> RetrievalEval:
     """Run one evaluation (see the module docstring) and write its files; returns the result.
 
-    ``grid`` replaces the default tuning grid (a :func:`~opensearch.tuning_grid.parse_grid`
+    ``grid`` replaces the default tuning grid (a
+    :func:`~mathsearch.opensearch.tuning_grid.parse_grid`
     result; its ``k`` is always ``k``). ``pya0_dir`` is pya0's workdir (default
     ``out_dir/pya0``; its index is reused when it holds the same collection).
 
@@ -194,17 +200,17 @@ def run_retrieval_eval(
         EvaluationError: too few topics or groups to split, or no judged topic.
         Pya0Unavailable, Pya0Error: pya0 is asked for but missing, or failed to index.
     """
-    from opensearch.client import connect
-    from opensearch.query_encoder import ModelQueryEncoder
-    from opensearch.retrieval_report import write_report
-    from opensearch.searcher import Searcher
-    from opensearch.topic_runs import run_topics
-    from opensearch.tune_report import write_report as write_tune_report
-    from opensearch.tuning import tune
-    from opensearch.tuning_grid import DEFAULT_GRID, expand
+    from mathsearch.opensearch.client import connect
+    from mathsearch.opensearch.query_encoder import ModelQueryEncoder
+    from mathsearch.opensearch.retrieval_report import write_report
+    from mathsearch.opensearch.searcher import Searcher
+    from mathsearch.opensearch.topic_runs import run_topics
+    from mathsearch.opensearch.tune_report import write_report as write_tune_report
+    from mathsearch.opensearch.tuning import tune
+    from mathsearch.opensearch.tuning_grid import DEFAULT_GRID, expand
 
     if pya0 and not pya0_available():
-        from workers.pya0_peer import Pya0Unavailable
+        from mathsearch.workers.pya0_peer import Pya0Unavailable
 
         raise Pya0Unavailable(f"pya0 is not importable; {PYA0_HINT}")
     started = time.perf_counter()
@@ -298,8 +304,8 @@ def run_retrieval_eval(
 
 
 def _featurise(searcher: Any, topics: Sequence[Topic]) -> None:
-    from opensearch.errors import QueryError
-    from opensearch.topic_runs import cache_features
+    from mathsearch.opensearch.errors import QueryError
+    from mathsearch.opensearch.topic_runs import cache_features
 
     cache = cache_features(searcher)
     for topic in topics:
@@ -348,8 +354,8 @@ def _pya0_system(
     progress: bool,
 ) -> tuple[SystemResult, dict[str, Any]]:
     """Index the collection with pya0 (reused when its stamp matches), search the test half."""
-    from workers.pya0_peer import INDEX_DIR, index_with_pya0
-    from workers.pya0_search import search_with_pya0
+    from mathsearch.workers.pya0_peer import INDEX_DIR, index_with_pya0
+    from mathsearch.workers.pya0_search import search_with_pya0
 
     stamp, stats = workdir / "collection.sha256", workdir / "index.json"
     expected = fingerprint(data.collection, "pya0", "0.3.7")

@@ -19,8 +19,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from opensearch.ir_metrics import DEFAULT_MEASURES
-from opensearch.retrieval_eval import RetrievalEval, SystemResult
+from mathsearch.opensearch.ir_metrics import DEFAULT_MEASURES
+from mathsearch.opensearch.retrieval_eval import RetrievalEval, SystemResult
 
 logger = logging.getLogger(__name__)
 

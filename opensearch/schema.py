@@ -6,14 +6,15 @@ Every version is created from the index template ``<alias>-template`` (pattern
 ``<alias>-0*``), which holds the settings and the current mapping.
 Fields (DESIGN.md): ``eq_id``, ``doc_id``, ``section``, ``position``, ``latex``, ``mathml``
 (stored, not indexed), ``math_tokens`` and ``canon_tokens`` (normal forms that equivalent
-formulas share, :mod:`indexer.canonical_form`; both whitespace analyzer, BM25), ``symbols`` and
+formulas share, :mod:`mathsearch.indexer.canonical_form`; both whitespace analyzer, BM25),
+``symbols`` and
 ``keywords`` (keyword), ``context`` (text), one ``knn_vector`` per encoder and model version
 (lucene HNSW, space type from the model card), ``model_versions`` (the fields the equation has a
 vector in), ``embed_refusals`` (keyword, ``<field>:<reason>`` for each encoder of a
 several-encoder job that refused the equation) and ``indexed_at``.
 
 The index's ``_meta`` records the schema version, the vector fields with their models, and the
-default vector field that search uses (see :mod:`opensearch.vector_fields`).
+default vector field that search uses (see :mod:`mathsearch.opensearch.vector_fields`).
 
 Example::
 
@@ -31,8 +32,8 @@ from typing import Any
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import NotFoundError, TransportError
 
-from opensearch.errors import MappingError
-from opensearch.settings import OpenSearchSettings
+from mathsearch.opensearch.errors import MappingError
+from mathsearch.opensearch.settings import OpenSearchSettings
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ class VectorSpec:
 
     @classmethod
     def from_card(cls, card: Any) -> VectorSpec:
-        """The spec of a model card (:class:`export.model_card.ModelCard` or alike)."""
+        """The spec of a model card (:class:`mathsearch.export.model_card.ModelCard` or alike)."""
         return cls(
             field=card.vector_field,
             dimension=int(card.embedding_dim),
@@ -98,7 +99,8 @@ def equation_properties() -> dict[str, Any]:
         "latex": {"type": "text", "index": False},
         "mathml": {"type": "text", "index": False, "store": True},
         "math_tokens": {"type": "text", "analyzer": "whitespace", "similarity": "BM25"},
-        # normal forms (indexer.canonical_form): form:/term:/vars: tokens, empty when none
+        # normal forms (mathsearch.indexer.canonical_form): form:/term:/vars: tokens, empty when
+        # none
         "canon_tokens": {"type": "text", "analyzer": "whitespace", "similarity": "BM25"},
         "symbols": {"type": "keyword"},
         "context": {"type": "text"},
@@ -218,7 +220,7 @@ def ensure_equation_index(
                 raise MappingError(f"cannot create {concrete}: {exc}") from exc
         logger.info("created %s behind alias %s", concrete, alias)
         return concrete
-    from opensearch.vector_fields import add_vector_field
+    from mathsearch.opensearch.vector_fields import add_vector_field
 
     add_missing_properties(client, alias, equation_properties())
     for spec in vectors:
@@ -260,7 +262,7 @@ def put_equation_template(
     """The index template that every version ``<alias>-NNNNNN`` is created from.
 
     It never carries the alias: a new version joins the alias only by an explicit, atomic swap.
-    :mod:`opensearch.vector_fields` keeps it in step with the live mapping.
+    :mod:`mathsearch.opensearch.vector_fields` keeps it in step with the live mapping.
     """
     try:
         client.indices.put_index_template(

@@ -1,9 +1,11 @@
-"""The cluster calls of a :class:`~opensearch.searcher.Searcher`: one index, typed errors.
+"""The cluster calls of a :class:`~mathsearch.opensearch.searcher.Searcher`: one index, typed
+errors.
 
 Every request goes through :meth:`SearchCalls.call`, which turns the client's exceptions into
 this package's (no index: :class:`MappingError`; no answer: :class:`ClusterUnavailableError`;
 refused: :class:`QueryError`; shed by an overloaded cluster - HTTP 429 / 503, rejected execution -
-or timed out: :class:`~opensearch.load_shedding.ClusterBusyError`, which the API answers with 503
+or timed out: :class:`~mathsearch.opensearch.load_shedding.ClusterBusyError`, which the API answers
+with 503
 and ``Retry-After``); ``_msearch`` does the same for each response of a multi-search.
 """
 
@@ -16,10 +18,10 @@ from opensearchpy import OpenSearch
 from opensearchpy.exceptions import ConnectionError as OSConnectionError
 from opensearchpy.exceptions import ConnectionTimeout, NotFoundError, TransportError
 
-from opensearch.client import transport_reason
-from opensearch.errors import ClusterUnavailableError, MappingError, QueryError
-from opensearch.load_shedding import ClusterBusyError, cluster_busy_reason
-from opensearch.search_fields import EQUATION_SOURCE
+from mathsearch.opensearch.client import transport_reason
+from mathsearch.opensearch.errors import ClusterUnavailableError, MappingError, QueryError
+from mathsearch.opensearch.load_shedding import ClusterBusyError, cluster_busy_reason
+from mathsearch.opensearch.search_fields import EQUATION_SOURCE
 
 _T = TypeVar("_T")
 

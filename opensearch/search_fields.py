@@ -1,4 +1,5 @@
-"""Which fields of an index the query builders and the :class:`~opensearch.searcher.Searcher` use.
+"""Which fields of an index the query builders and the
+:class:`~mathsearch.opensearch.searcher.Searcher` use.
 
 The six search modes are the same for every index; only the field names differ. The equation
 index (the default, :data:`EQUATION_FIELDS`) matches the query's math tokens against
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from opensearch.errors import QueryError
+from mathsearch.opensearch.errors import QueryError
 
 #: Fields a filter may name (keyword / numeric / date fields of the equation index).
 FILTER_FIELDS = ("doc_id", "eq_id", "section", "symbols", "keywords", "model_versions", "source")
@@ -75,7 +76,8 @@ class SearchFields:
 #: The equation index (``<prefix>-equations``).
 EQUATION_FIELDS = SearchFields()
 
-#: The figures index (:mod:`opensearch.figure_index`): captions and mentions, one figure vector
+#: The figures index (:mod:`mathsearch.opensearch.figure_index`): captions and mentions, one figure
+# vector
 #: field, figures identified by ``fig_id``.
 FIGURE_FIELDS = SearchFields(
     text=("caption", "mentions"),

@@ -1,6 +1,7 @@
 """Search profiles: a named set of ranking parameters, written by ``tune``, loaded by ``--profile``.
 
-A profile is a JSON file holding the parameters of :class:`~opensearch.search_request.SearchRequest`
+A profile is a JSON file holding the parameters of
+:class:`~mathsearch.opensearch.search_request.SearchRequest`
 that shape the ranking (mode, alpha, window, depth, normalisation, combination, rank constant,
 k, max_df) plus where they came from (``source``: e.g. the tune report and the metric it
 maximised). ``mathsearch search --profile P`` and ``mathsearch serve --profile P`` start from the
@@ -25,10 +26,10 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from opensearch.errors import ConfigurationError, QueryError
-from opensearch.fusion import Combination, Normalization
-from opensearch.queries import Mode
-from opensearch.search_request import SearchRequest
+from mathsearch.opensearch.errors import ConfigurationError, QueryError
+from mathsearch.opensearch.fusion import Combination, Normalization
+from mathsearch.opensearch.queries import Mode
+from mathsearch.opensearch.search_request import SearchRequest
 
 logger = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from opensearch.errors import QueryError
-from opensearch.fusion import Combination, Normalization
-from opensearch.queries import NO_FILTERS, Filters, Mode
+from mathsearch.opensearch.errors import QueryError
+from mathsearch.opensearch.fusion import Combination, Normalization
+from mathsearch.opensearch.queries import NO_FILTERS, Filters, Mode
 
 FUSION_SIDES = ("auto", "server", "client")
 
@@ -42,6 +42,21 @@ class SearchRequest:
     vector_fields: tuple[str, ...] = ()
     encoders: tuple[str, ...] = ()
     weights: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        """Accept the enums' names as strings (``mode="rrf"``); an unknown one is a QueryError."""
+        for name, kind in (
+            ("mode", Mode),
+            ("normalization", Normalization),
+            ("combination", Combination),
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, kind):
+                try:
+                    object.__setattr__(self, name, kind(value))
+                except ValueError:
+                    known = ", ".join(member.value for member in kind)
+                    raise QueryError(f"{name} must be one of {known}, not {value!r}") from None
 
     def validate(self) -> None:
         """Raise :class:`QueryError` for parameters no mode accepts."""

@@ -1,12 +1,13 @@
 """The ``Searcher``: a LaTeX query (plus words) in, ranked equations out, in every mode.
 
 The query goes through the same featurisation as indexing (math tokens from
-:class:`indexer.parse.Featuriser`, the vector from the ONNX model whose card names the vector
-field), then one of the bodies of :mod:`opensearch.queries`.
+:class:`mathsearch.indexer.parse.Featuriser`, the vector from the ONNX model whose card names the
+vector
+field), then one of the bodies of :mod:`mathsearch.opensearch.queries`.
 
 ``fusion`` and ``rrf`` run on the cluster (``fusion_side="server"``: the neural-search ``hybrid``
 query under a temporary search pipeline) or client-side (``"client"``: the BM25 and kNN
-subqueries in one ``_msearch``, then :mod:`opensearch.fusion`'s copy of the plugin's
+subqueries in one ``_msearch``, then :mod:`mathsearch.opensearch.fusion`'s copy of the plugin's
 normalisation and combination, then the k sources by ``mget``). Both rank identically (a golden
 test compares them); ``"auto"`` (the default) is client-side, which measured 2x faster at 100k
 equations and 9x at 1M, and is the only way to ``z_score`` on neural-search 2.19. Alpha is the
@@ -15,20 +16,24 @@ vector's share in every mode: fusion weights are ``[1 - alpha, alpha]`` for ``[b
 ``rescore`` runs client-side over one request: BM25 fetches ``window`` hits with their stored
 vectors, and BM25 and each field's ``(1 + cos) / 2`` are normalised inside the window
 (``normalization``, default min_max) before ``(1 - alpha) * bm25 + alpha * cos`` combines them
-(:mod:`opensearch.window_rescore`), so alpha means the same for every query.
+(:mod:`mathsearch.opensearch.window_rescore`), so alpha means the same for every query.
 
 ``max_df`` leaves the query tokens found in more than that fraction of the equations out of BM25
-(:mod:`opensearch.token_stats`), in every mode that uses BM25.
+(:mod:`mathsearch.opensearch.token_stats`), in every mode that uses BM25.
 
-``explain`` adds a :class:`~opensearch.results.ScoreBreakdown` to every hit (each subquery's raw
+``explain`` adds a :class:`~mathsearch.opensearch.results.ScoreBreakdown` to every hit (each
+subquery's raw
 and normalised score and the formula), ``group`` groups the hits by document.
 
 Several encoders: a request naming ``encoders`` (or ``vector_fields``) is featurised once and
-embedded by each (:class:`~opensearch.query_encoder.ModelQueryEncoder`); every mode then uses
-every field (:mod:`opensearch.queries`: one hybrid query of BM25 + one kNN per field for fusion
+embedded by each (:class:`~mathsearch.opensearch.query_encoder.ModelQueryEncoder`); every mode then
+uses
+every field (:mod:`mathsearch.opensearch.queries`: one hybrid query of BM25 + one kNN per field for
+fusion
 and rrf, client-side the same lists in one ``_msearch``). A field the index lacks, or one the
 query got no vector for, is a :class:`QueryError` saying which. ``fields``
-(:class:`~opensearch.search_fields.SearchFields`) names the index's fields, so another index
+(:class:`~mathsearch.opensearch.search_fields.SearchFields`) names the index's fields, so another
+index
 (figures) uses the same modes.
 
 Example::
@@ -50,9 +55,9 @@ from typing import Any, TypeVar
 
 from opensearchpy import OpenSearch
 
-from opensearch import queries
-from opensearch.errors import MappingError, QueryError
-from opensearch.explain import (
+from mathsearch.opensearch import queries
+from mathsearch.opensearch.errors import MappingError, QueryError
+from mathsearch.opensearch.explain import (
     fusion_breakdown,
     multi_knn_breakdown,
     multi_rescore_breakdown,
@@ -60,10 +65,10 @@ from opensearch.explain import (
     single_breakdown,
     window_breakdown,
 )
-from opensearch.fusion import FusedHit, fuse, rrf
-from opensearch.queries import Mode
-from opensearch.query_encoder import ModelQueryEncoder, QueryEncoder, QueryFeatures
-from opensearch.results import (
+from mathsearch.opensearch.fusion import FusedHit, fuse, rrf
+from mathsearch.opensearch.queries import Mode
+from mathsearch.opensearch.query_encoder import ModelQueryEncoder, QueryEncoder, QueryFeatures
+from mathsearch.opensearch.results import (
     Hit,
     ScoreBreakdown,
     SearchResponse,
@@ -71,13 +76,13 @@ from opensearch.results import (
     highlight,
     matched_tokens,
 )
-from opensearch.schema import index_meta
-from opensearch.search_calls import SearchCalls
-from opensearch.search_fields import EQUATION_FIELDS, EQUATION_SOURCE, SearchFields
-from opensearch.search_request import SearchRequest
-from opensearch.token_stats import TokenStats
-from opensearch.vector_plan import VectorPlan, plan_vectors, requested_fields
-from opensearch.window_rescore import cosine01, rank_window, rescore_window
+from mathsearch.opensearch.schema import index_meta
+from mathsearch.opensearch.search_calls import SearchCalls
+from mathsearch.opensearch.search_fields import EQUATION_FIELDS, EQUATION_SOURCE, SearchFields
+from mathsearch.opensearch.search_request import SearchRequest
+from mathsearch.opensearch.token_stats import TokenStats
+from mathsearch.opensearch.vector_plan import VectorPlan, plan_vectors, requested_fields
+from mathsearch.opensearch.window_rescore import cosine01, rank_window, rescore_window
 
 logger = logging.getLogger(__name__)
 
@@ -168,7 +173,7 @@ class Searcher(SearchCalls):
         """The request's vector fields, query vectors and weights (empty for ``bm25``).
 
         Raises:
-            QueryError: see :func:`opensearch.vector_plan.plan_vectors`.
+            QueryError: see :func:`mathsearch.opensearch.vector_plan.plan_vectors`.
         """
         if request.mode is Mode.BM25:
             return VectorPlan(queries=(), bm25_weight=1.0)
@@ -243,7 +248,7 @@ class Searcher(SearchCalls):
         self, request: SearchRequest, tokens: list[str], plan: VectorPlan
     ) -> list[Hit]:
         """BM25 fetches the window with its stored vectors; both scores are normalised inside
-        it and combined (:mod:`opensearch.window_rescore`), in one request."""
+        it and combined (:mod:`mathsearch.opensearch.window_rescore`), in one request."""
         fields = plan.fields
         source = tuple(dict.fromkeys((*self._source(request), *fields)))
         body = queries.bm25_body(

@@ -52,8 +52,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from opensearch.errors import ConfigurationError
-from opensearch.redact import redact_url
+from mathsearch.opensearch.errors import ConfigurationError
+from mathsearch.opensearch.redact import redact_url
 
 
 def _env_bool(name: str, default: bool) -> bool:

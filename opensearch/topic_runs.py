@@ -2,7 +2,8 @@
 
 :func:`search_topics` asks the live index for ``k + len(topic.exclude)`` hits per topic and drops
 the excluded ids (e.g. the query's own equation), so a run holds at most ``k`` results a topic. A
-topic whose query fails (:class:`~opensearch.errors.QueryError`: unreadable LaTeX, a refused
+topic whose query fails (:class:`~mathsearch.opensearch.errors.QueryError`: unreadable LaTeX, a
+refused
 request) gets an empty ranking and is counted and logged - it never aborts the run; a missing
 index or a cluster that does not answer (``MappingError``, ``ClusterUnavailableError``) does.
 
@@ -26,12 +27,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from opensearch.errors import QueryError
-from opensearch.query_encoder import QueryEncoder, QueryFeatures
-from opensearch.search_profile import SearchProfile
-from opensearch.search_request import SearchRequest
-from opensearch.searcher import Searcher
-from opensearch.trec_files import Run, Topic
+from mathsearch.opensearch.errors import QueryError
+from mathsearch.opensearch.query_encoder import QueryEncoder, QueryFeatures
+from mathsearch.opensearch.search_profile import SearchProfile
+from mathsearch.opensearch.search_request import SearchRequest
+from mathsearch.opensearch.searcher import Searcher
+from mathsearch.opensearch.trec_files import Run, Topic
 
 logger = logging.getLogger(__name__)
 

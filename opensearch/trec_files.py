@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from opensearch.errors import TrecFileError
+from mathsearch.opensearch.errors import TrecFileError
 
 logger = logging.getLogger(__name__)
 

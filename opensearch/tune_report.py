@@ -10,7 +10,7 @@
       best_profile.json      the best configuration as a SearchProfile (--profile of search and
                              serve); source = {"tuned_on", "metric", "value", "report", ...}
       report.json            everything above as data (+ the best configuration's per-topic values)
-      runs/<name>.txt        TREC runs (written by :func:`opensearch.tuning.tune`)
+      runs/<name>.txt        TREC runs (written by :func:`mathsearch.opensearch.tuning.tune`)
 
 Plots use matplotlib's object API on the Agg canvas (no pyplot, no display, no global state).
 
@@ -30,8 +30,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from opensearch.search_profile import SearchProfile
-from opensearch.tuning import ConfigResult, TuneResult
+from mathsearch.opensearch.search_profile import SearchProfile
+from mathsearch.opensearch.tuning import ConfigResult, TuneResult
 
 logger = logging.getLogger(__name__)
 

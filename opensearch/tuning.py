@@ -1,10 +1,12 @@
 """Tuning: every configuration of a grid against the live index, evaluated on judged topics.
 
-:func:`tune` runs each :class:`~opensearch.tuning_grid.Configuration` over every topic
-(:func:`~opensearch.topic_runs.run_topics`: a topic's query is featurised once for the whole
+:func:`tune` runs each :class:`~mathsearch.opensearch.tuning_grid.Configuration` over every topic
+(:func:`~mathsearch.opensearch.topic_runs.run_topics`: a topic's query is featurised once for the
+whole
 grid), writes the TREC run ``runs/<name>.txt`` under the report folder, evaluates it
-(:func:`~opensearch.ir_metrics.evaluate`) and returns the results best first by the chosen
-metric. :mod:`opensearch.tune_report` turns a :class:`TuneResult` into the report folder.
+(:func:`~mathsearch.opensearch.ir_metrics.evaluate`) and returns the results best first by the
+chosen
+metric. :mod:`mathsearch.opensearch.tune_report` turns a :class:`TuneResult` into the report folder.
 
 Example::
 
@@ -26,8 +28,8 @@ from typing import Any
 
 from tqdm import tqdm
 
-from opensearch.errors import EvaluationError
-from opensearch.ir_metrics import (
+from mathsearch.opensearch.errors import EvaluationError
+from mathsearch.opensearch.ir_metrics import (
     DEFAULT_DELTA,
     DEFAULT_MEASURES,
     Evaluation,
@@ -35,10 +37,10 @@ from opensearch.ir_metrics import (
     hoeffding_width,
     parse_measures,
 )
-from opensearch.searcher import Searcher
-from opensearch.topic_runs import cache_features, run_topics
-from opensearch.trec_files import Qrels, Topic, write_run
-from opensearch.tuning_grid import Configuration
+from mathsearch.opensearch.searcher import Searcher
+from mathsearch.opensearch.topic_runs import cache_features, run_topics
+from mathsearch.opensearch.trec_files import Qrels, Topic, write_run
+from mathsearch.opensearch.tuning_grid import Configuration
 
 logger = logging.getLogger(__name__)
 

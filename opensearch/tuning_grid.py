@@ -8,7 +8,8 @@ inclusive numeric range, or a JSON file (an object of key to list, value or rang
 
 Keys: ``mode`` (or ``all``), ``alpha``, ``normalization``, ``combination``, ``window``, ``k``,
 ``depth``, ``rank_constant``, ``max_df``. A key left out takes one value: the default grid's
-``k``/``window``/``depth`` (100) or :class:`~opensearch.search_profile.SearchProfile`'s default
+``k``/``window``/``depth`` (100) or :class:`~mathsearch.opensearch.search_profile.SearchProfile`'s
+default
 (mode fusion, alpha 0.5, min_max, arithmetic_mean, rank constant 60). Each mode combines only the
 parameters it uses (those of :meth:`SearchRequest.parameters`: alpha for rescore, knn-rescore and
 fusion; window for the rescore modes; depth, normalisation and combination for fusion; depth and
@@ -35,10 +36,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from opensearch.errors import ConfigurationError, QueryError
-from opensearch.fusion import Combination, Normalization
-from opensearch.queries import Mode
-from opensearch.search_profile import SearchProfile
+from mathsearch.opensearch.errors import ConfigurationError, QueryError
+from mathsearch.opensearch.fusion import Combination, Normalization
+from mathsearch.opensearch.queries import Mode
+from mathsearch.opensearch.search_profile import SearchProfile
 
 logger = logging.getLogger(__name__)
 

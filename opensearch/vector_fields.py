@@ -2,7 +2,8 @@
 
 A new model version gets its own field (``vec_gcn_v2`` beside ``vec_gcn_v1``), added to the live
 index with put-mapping while the old field keeps answering queries. Re-embedding fills it with
-partial updates (:func:`workers.reembed.reembed`); search keeps using the default field until
+partial updates (:func:`mathsearch.workers.reembed.reembed`); search keeps using the default field
+until
 one command switches it (:func:`set_default_vector_field`, ``mathsearch models use``). An old
 field is dropped by rebuilding the index without it into the next version
 (``<alias>-000002``) and swapping the alias atomically (:func:`drop_vector_field`): readers see
@@ -25,15 +26,15 @@ from typing import Any
 from opensearchpy import OpenSearch, helpers
 from opensearchpy.exceptions import TransportError
 
-from opensearch.errors import MappingError
-from opensearch.schema import (
+from mathsearch.opensearch.errors import MappingError
+from mathsearch.opensearch.schema import (
     VectorSpec,
     index_meta,
     put_equation_template,
     resolve_alias,
     versioned_name,
 )
-from opensearch.settings import OpenSearchSettings
+from mathsearch.opensearch.settings import OpenSearchSettings
 
 logger = logging.getLogger(__name__)
 
@@ -188,7 +189,7 @@ def _index_settings(client: OpenSearch, concrete: str) -> dict[str, Any]:
 def _copy_without(client: OpenSearch, old: str, new: str, field: str) -> int:
     """Copy every document of ``old`` into ``new`` without ``field`` (client-side: the
     ``_reindex`` API is a module that a minimal cluster, like the local one, may not have)."""
-    from opensearch.bulk_writer import BulkWriter
+    from mathsearch.opensearch.bulk_writer import BulkWriter
 
     def actions() -> Any:
         for hit in helpers.scan(client, index=old, query={"query": {"match_all": {}}}, size=500):

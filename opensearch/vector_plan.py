@@ -3,8 +3,10 @@
 The fields come from the request (``encoders`` -> their cards' fields, else ``vector_fields``,
 else ``vector_field``), else the index's defaults; each must exist in the index (a
 ``knn_vector`` of its mapping) and have a query vector (the query encoder may have refused the
-query). Either failure is a :class:`~opensearch.errors.QueryError` that says which field and
-why. The weights are :func:`~opensearch.explain.subquery_weights`: ``[bm25, field 1, ...]``.
+query). Either failure is a :class:`~mathsearch.opensearch.errors.QueryError` that says which field
+and
+why. The weights are :func:`~mathsearch.opensearch.explain.subquery_weights`: ``[bm25, field 1,
+...]``.
 
 Example::
 
@@ -17,11 +19,11 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from opensearch.errors import QueryError
-from opensearch.explain import subquery_weights
-from opensearch.queries import VectorQuery
-from opensearch.query_encoder import QueryFeatures, encoder_field
-from opensearch.search_request import SearchRequest
+from mathsearch.opensearch.errors import QueryError
+from mathsearch.opensearch.explain import subquery_weights
+from mathsearch.opensearch.queries import VectorQuery
+from mathsearch.opensearch.query_encoder import QueryFeatures, encoder_field
+from mathsearch.opensearch.search_request import SearchRequest
 
 
 @dataclass(frozen=True)

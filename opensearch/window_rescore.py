@@ -4,7 +4,8 @@ The figure-embeddings seed re-ranks a tf-idf first stage by interpolating the tf
 the embedding score. Interpolating *raw* scores gives ``alpha`` no stable meaning: BM25 over
 long formula queries is in the tens or hundreds, a cosine between 0 and 1, so ``alpha = 0.5``
 was BM25 alone in practice. Here every score is normalised over the window's hits first, with
-the same techniques as the fusion mode (:func:`opensearch.fusion.normalize_scores`, default
+the same techniques as the fusion mode (:func:`mathsearch.opensearch.fusion.normalize_scores`,
+default
 ``min_max``)::
 
     score(d) = w_0 * N(bm25)(d) + sum_i w_i * N(c_i)(d)
@@ -15,7 +16,8 @@ the same techniques as the fusion mode (:func:`opensearch.fusion.normalize_score
 with ``w = [1 - alpha, alpha]`` for one field (``[bm25, field 1, ...]`` weights for several).
 A hit without field ``i``'s vector (that encoder refused it) gets 0 for that term and is left
 out of that field's normalisation. Ties keep BM25's order. The function is pure: the
-:class:`~opensearch.searcher.Searcher` fetches the window (ids, BM25 scores, stored vectors) in
+:class:`~mathsearch.opensearch.searcher.Searcher` fetches the window (ids, BM25 scores, stored
+vectors) in
 one request and calls it.
 
 Example::
@@ -34,8 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from opensearch.errors import QueryError
-from opensearch.fusion import Normalization, normalize_scores
+from mathsearch.opensearch.errors import QueryError
+from mathsearch.opensearch.fusion import Normalization, normalize_scores
 
 logger = logging.getLogger(__name__)
 

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 import pytest
 from opensearchpy import OpenSearch
 
-from export.embedders import default_model_path
-from export.model_card import load_card
-from opensearch import OpenSearchSettings, connect
-from workers import WorkerSettings
+from mathsearch.export.embedders import default_model_path
+from mathsearch.export.model_card import load_card
+from mathsearch.opensearch import OpenSearchSettings, connect
+from mathsearch.workers import WorkerSettings
 
 #: The shipped default graph CNN's card. Tests that mean "the default model" take its field and
 #: space type from here rather than from a version literal (the default moves with new releases).

@@ -8,36 +8,36 @@ from __future__ import annotations
 
 import importlib
 
-from workers.health import describe_worker
-from workers.job_progress import LocalProgress, RedisProgress, Snapshot
-from workers.settings import WorkerSettings
+from mathsearch.workers.health import describe_worker
+from mathsearch.workers.job_progress import LocalProgress, RedisProgress, Snapshot
+from mathsearch.workers.settings import WorkerSettings
 
 _LAZY = {
-    "JobSpec": "workers.pipeline",
-    "parse_stage": "workers.pipeline",
-    "embed_write_stage": "workers.pipeline",
-    "write_outcome": "workers.pipeline",
-    "run_index": "workers.index_job",
-    "IndexReport": "workers.index_job",
-    "IndexJobError": "workers.index_job",
-    "batches": "workers.index_job",
-    "run_demo": "workers.demo",
-    "enrich_index": "workers.enrich",
-    "reembed": "workers.reembed",
-    "index_with_pya0": "workers.pya0_peer",
-    "Pya0Result": "workers.pya0_peer",
-    "Embedded": "workers.pipeline",
-    "job_embedders": "workers.pipeline",
-    "process_embedders": "workers.embedding",
-    "encoder_card": "export.embedders",
-    "refusal_totals": "workers.index_job",
+    "JobSpec": "mathsearch.workers.pipeline",
+    "parse_stage": "mathsearch.workers.pipeline",
+    "embed_write_stage": "mathsearch.workers.pipeline",
+    "write_outcome": "mathsearch.workers.pipeline",
+    "run_index": "mathsearch.workers.index_job",
+    "IndexReport": "mathsearch.workers.index_job",
+    "IndexJobError": "mathsearch.workers.index_job",
+    "batches": "mathsearch.workers.index_job",
+    "run_demo": "mathsearch.workers.demo",
+    "enrich_index": "mathsearch.workers.enrich",
+    "reembed": "mathsearch.workers.reembed",
+    "index_with_pya0": "mathsearch.workers.pya0_peer",
+    "Pya0Result": "mathsearch.workers.pya0_peer",
+    "Embedded": "mathsearch.workers.pipeline",
+    "job_embedders": "mathsearch.workers.pipeline",
+    "process_embedders": "mathsearch.workers.embedding",
+    "encoder_card": "mathsearch.export.embedders",
+    "refusal_totals": "mathsearch.workers.index_job",
 }
 
 
 def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'workers' has no attribute {name!r}")
+        raise AttributeError(f"module 'mathsearch.workers' has no attribute {name!r}")
     return getattr(importlib.import_module(module), name)
 
 

@@ -9,17 +9,17 @@ batches every fifth of that, at most every 30 s). Every task is idempotent
 (upserts by equation id, per-batch progress entries), so a redelivery changes nothing twice.
 A message that cannot be one of our tasks (not JSON, not an envelope, another content type, an
 unknown task, arguments of the wrong shape) is moved to the ``<prefix>dead-letter`` list and the
-worker carries on (:mod:`workers.dead_letter`). Workers send task events, so Flower
-(``celery -A workers.app flower``) can watch them.
+worker carries on (:mod:`mathsearch.workers.dead_letter`). Workers send task events, so Flower
+(``celery -A mathsearch.workers.app flower``) can watch them.
 """
 
 from __future__ import annotations
 
 from celery import Celery
 
-from workers.dead_letter import dead_letter_key
-from workers.queues import DEFAULT, EMBED, PARSE
-from workers.settings import WorkerSettings
+from mathsearch.workers.dead_letter import dead_letter_key
+from mathsearch.workers.queues import DEFAULT, EMBED, PARSE
+from mathsearch.workers.settings import WorkerSettings
 
 
 def create_app(settings: WorkerSettings | None = None) -> Celery:
@@ -29,7 +29,7 @@ def create_app(settings: WorkerSettings | None = None) -> Celery:
         "mathsearch",
         broker=settings.redis_url,
         backend=settings.result_backend,
-        include=["workers.tasks"],
+        include=["mathsearch.workers.tasks"],
     )
     app.conf.update(
         task_serializer="json",
@@ -62,7 +62,7 @@ def create_app(settings: WorkerSettings | None = None) -> Celery:
             "dead_letter_key": dead_letter_key(settings.queue_prefix),
         },
         worker_hijack_root_logger=False,
-        worker_consumer="workers.dead_letter:PoisonSafeConsumer",
+        worker_consumer="mathsearch.workers.dead_letter:PoisonSafeConsumer",
         # a worker that loses Redis gives its running batches back rather than finishing them
         # into a connection it no longer has (they are redelivered; writes are upserts)
         worker_cancel_long_running_tasks_on_connection_loss=True,
@@ -71,7 +71,7 @@ def create_app(settings: WorkerSettings | None = None) -> Celery:
     if settings.redis_url.startswith("redis://"):
         # rediss:// and unix:// keep kombu's own transport (its TLS defaults and socket paths
         # hang on the scheme's name); the consumer and task hooks still dead-letter there
-        app.conf.broker_transport = "workers.dead_letter:PoisonSafeTransport"
+        app.conf.broker_transport = "mathsearch.workers.dead_letter:PoisonSafeTransport"
     return app
 
 

@@ -1,8 +1,9 @@
 """``mathsearch bench fuzz``: generated and mutated real inputs through the whole pipeline.
 
-Every input of :mod:`indexer.fuzz_inputs` goes through extract -> parse -> embed (the shipped
+Every input of :mod:`mathsearch.indexer.fuzz_inputs` goes through extract -> parse -> embed (the
+shipped
 gcn ONNX model) -> write into a fresh OpenSearch index, inline (no broker), in a runner process
-(:mod:`workers.fuzz_runner`) watched from here:
+(:mod:`mathsearch.workers.fuzz_runner`) watched from here:
 
 * a **hang** is an input (or an embed/write batch) with no answer within ``input_timeout``
   (``batch_timeout``): the runner is killed, the input recorded, and a new runner goes on with
@@ -36,13 +37,13 @@ from typing import Any
 from opensearchpy import OpenSearch, helpers
 from tqdm import tqdm
 
-from export.embedders import encoder_card
-from indexer.fuzz_inputs import FORMATS
-from opensearch.bench_timing import percentile
-from opensearch.schema import VectorSpec, ensure_equation_index, ensure_failures_index
-from opensearch.settings import OpenSearchSettings
-from workers.fuzz_runner import runner_main
-from workers.pipeline import JobSpec
+from mathsearch.export.embedders import encoder_card
+from mathsearch.indexer.fuzz_inputs import FORMATS
+from mathsearch.opensearch.bench_timing import percentile
+from mathsearch.opensearch.schema import VectorSpec, ensure_equation_index, ensure_failures_index
+from mathsearch.opensearch.settings import OpenSearchSettings
+from mathsearch.workers.fuzz_runner import runner_main
+from mathsearch.workers.pipeline import JobSpec
 
 logger = logging.getLogger(__name__)
 

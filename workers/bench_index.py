@@ -9,7 +9,7 @@ One run, on the same real equations:
    and 4 pool processes, each into a fresh index, from the first batch enqueued until the index
    is refreshed (searchable); with the time each stage took, summed over the processes;
 3. Approach Zero (pya0) indexing the same equations on the same disk as the OpenSearch data
-   (:mod:`workers.pya0_peer`), and the ratio.
+   (:mod:`mathsearch.workers.pya0_peer`), and the ratio.
 """
 
 from __future__ import annotations
@@ -27,16 +27,16 @@ from typing import Any
 
 from opensearchpy import OpenSearch
 
-from indexer.parse import Featuriser, ParsedEquation
-from indexer.records import EquationRecord
-from opensearch.bulk_writer import BulkWriter
-from opensearch.documents import equation_actions
-from opensearch.schema import VectorSpec, ensure_equation_index
-from opensearch.settings import OpenSearchSettings
-from workers.embedding import process_encoder, vectors_of
-from workers.index_job import run_index
-from workers.settings import WorkerSettings
-from workers.worker_process import start_worker, stop_worker
+from mathsearch.indexer.parse import Featuriser, ParsedEquation
+from mathsearch.indexer.records import EquationRecord
+from mathsearch.opensearch.bulk_writer import BulkWriter
+from mathsearch.opensearch.documents import equation_actions
+from mathsearch.opensearch.schema import VectorSpec, ensure_equation_index
+from mathsearch.opensearch.settings import OpenSearchSettings
+from mathsearch.workers.embedding import process_encoder, vectors_of
+from mathsearch.workers.index_job import run_index
+from mathsearch.workers.settings import WorkerSettings
+from mathsearch.workers.worker_process import start_worker, stop_worker
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ def pipeline_run(
 
 
 def pya0_run(records: Sequence[EquationRecord], workdir: Path) -> dict[str, Any]:
-    from workers.pya0_peer import index_with_pya0
+    from mathsearch.workers.pya0_peer import index_with_pya0
 
     result = index_with_pya0([(r.eq_id, r.latex or "") for r in records], workdir)
     shutil.rmtree(workdir / "pya0-index", ignore_errors=True)

@@ -6,7 +6,8 @@ shared Redis with queues of its own):
 1. bring the cluster up; create the equation index with ``replicas`` replicas and ``nodes``
    primary shards (every node holds some), and give the failures index the same replicas;
 2. start ``processes`` ``mathsearch worker`` processes (one pool process each) pointed at
-   every node, and run the job from this process (:func:`workers.index_job.run_index`, broker
+   every node, and run the job from this process (:func:`mathsearch.workers.index_job.run_index`,
+   broker
    mode) while a thread sends searches at a steady rate (real LaTeX of the corpus, ``knn`` and
    ``bm25`` in turn, through a client that lists every node);
 3. ``stop_after`` seconds into the job stop node ``stop_node``, keep it down ``down_for``
@@ -38,19 +39,19 @@ from typing import Any
 
 from opensearchpy import OpenSearch, helpers
 
-from export.embedders import encoder_card
-from indexer.records import EquationRecord, Failure
-from opensearch.bench_timing import latency_summary
-from opensearch.client import connect
-from opensearch.queries import Mode
-from opensearch.schema import VectorSpec, ensure_equation_index, ensure_failures_index
-from opensearch.search_request import SearchRequest
-from opensearch.searcher import Searcher
-from opensearch.settings import OpenSearchSettings
-from opensearch.stack import Stack
-from workers.index_job import IndexReport, run_index
-from workers.settings import WorkerSettings
-from workers.worker_process import start_worker, stop_worker
+from mathsearch.export.embedders import encoder_card
+from mathsearch.indexer.records import EquationRecord, Failure
+from mathsearch.opensearch.bench_timing import latency_summary
+from mathsearch.opensearch.client import connect
+from mathsearch.opensearch.queries import Mode
+from mathsearch.opensearch.schema import VectorSpec, ensure_equation_index, ensure_failures_index
+from mathsearch.opensearch.search_request import SearchRequest
+from mathsearch.opensearch.searcher import Searcher
+from mathsearch.opensearch.settings import OpenSearchSettings
+from mathsearch.opensearch.stack import Stack
+from mathsearch.workers.index_job import IndexReport, run_index
+from mathsearch.workers.settings import WorkerSettings
+from mathsearch.workers.worker_process import start_worker, stop_worker
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""``mathsearch bench fuzz``: the command line of :mod:`workers.bench_fuzz`."""
+"""``mathsearch bench fuzz``: the command line of :mod:`mathsearch.workers.bench_fuzz`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from indexer.cli_io import RAW_HELP, emit, fail, positive_int
+from mathsearch.indexer.cli_io import RAW_HELP, emit, fail, positive_int
 
 __all__ = ["add_bench_fuzz", "run_bench_fuzz_command"]
 
@@ -62,9 +62,9 @@ def add_bench_fuzz(bench_cmds: Any) -> None:
 
 
 def run_bench_fuzz_command(args: argparse.Namespace) -> int:
-    from indexer.fuzz_inputs import FORMATS
-    from opensearch.client import connect
-    from workers.bench_fuzz import FuzzRun, run_bench_fuzz
+    from mathsearch.indexer.fuzz_inputs import FORMATS
+    from mathsearch.opensearch.client import connect
+    from mathsearch.workers.bench_fuzz import FuzzRun, run_bench_fuzz
 
     formats = tuple(f for f in args.formats.split(",") if f)
     unknown = [f for f in formats if f not in FORMATS]

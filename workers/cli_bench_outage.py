@@ -1,4 +1,4 @@
-"""``mathsearch bench outage``: the command line of :mod:`workers.bench_outage`."""
+"""``mathsearch bench outage``: the command line of :mod:`mathsearch.workers.bench_outage`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from indexer.cli_io import emit, fail, positive_int
+from mathsearch.indexer.cli_io import emit, fail, positive_int
 
 RAW_HELP = argparse.RawDescriptionHelpFormatter
 HEP_ARRAY = Path(__file__).resolve().parents[2] / "shared/data/hep_array.txt.xz"
@@ -62,9 +62,9 @@ def add_bench_outage(bench_cmds: Any) -> None:
 
 
 def run_bench_outage_command(args: argparse.Namespace) -> int:
-    from indexer.extract import extract
-    from indexer.records import EquationRecord
-    from workers.bench_outage import OutagePlan, run_bench_outage
+    from mathsearch.indexer.extract import extract
+    from mathsearch.indexer.records import EquationRecord
+    from mathsearch.workers.bench_outage import OutagePlan, run_bench_outage
 
     source = args.source or (str(HEP_ARRAY) if HEP_ARRAY.is_file() else None)
     if source is None:

@@ -12,8 +12,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from indexer.cli_io import RAW_HELP, emit, fail
-from workers.queues import QUEUES
+from mathsearch.indexer.cli_io import RAW_HELP, emit, fail
+from mathsearch.workers.queues import QUEUES
 
 __all__ = [
     "add_bench_index",
@@ -27,7 +27,7 @@ __all__ = [
 
 def add_index(commands: Any) -> None:
     """Register ``index`` on the ``mathsearch`` subparsers."""
-    from indexer.extract import FORMATS
+    from mathsearch.indexer.extract import FORMATS
 
     parser = commands.add_parser(
         "index",
@@ -152,7 +152,7 @@ def check_encoders(spec: str | None) -> list[str] | None:
     """
     if spec is None:
         return None
-    from export.embedders import encoder_card, parse_encoders
+    from mathsearch.export.embedders import encoder_card, parse_encoders
 
     names = parse_encoders(spec)
     for name in names:
@@ -161,12 +161,12 @@ def check_encoders(spec: str | None) -> list[str] | None:
 
 
 def run_index_command(args: argparse.Namespace) -> int:
-    from export.errors import ExportError, ModelCardError
-    from indexer.extract import extract
-    from opensearch.errors import MathsearchOpenSearchError
-    from opensearch.schema import equations_alias
-    from opensearch.settings import OpenSearchSettings
-    from workers.index_job import run_index
+    from mathsearch.export.errors import ExportError, ModelCardError
+    from mathsearch.indexer.extract import extract
+    from mathsearch.opensearch.errors import MathsearchOpenSearchError
+    from mathsearch.opensearch.schema import equations_alias
+    from mathsearch.opensearch.settings import OpenSearchSettings
+    from mathsearch.workers.index_job import run_index
 
     if args.inline and args.workers:
         return fail("--inline and --workers exclude each other")
@@ -230,9 +230,9 @@ def run_index_command(args: argparse.Namespace) -> int:
 
 
 def run_worker(args: argparse.Namespace) -> int:
-    from export.errors import ExportError, ModelCardError
-    from opensearch.errors import ConfigurationError
-    from workers.settings import WorkerSettings
+    from mathsearch.export.errors import ExportError, ModelCardError
+    from mathsearch.opensearch.errors import ConfigurationError
+    from mathsearch.workers.settings import WorkerSettings
 
     try:
         encoders = check_encoders(getattr(args, "encoders", None))
@@ -252,8 +252,8 @@ def run_worker(args: argparse.Namespace) -> int:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)
     import redis
 
-    from workers.app import app
-    from workers.queues import QUEUES as NAMES
+    from mathsearch.workers.app import app
+    from mathsearch.workers.queues import QUEUES as NAMES
 
     queues = [settings.queue(name) if name in NAMES else name for name in args.queues.split(",")]
     concurrency = args.concurrency or settings.concurrency
@@ -267,7 +267,7 @@ def run_worker(args: argparse.Namespace) -> int:
     if args.hostname:
         argv.append(f"--hostname={args.hostname}")
     if port:
-        from workers import metrics
+        from mathsearch.workers import metrics
 
         try:
             metrics.serve(port, redis.Redis.from_url(settings.redis_url), queues)
@@ -316,12 +316,12 @@ def add_bench_index(bench_cmds: Any) -> None:
 def run_bench_index_command(args: argparse.Namespace) -> int:
     import itertools
 
-    from indexer.extract import extract
-    from indexer.hepth import bundled_sample_lines, iter_hepth
-    from indexer.records import EquationRecord
-    from opensearch.client import connect
-    from workers.bench_index import run_bench_index
-    from workers.settings import WorkerSettings
+    from mathsearch.indexer.extract import extract
+    from mathsearch.indexer.hepth import bundled_sample_lines, iter_hepth
+    from mathsearch.indexer.records import EquationRecord
+    from mathsearch.opensearch.client import connect
+    from mathsearch.workers.bench_index import run_bench_index
+    from mathsearch.workers.settings import WorkerSettings
 
     try:
         processes = [int(n) for n in args.processes.split(",") if n]

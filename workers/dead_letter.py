@@ -12,7 +12,8 @@ Three hooks, each ending in :func:`dead_letter`:
 * :class:`PoisonSafeConsumer` (Celery's ``worker_consumer``): an envelope Celery cannot use
   (undecodable body, a refused content type, no task header, an unknown task) - Celery already
   drops these; we also keep them;
-* the tasks themselves (:mod:`workers.tasks`) validate their arguments and dead-letter a batch
+* the tasks themselves (:mod:`mathsearch.workers.tasks`) validate their arguments and dead-letter a
+  batch
   of the wrong shape (``bad-arguments``), and any task that fails for good (``task-failed``).
 
 The list is ``<MATHSEARCH_QUEUE_PREFIX>dead-letter`` in the broker's Redis, newest first,
@@ -91,7 +92,7 @@ def dead_letter(
 ) -> dict[str, Any]:
     """Log, count and push one poison message onto ``key`` (never raises: a Redis error is
     logged and the message is only logged and counted); returns the entry."""
-    from workers import metrics
+    from mathsearch.workers import metrics
 
     record = entry(reason, detail, queue, body)
     logger.error(
@@ -209,7 +210,7 @@ class PoisonSafeTransport(kombu_redis.Transport):
 
 
 def dead_letter_log_only(queue: str | None, reason: str, detail: str) -> None:
-    from workers import metrics
+    from mathsearch.workers import metrics
 
     logger.error("poison message on %s (%s: %s) dropped", queue or "?", reason, detail)
     metrics.poison(queue or "?", reason)

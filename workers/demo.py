@@ -3,7 +3,8 @@
 1. ``mathsearch stack up`` (OpenSearch with k-NN + neural-search, Redis);
 2. Celery workers in their own processes (``mathsearch worker``; ones already running are used);
 3. the bundled real hep-th equations (or ``corpus``) through the pipeline - parse queue
-   (LaTeX -> MathML graph, math tokens, symbols; :mod:`indexer.parse`), embed queue (the shipped
+   (LaTeX -> MathML graph, math tokens, symbols; :mod:`mathsearch.indexer.parse`), embed queue (the
+   shipped
    default models in ONNX Runtime, each into its own vector field: ``gcn-v2``, the KDD 2020
    graph CNN, and ``bitmap-v1``, the ECML 2019 CNN over rendered equations, both trained by the
    project on hep-th) and bulk writes - into the demo equation index; failures become records in
@@ -15,7 +16,7 @@
    encoder's kNN in one hybrid query;
 6. an equivalent rewriting: a query whose expanded form sits among near misses in a small
    index beside the sample, found first by BM25 with canonical forms (``canon_tokens``,
-   :mod:`indexer.canonical_form`) and missed by BM25 over structure tokens alone.
+   :mod:`mathsearch.indexer.canonical_form`) and missed by BM25 over structure tokens alone.
 
 Workers that are already running are used as they are, with the encoders they serve
 (``MATHSEARCH_ENCODERS``).
@@ -31,23 +32,23 @@ from typing import Any
 
 from opensearchpy import OpenSearch
 
-from export.embedders import default_model_path, load_embedder
-from indexer.hepth import bundled_sample_lines, iter_hepth
-from indexer.opensearch_source import iter_opensearch_index
-from indexer.parse import Featuriser, ParsedEquation
-from indexer.records import EquationRecord, Failure
-from opensearch.client import connect
-from opensearch.errors import QueryError
-from opensearch.queries import Mode
-from opensearch.results import Hit
-from opensearch.schema import resolve_alias
-from opensearch.search_profile import SearchProfile
-from opensearch.searcher import ModelQueryEncoder, Searcher, SearchRequest
-from opensearch.settings import OpenSearchSettings
-from opensearch.stack import Stack
-from workers.index_job import Broker, IndexJobError, IndexReport, run_index
-from workers.settings import WorkerSettings
-from workers.worker_process import start_worker, stop_worker
+from mathsearch.export.embedders import default_model_path, load_embedder
+from mathsearch.indexer.hepth import bundled_sample_lines, iter_hepth
+from mathsearch.indexer.opensearch_source import iter_opensearch_index
+from mathsearch.indexer.parse import Featuriser, ParsedEquation
+from mathsearch.indexer.records import EquationRecord, Failure
+from mathsearch.opensearch.client import connect
+from mathsearch.opensearch.errors import QueryError
+from mathsearch.opensearch.queries import Mode
+from mathsearch.opensearch.results import Hit
+from mathsearch.opensearch.schema import resolve_alias
+from mathsearch.opensearch.search_profile import SearchProfile
+from mathsearch.opensearch.searcher import ModelQueryEncoder, Searcher, SearchRequest
+from mathsearch.opensearch.settings import OpenSearchSettings
+from mathsearch.opensearch.stack import Stack
+from mathsearch.workers.index_job import Broker, IndexJobError, IndexReport, run_index
+from mathsearch.workers.settings import WorkerSettings
+from mathsearch.workers.worker_process import start_worker, stop_worker
 
 logger = logging.getLogger(__name__)
 
@@ -249,7 +250,7 @@ def run_demo(
         client.indices.delete(index=alias)  # a concrete index left by an older demo
     sample = list(iter_hepth(bundled_sample_lines()))
     if corpus:
-        from indexer.extract import extract
+        from mathsearch.indexer.extract import extract
 
         items: Iterable[EquationRecord | Failure] = extract([corpus])
     else:
@@ -322,7 +323,7 @@ def equivalence_example(
 ) -> dict[str, Any]:
     """Step 6: :data:`EQUIVALENCE_FORMS` beside the sample in their own index (inline), then
     the query by BM25 with canonical forms and by BM25 over structure tokens alone."""
-    from opensearch.search_fields import EQUATION_FIELDS, SearchFields
+    from mathsearch.opensearch.search_fields import EQUATION_FIELDS, SearchFields
 
     alias = f"{settings.index_prefix}-demo-equivalence"
     forms = [

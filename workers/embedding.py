@@ -5,8 +5,8 @@ stay short), the form every job writes to OpenSearch.
 
 A worker process serves one or several encoders (``MATHSEARCH_ENCODERS``, ``mathsearch worker
 --encoders gcn,bitmap``): :func:`process_embedders` loads each one once per process through
-:func:`export.embedders.load_embedder` and keeps it for every later batch;
-:func:`export.embedders.encoder_card` reads an encoder's card without
+:func:`mathsearch.export.embedders.load_embedder` and keeps it for every later batch;
+:func:`mathsearch.export.embedders.encoder_card` reads an encoder's card without
 loading its session (the client side of a job needs only the vector fields).
 
 Example::
@@ -22,11 +22,11 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from export.embedders import Embedder, EmbedRefusal, load_embedder
-from export.runtime import Encoder
-from indexer.mathml_graph import EquationGraph
-from indexer.parse import Featuriser, ParsedEquation
-from indexer.records import EquationRecord, Failure
+from mathsearch.export.embedders import Embedder, EmbedRefusal, load_embedder
+from mathsearch.export.runtime import Encoder
+from mathsearch.indexer.mathml_graph import EquationGraph
+from mathsearch.indexer.parse import Featuriser, ParsedEquation
+from mathsearch.indexer.records import EquationRecord, Failure
 
 logger = logging.getLogger(__name__)
 
@@ -47,13 +47,13 @@ def process_encoder() -> Encoder:
 
 def process_embedders(names: Sequence[str] | None = None) -> list[Embedder]:
     """This process's embedders of ``names`` (default ``MATHSEARCH_ENCODERS``), in order: each
-    is loaded once per process (:func:`export.embedders.load_embedder`) and reused.
+    is loaded once per process (:func:`mathsearch.export.embedders.load_embedder`) and reused.
 
     Raises:
         ModelCardError / ModelMismatchError: a model that does not exist or does not fit.
     """
     if names is None:
-        from workers.settings import WorkerSettings
+        from mathsearch.workers.settings import WorkerSettings
 
         names = WorkerSettings.from_env().encoders
     out: list[Embedder] = []

@@ -1,9 +1,11 @@
 """Enrich a document index a library already runs with ``math.*`` fields (plain function).
 
-Reads the library's documents with a point in time (:mod:`indexer.opensearch_source`), finds
+Reads the library's documents with a point in time (:mod:`mathsearch.indexer.opensearch_source`),
+finds
 their equations, featurises and embeds them in batches, and streams one partial update per
 document as soon as its equations are done (memory stays flat on large indexes)
-(:mod:`opensearch.enrichment`): nothing the library stores is rewritten. Equations that fail
+(:mod:`mathsearch.opensearch.enrichment`): nothing the library stores is rewritten. Equations that
+fail
 become failure records in the failures index, with their reason. Runs without a broker; the
 Celery pipeline (``mathsearch index``) calls the same pieces.
 
@@ -22,16 +24,16 @@ from typing import Any, Literal
 
 from opensearchpy import OpenSearch
 
-from export.runtime import Encoder
-from indexer.opensearch_source import iter_opensearch_index
-from indexer.parse import Featuriser
-from indexer.records import Failure
-from opensearch.bulk_writer import BulkWriter
-from opensearch.documents import failure_actions
-from opensearch.enrichment import DocumentMath, enrichment_actions, ensure_math_mapping
-from opensearch.schema import VectorSpec, ensure_failures_index
-from opensearch.settings import OpenSearchSettings
-from workers.embedding import embedded
+from mathsearch.export.runtime import Encoder
+from mathsearch.indexer.opensearch_source import iter_opensearch_index
+from mathsearch.indexer.parse import Featuriser
+from mathsearch.indexer.records import Failure
+from mathsearch.opensearch.bulk_writer import BulkWriter
+from mathsearch.opensearch.documents import failure_actions
+from mathsearch.opensearch.enrichment import DocumentMath, enrichment_actions, ensure_math_mapping
+from mathsearch.opensearch.schema import VectorSpec, ensure_failures_index
+from mathsearch.opensearch.settings import OpenSearchSettings
+from mathsearch.workers.embedding import embedded
 
 logger = logging.getLogger(__name__)
 

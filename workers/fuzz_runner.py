@@ -1,11 +1,14 @@
-"""The runner process of :mod:`workers.bench_fuzz`: fuzz inputs through the real pipeline.
+"""The runner process of :mod:`mathsearch.workers.bench_fuzz`: fuzz inputs through the real
+pipeline.
 
-:func:`run_input` takes one :class:`~indexer.fuzz_inputs.FuzzInput` through extraction
-(:func:`indexer.extract.extract` on the file, as ``mathsearch index`` reads it; a ``latex``
+:func:`run_input` takes one :class:`~mathsearch.indexer.fuzz_inputs.FuzzInput` through extraction
+(:func:`mathsearch.indexer.extract.extract` on the file, as ``mathsearch index`` reads it; a
+``latex``
 input is one equation record as a worker receives it) and the parse stage
-(:func:`workers.pipeline.parse_stage`). Equation ids get the input's prefix (``fz<seed>-<n>/``)
+(:func:`mathsearch.workers.pipeline.parse_stage`). Equation ids get the input's prefix
+(``fz<seed>-<n>/``)
 so that inputs never share an id. The parsed equations of many inputs are then embedded and
-written together by :func:`workers.pipeline.embed_write_stage` (the gcn ONNX model, real
+written together by :func:`mathsearch.workers.pipeline.embed_write_stage` (the gcn ONNX model, real
 OpenSearch), one batch of about ``batch_size`` equations at a time - the watchdog's unit.
 
 :func:`runner_main` is the process's loop: it reports each input's start, result and each
@@ -26,11 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from indexer.extract import extract
-from indexer.fuzz_inputs import Corpus, FuzzInput, generate
-from indexer.records import EquationRecord, Failure, scrub_surrogates
-from indexer.settings import IndexerSettings
-from workers.pipeline import JobSpec, embed_write_stage, parse_stage
+from mathsearch.indexer.extract import extract
+from mathsearch.indexer.fuzz_inputs import Corpus, FuzzInput, generate
+from mathsearch.indexer.records import EquationRecord, Failure, scrub_surrogates
+from mathsearch.indexer.settings import IndexerSettings
+from mathsearch.workers.pipeline import JobSpec, embed_write_stage, parse_stage
 
 logger = logging.getLogger(__name__)
 
@@ -138,9 +141,9 @@ def payload_chunks(results: list[InputResult], size: int) -> list[dict[str, Any]
 def runner_main(conn: Any, spec: dict[str, Any], numbers: list[int]) -> None:
     """The runner process: inputs ``numbers`` of the run described by ``spec`` (seed, formats,
     job, batch_size, data_dir), reporting over ``conn`` (see the module docstring)."""
-    from export.embedders import load_embedder
-    from opensearch.client import connect
-    from opensearch.settings import OpenSearchSettings
+    from mathsearch.export.embedders import load_embedder
+    from mathsearch.opensearch.client import connect
+    from mathsearch.opensearch.settings import OpenSearchSettings
 
     logging.getLogger().setLevel(logging.ERROR)  # refusals are data, not log noise
     if spec.get("runners", 1) > 1:  # one ONNX thread per runner: no oversubscribed cores

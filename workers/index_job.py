@@ -11,7 +11,7 @@ into batches and either
 The job writes one vector field per encoder (``encoders``, default ``MATHSEARCH_ENCODERS``:
 ``gcn``); the index gets every field (dimension and space type from each model card) before
 the first batch, and the report counts the equations a secondary encoder refused
-(``refusals``; they are indexed with the other vectors, see :mod:`workers.pipeline`).
+(``refusals``; they are indexed with the other vectors, see :mod:`mathsearch.workers.pipeline`).
 
 A progress bar shows enqueued / parsed / embedded / written / failed equations; the job ends
 when every batch is done (or was given up after its retries: its equations are then written as
@@ -38,19 +38,25 @@ import redis
 from opensearchpy import OpenSearch
 from tqdm import tqdm
 
-from export.embedders import encoder_card
-from indexer.records import EquationRecord, Failure
-from opensearch.client import connect
-from opensearch.enrichment import ensure_math_mapping
-from opensearch.errors import MappingError, MathsearchOpenSearchError
-from opensearch.redact import redact_url
-from opensearch.schema import VectorSpec, ensure_equation_index, ensure_failures_index
-from opensearch.settings import OpenSearchSettings
-from workers.embedding import process_embedders
-from workers.job_progress import LocalProgress, Progress, RedisProgress, Snapshot
-from workers.pipeline import JobSpec, batch_failures, embed_write_stage, parse_stage, write_outcome
-from workers.queues import EMBED, PARSE
-from workers.settings import WorkerSettings
+from mathsearch.export.embedders import encoder_card
+from mathsearch.indexer.records import EquationRecord, Failure
+from mathsearch.opensearch.client import connect
+from mathsearch.opensearch.enrichment import ensure_math_mapping
+from mathsearch.opensearch.errors import MappingError, MathsearchOpenSearchError
+from mathsearch.opensearch.redact import redact_url
+from mathsearch.opensearch.schema import VectorSpec, ensure_equation_index, ensure_failures_index
+from mathsearch.opensearch.settings import OpenSearchSettings
+from mathsearch.workers.embedding import process_embedders
+from mathsearch.workers.job_progress import LocalProgress, Progress, RedisProgress, Snapshot
+from mathsearch.workers.pipeline import (
+    JobSpec,
+    batch_failures,
+    embed_write_stage,
+    parse_stage,
+    write_outcome,
+)
+from mathsearch.workers.queues import EMBED, PARSE
+from mathsearch.workers.settings import WorkerSettings
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +123,7 @@ class Broker:
     """The client's side of the broker: send parse tasks, read queue depth, check for workers."""
 
     def __init__(self, settings: WorkerSettings) -> None:
-        from workers.app import create_app
+        from mathsearch.workers.app import create_app
 
         self.settings = settings
         self.app = create_app(settings)
@@ -144,7 +150,7 @@ class Broker:
 
     def depth(self) -> int | None:
         """Batches waiting in the parse and embed queues (None while Redis is away)."""
-        from workers.metrics import queue_depths
+        from mathsearch.workers.metrics import queue_depths
 
         try:
             return sum(queue_depths(self.redis, self.queues))

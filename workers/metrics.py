@@ -8,7 +8,7 @@ Series (every worker serves them at ``:MATHSEARCH_METRICS_PORT/metrics``):
 * ``mathsearch_failures_total{stage, reason}`` - failure records by stage and reason;
 * ``mathsearch_queue_depth{queue}`` - batches waiting in each Redis queue, read at scrape time;
 * ``mathsearch_poison_messages_total{queue, reason}`` - messages moved to the dead-letter list
-  (:mod:`workers.dead_letter`).
+  (:mod:`mathsearch.workers.dead_letter`).
 
 Celery's prefork pool runs tasks in child processes, so the counters use prometheus_client's
 multiprocess mode: ``mathsearch worker`` points ``PROMETHEUS_MULTIPROC_DIR`` at a fresh folder

@@ -1,7 +1,8 @@
 """The parse stage for workers: records in, parsed equations or failure records out (JSON).
 
 A plain function (runs without a broker) that the Celery task ``mathsearch.parse.records``
-wraps. The :class:`~indexer.parse.Featuriser` (vocabulary, converter) is built once per worker
+wraps. The :class:`~mathsearch.indexer.parse.Featuriser` (vocabulary, converter) is built once per
+worker
 process and reused by every task that process runs; a second one with SymPy prefix tokens
 (``with_prefix``, for jobs with a ``seq2seq`` encoder) is built on first use of such a job.
 """
@@ -11,8 +12,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from indexer.parse import Featuriser
-from indexer.records import EquationRecord, Failure
+from mathsearch.indexer.parse import Featuriser
+from mathsearch.indexer.records import EquationRecord, Failure
 
 logger = logging.getLogger(__name__)
 

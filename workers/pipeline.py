@@ -3,9 +3,10 @@
 A job's equations travel in batches (JSON lists of ``EquationRecord`` dicts):
 
 1. :func:`parse_stage` featurises a batch (LaTeX -> MathML graph, math tokens, symbols;
-   :mod:`indexer.parse`) and returns the payload of the embed stage;
+   :mod:`mathsearch.indexer.parse`) and returns the payload of the embed stage;
 2. :func:`embed_write_stage` embeds the parsed equations with every encoder of the job (this
-   process's embedders, loaded once per process, :func:`workers.embedding.process_embedders`),
+   process's embedders, loaded once per process,
+   :func:`mathsearch.workers.embedding.process_embedders`),
    upserts them into the job's equation index, one vector field per encoder (and, when the job
    enriches a library index, one partial ``math`` update per document, from the primary
    encoder's vectors) and writes the failure records.
@@ -21,7 +22,8 @@ Every equation of a batch ends in exactly one place: the equation index, or the 
 with its stage and reason (DESIGN.md rule 3). :func:`write_outcome` keeps that true across
 re-runs: an equation that is written has its stale failure record removed, and a failure is not
 recorded for an equation the index already holds. Transient trouble (OpenSearch refusing or away)
-raises :class:`~opensearch.errors.WriteError` or a connection error, for the caller to retry
+raises :class:`~mathsearch.opensearch.errors.WriteError` or a connection error, for the caller to
+retry
 the whole batch - safe, because every write is an upsert by equation id.
 
 Example (inline, no broker)::
@@ -43,16 +45,16 @@ from typing import Any
 
 from opensearchpy import OpenSearch
 
-from export.embedders import Embedder, EmbedRefusal
-from indexer.records import Failure, scrub_surrogates, storable_id
-from opensearch.bulk_writer import BulkWriter
-from opensearch.documents import equation_actions, failure_actions, failure_id
-from opensearch.enrichment import enrichment_actions, group_by_document
-from opensearch.settings import OpenSearchSettings
-from workers import metrics
-from workers.embedding import process_embedders, rounded
-from workers.job_progress import Progress
-from workers.parsing import parse_records
+from mathsearch.export.embedders import Embedder, EmbedRefusal
+from mathsearch.indexer.records import Failure, scrub_surrogates, storable_id
+from mathsearch.opensearch.bulk_writer import BulkWriter
+from mathsearch.opensearch.documents import equation_actions, failure_actions, failure_id
+from mathsearch.opensearch.enrichment import enrichment_actions, group_by_document
+from mathsearch.opensearch.settings import OpenSearchSettings
+from mathsearch.workers import metrics
+from mathsearch.workers.embedding import process_embedders, rounded
+from mathsearch.workers.job_progress import Progress
+from mathsearch.workers.parsing import parse_records
 
 logger = logging.getLogger(__name__)
 
@@ -366,7 +368,8 @@ WRITE_ID_BYTES = 384
 
 def writable(item: dict[str, Any]) -> dict[str, Any]:
     """A parsed equation OpenSearch can take: strings valid UTF-8 (lone surrogates -> U+FFFD),
-    the id :func:`~indexer.records.storable_id` (the numeric ``graph`` and ``bow`` untouched)."""
+    the id :func:`~mathsearch.indexer.records.storable_id` (the numeric ``graph`` and ``bow``
+    untouched)."""
     out = {
         key: value if key in ("graph", "bow") else scrub_surrogates(value, depth=2)
         for key, value in item.items()

@@ -3,7 +3,8 @@
 :func:`index_with_pya0` indexes ``(eq_id, latex)`` pairs with Approach Zero into a fresh index
 ``WORKDIR/pya0-index`` and returns a :class:`Pya0Result` (equations/s, size on disk, whether a
 probe query finds its equation). The indexing runs in a child process (``python -m
-workers.pya0_peer IN.jsonl WORKDIR OUT.json``): a crash of the C extension cannot take the
+mathsearch.workers.pya0_peer IN.jsonl WORKDIR OUT.json``): a crash of the C extension cannot take
+the
 caller down, and the caller's memory does not distort the measurement. The clock runs in the
 child from ``index_open`` to ``index_close`` (writer closed, index searchable on disk).
 
@@ -104,7 +105,7 @@ def index_with_pya0(
         with source.open("w", encoding="utf-8") as fh:
             for eq_id, latex in equations:
                 fh.write(json.dumps({"id": eq_id, "latex": latex}) + "\n")
-        command = [sys.executable, "-m", "workers.pya0_peer", str(source), str(workdir)]
+        command = [sys.executable, "-m", "mathsearch.workers.pya0_peer", str(source), str(workdir)]
         command += [str(target), "--maintain-every", str(maintain_every)]
         logger.info("pya0 peer: indexing %d equations under %s", len(equations), workdir)
         done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
@@ -188,9 +189,10 @@ def child_start(source: Path) -> tuple[Any, list[dict[str, Any]]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Child entry point: ``python -m workers.pya0_peer IN.jsonl WORKDIR OUT.json``."""
+    """Child entry point: ``python -m mathsearch.workers.pya0_peer IN.jsonl WORKDIR OUT.json``."""
     parser = argparse.ArgumentParser(
-        prog="python -m workers.pya0_peer", description="Index equations with pya0, time it."
+        prog="python -m mathsearch.workers.pya0_peer",
+        description="Index equations with pya0, time it.",
     )
     parser.add_argument("source", type=Path, help="JSONL, one {'id', 'latex'} object a line")
     parser.add_argument("workdir", type=Path, help="the index goes to WORKDIR/pya0-index")

@@ -1,12 +1,13 @@
-"""Approach Zero (``pya0``) searches an index of :mod:`workers.pya0_peer` in a child process.
+"""Approach Zero (``pya0``) searches an index of :mod:`mathsearch.workers.pya0_peer` in a child
+process.
 
 :func:`search_with_pya0` asks every topic's LaTeX of the index ``WORKDIR/pya0-index`` built by
-:func:`workers.pya0_peer.index_with_pya0` and returns a TREC-style run (``qid -> [(eq_id,
+:func:`mathsearch.workers.pya0_peer.index_with_pya0` and returns a TREC-style run (``qid -> [(eq_id,
 score), ...]``, best first, the topic's excluded ids dropped, at most ``k`` a topic). Topics
 whose LaTeX pya0's own parser (``pya0.parse``) refuses are listed in ``unparsed``; pya0 finds
 nothing for them ("No hit found" is an empty ranking, not an error).
 
-The searches run in a child process (``python -m workers.pya0_search INDEX_DIR IN.jsonl
+The searches run in a child process (``python -m mathsearch.workers.pya0_search INDEX_DIR IN.jsonl
 OUT.jsonl --k K``) that writes one JSON line per topic as soon as it is answered. A crash of the
 C extension (or a query that answers nothing for ``query_timeout`` seconds) costs only the topic
 being searched: the parent records it as failed and starts a new child on the remaining topics,
@@ -35,8 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from opensearch.trec_files import Run, Topic
-from workers.pya0_peer import (
+from mathsearch.opensearch.trec_files import Run, Topic
+from mathsearch.workers.pya0_peer import (
     EXIT_NO_PYA0,
     INDEX_DIR,
     INSTALL_HINT,
@@ -154,7 +155,7 @@ def _child(
     root = str(Path(__file__).resolve().parents[1])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    command = [sys.executable, "-m", "workers.pya0_search", str(index_dir), str(source)]
+    command = [sys.executable, "-m", "mathsearch.workers.pya0_search", str(index_dir), str(source)]
     command += [str(target), "--k", str(k)]
     crash: str | None = None
     with errors.open("w", encoding="utf-8") as err, target.open("rb") as answers:
@@ -223,9 +224,11 @@ def _search_one(pya0: Any, index: Any, row: dict[str, Any], k: int) -> dict[str,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Child entry point: ``python -m workers.pya0_search INDEX_DIR IN.jsonl OUT.jsonl``."""
+    """Child entry point: ``python -m mathsearch.workers.pya0_search INDEX_DIR IN.jsonl
+    OUT.jsonl``."""
     parser = argparse.ArgumentParser(
-        prog="python -m workers.pya0_search", description="Search a pya0 index, one line a topic."
+        prog="python -m mathsearch.workers.pya0_search",
+        description="Search a pya0 index, one line a topic.",
     )
     parser.add_argument("index_dir", type=Path, help="the pya0 index folder")
     parser.add_argument("source", type=Path, help="JSONL, one {'qid', 'latex', 'exclude'} a line")

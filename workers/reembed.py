@@ -2,9 +2,11 @@
 
 The new model's field (from its card, e.g. ``vec_gcn_v2``) is added to the live index; every
 equation's LaTeX is read back with a point in time, featurised and embedded, and written with a
-partial update of that field only (:func:`opensearch.documents.vector_update_actions`). Search
+partial update of that field only (:func:`mathsearch.opensearch.documents.vector_update_actions`).
+Search
 keeps using the default field throughout; ``mathsearch models use FIELD`` switches it, and
-``mathsearch models drop OLD_FIELD`` removes the old one (:mod:`opensearch.vector_fields`).
+``mathsearch models drop OLD_FIELD`` removes the old one
+(:mod:`mathsearch.opensearch.vector_fields`).
 Re-running is a no-op for equations whose vector is already there.
 
 Example::
@@ -21,16 +23,16 @@ from typing import Any
 
 from opensearchpy import OpenSearch
 
-from export.runtime import Encoder
-from indexer.opensearch_source import iter_opensearch_index
-from indexer.parse import Featuriser
-from indexer.records import Failure
-from opensearch.bulk_writer import BulkWriter
-from opensearch.documents import failure_actions, vector_update_actions
-from opensearch.schema import VectorSpec, ensure_failures_index
-from opensearch.settings import OpenSearchSettings
-from opensearch.vector_fields import add_vector_field
-from workers.embedding import embedded
+from mathsearch.export.runtime import Encoder
+from mathsearch.indexer.opensearch_source import iter_opensearch_index
+from mathsearch.indexer.parse import Featuriser
+from mathsearch.indexer.records import Failure
+from mathsearch.opensearch.bulk_writer import BulkWriter
+from mathsearch.opensearch.documents import failure_actions, vector_update_actions
+from mathsearch.opensearch.schema import VectorSpec, ensure_failures_index
+from mathsearch.opensearch.settings import OpenSearchSettings
+from mathsearch.opensearch.vector_fields import add_vector_field
+from mathsearch.workers.embedding import embedded
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +95,7 @@ def reembed(
     for failure in failures:
         report.failures[failure.reason] = report.failures.get(failure.reason, 0) + 1
     if make_default:
-        from opensearch.vector_fields import set_default_vector_field
+        from mathsearch.opensearch.vector_fields import set_default_vector_field
 
         set_default_vector_field(client, alias, spec.field)
     logger.info("re-embedded %d equations of %s into %s", report.equations, alias, spec.field)

@@ -29,7 +29,8 @@ MATHSEARCH_ENCODERS                 encoders a worker serves and a job     gcn
 
 ``MATHSEARCH_ENCODERS`` (``mathsearch worker --encoders``, ``mathsearch index --encoders``)
 names the encoders by family (``gcn``, ``bitmap``, ``seq2seq``, ``figure``: the family's default
-model, see :func:`export.embedders.default_model_path`) or by ``.onnx`` path. A worker loads each
+model, see :func:`mathsearch.export.embedders.default_model_path`) or by ``.onnx`` path. A worker
+loads each
 once per pool process and refuses (``model-mismatch``) a batch whose job wants a vector field
 none of its models writes; see docs/encoders.md.
 
@@ -44,10 +45,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from export.embedders import parse_encoders
-from export.errors import ModelCardError
-from opensearch.errors import ConfigurationError
-from opensearch.redact import redact_url
+from mathsearch.export.embedders import parse_encoders
+from mathsearch.export.errors import ModelCardError
+from mathsearch.opensearch.errors import ConfigurationError
+from mathsearch.opensearch.redact import redact_url
 
 
 def _cpus() -> int:
@@ -56,7 +57,8 @@ def _cpus() -> int:
 
 @dataclass(frozen=True)
 class WorkerSettings:
-    # repr=False: a Redis URL may carry a password (redis://:PASSWORD@host); see opensearch.redact
+    # repr=False: a Redis URL may carry a password (redis://:PASSWORD@host); see
+    # mathsearch.opensearch.redact
     redis_url: str = field(default="redis://127.0.0.1:6379/0", repr=False)
     result_backend: str = field(default="redis://127.0.0.1:6379/0", repr=False)
     concurrency: int = _cpus()

@@ -8,7 +8,8 @@ becomes failure records with their reason, so a job always finishes. A batch sti
 after the last retry is marked ``lost`` in the job's progress with the reason, for the client
 to report and record.
 
-Poison (see :mod:`workers.dead_letter`): a batch whose arguments have the wrong shape (a job
+Poison (see :mod:`mathsearch.workers.dead_letter`): a batch whose arguments have the wrong shape (a
+job
 that is not a job, records that are not a list of equation dicts, a payload that is not an
 object) is not run: it goes to the dead-letter list (``bad-arguments``) and, when its job and
 batch id are readable, the batch is marked ``lost`` (with the equations that were readable) so
@@ -31,16 +32,22 @@ from opensearchpy import OpenSearch
 from opensearchpy.exceptions import ConnectionError as OSConnectionError
 from opensearchpy.exceptions import TransportError
 
-from indexer.records import Failure
-from opensearch.client import connect
-from opensearch.errors import WriteError
-from workers.app import app
-from workers.dead_letter import dead_letter, dead_letter_key
-from workers.health import describe_worker
-from workers.job_progress import RedisProgress
-from workers.parsing import parse_records
-from workers.pipeline import JobSpec, batch_failures, embed_write_stage, parse_stage, write_outcome
-from workers.settings import WorkerSettings
+from mathsearch.indexer.records import Failure
+from mathsearch.opensearch.client import connect
+from mathsearch.opensearch.errors import WriteError
+from mathsearch.workers.app import app
+from mathsearch.workers.dead_letter import dead_letter, dead_letter_key
+from mathsearch.workers.health import describe_worker
+from mathsearch.workers.job_progress import RedisProgress
+from mathsearch.workers.parsing import parse_records
+from mathsearch.workers.pipeline import (
+    JobSpec,
+    batch_failures,
+    embed_write_stage,
+    parse_stage,
+    write_outcome,
+)
+from mathsearch.workers.settings import WorkerSettings
 
 logger = logging.getLogger(__name__)
 
@@ -167,7 +174,8 @@ def ping(payload: dict) -> dict:
 
 @app.task(name="mathsearch.parse.records", acks_late=True)
 def parse(records: list[dict]) -> list[dict]:
-    """Featurise equation records (JSON dicts); see :func:`workers.parsing.parse_records`."""
+    """Featurise equation records (JSON dicts); see
+    :func:`mathsearch.workers.parsing.parse_records`."""
     return parse_records(records)
 
 
@@ -201,7 +209,8 @@ def parse_batch(self: Any, job: dict, batch: str, records: list[dict]) -> None:
     base=PoisonSafeTask,
 )  # fmt: skip
 def embed_batch(self: Any, job: dict, batch: str, payload: dict) -> dict:
-    """Embed and write one parsed batch; see :func:`workers.pipeline.embed_write_stage`."""
+    """Embed and write one parsed batch; see
+    :func:`mathsearch.workers.pipeline.embed_write_stage`."""
     try:
         spec = check_job(job)
         if not isinstance(payload, dict) or not isinstance(batch, str):

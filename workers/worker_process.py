@@ -21,8 +21,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from workers.index_job import Broker, IndexJobError
-from workers.settings import WorkerSettings
+from mathsearch.workers.index_job import Broker, IndexJobError
+from mathsearch.workers.settings import WorkerSettings
 
 
 def start_worker(
@@ -55,7 +55,13 @@ def start_worker(
     }
     name = f"mathsearch-worker-{os.getpid()}-{time.time_ns()}.log"
     log = log or Path(tempfile.gettempdir()) / name
-    command = [sys.executable, "-m", "indexer.cli", "worker", f"--concurrency={concurrency}"]
+    command = [
+        sys.executable,
+        "-m",
+        "mathsearch.indexer.cli",
+        "worker",
+        f"--concurrency={concurrency}",
+    ]
     command += [f"--metrics-port={metrics_port}", f"--hostname={hostname}@%h"]
     command.append(f"--loglevel={loglevel}")
     if encoders:

@@ -13,15 +13,15 @@ The ``*_fn`` functions are the pure math over tensors; the modules compute the s
 
 from __future__ import annotations
 
-from encoders.losses.histogram_loss import (
+from mathsearch.encoders.losses.histogram_loss import (
     DEFAULT_BINS,
     HistogramLoss,
     histogram_loss_fn,
     pair_similarity,
 )
-from encoders.losses.info_nce_loss import InfoNCELoss, info_nce_loss_fn, same_group_mask
-from encoders.losses.masking_loss import NONE_TARGET, masked_feature_loss_fn
-from encoders.losses.triplet_loss import TripletLoss, triplet_loss_fn
+from mathsearch.encoders.losses.info_nce_loss import InfoNCELoss, info_nce_loss_fn, same_group_mask
+from mathsearch.encoders.losses.masking_loss import NONE_TARGET, masked_feature_loss_fn
+from mathsearch.encoders.losses.triplet_loss import TripletLoss, triplet_loss_fn
 
 __all__ = [
     "DEFAULT_BINS",

@@ -13,7 +13,7 @@ otherwise we choose an incorrect label uniformly at random." Each triple :math:`
         - (1 - z) \ln\big(1 - \sigma(\langle f(x), w_y \rangle)\big)
 
 averaged over the batch. The sampling of :math:`(y, z)` lives in
-:mod:`encoders.bitmap_sampler`; here are the loss and the label weights.
+:mod:`mathsearch.encoders.bitmap_sampler`; here are the loss and the label weights.
 """
 
 from __future__ import annotations

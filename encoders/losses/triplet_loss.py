@@ -29,7 +29,7 @@ import logging
 import torch
 from torch import Tensor, nn
 
-from encoders.losses.histogram_loss import Similarity, pair_similarity
+from mathsearch.encoders.losses.histogram_loss import Similarity, pair_similarity
 
 logger = logging.getLogger(__name__)
 

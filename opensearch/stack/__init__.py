@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from opensearch.stack.artifacts import Artifact, ArtifactLock, fetch
-from opensearch.stack.assemble import assemble
-from opensearch.stack.stack import REQUIRED_PLUGINS, Stack, cluster_status
+from mathsearch.opensearch.stack.artifacts import Artifact, ArtifactLock, fetch
+from mathsearch.opensearch.stack.assemble import assemble
+from mathsearch.opensearch.stack.stack import REQUIRED_PLUGINS, Stack, cluster_status
 
 __all__ = [
     "REQUIRED_PLUGINS",

@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from opensearch.errors import ArtifactError
+from mathsearch.opensearch.errors import ArtifactError
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +133,11 @@ class ArtifactLock:
     @classmethod
     def load(cls) -> ArtifactLock:
         """The lock shipped with the package."""
-        text = resources.files("opensearch.stack").joinpath("artifacts.json").read_text("utf-8")
+        text = (
+            resources.files("mathsearch.opensearch.stack")
+            .joinpath("artifacts.json")
+            .read_text("utf-8")
+        )
         return cls.parse(text)
 
 

@@ -21,9 +21,9 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from opensearch.errors import StackError
-from opensearch.stack.artifacts import ArtifactLock, ModuleSpec, PluginSpec, fetch
-from opensearch.stack.java import find_java_home
+from mathsearch.opensearch.errors import StackError
+from mathsearch.opensearch.stack.artifacts import ArtifactLock, ModuleSpec, PluginSpec, fetch
+from mathsearch.opensearch.stack.java import find_java_home
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from opensearch.errors import StackError
+from mathsearch.opensearch.errors import StackError
 
 logger = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from opensearch.errors import StackError
-from opensearch.stack.process import terminate
+from mathsearch.opensearch.errors import StackError
+from mathsearch.opensearch.stack.process import terminate
 
 logger = logging.getLogger(__name__)
 

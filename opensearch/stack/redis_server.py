@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from opensearch.errors import StackError
-from opensearch.redact import redact_url
-from opensearch.stack.process import terminate
+from mathsearch.opensearch.errors import StackError
+from mathsearch.opensearch.redact import redact_url
+from mathsearch.opensearch.stack.process import terminate
 
 logger = logging.getLogger(__name__)
 

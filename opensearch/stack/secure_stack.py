@@ -4,7 +4,7 @@ The secure profile is one OpenSearch node assembled like the default one plus th
 ``opensearch-security`` plugin (an optional plugin of ``artifacts.json``, in a home of its own),
 with its own state folder (``STATE/secure``), cluster name and ports (HTTPS 9240, transport 9340),
 so it runs beside the plain node. TLS is on for transport and HTTP with certificates from
-:mod:`opensearch.stack.security`; the only user is ``admin`` whose password is read from
+:mod:`mathsearch.opensearch.stack.security`; the only user is ``admin`` whose password is read from
 ``MATHSEARCH_OPENSEARCH_PASSWORD`` / ``..._PASSWORD_FILE`` or generated into a 0600 file.
 """
 
@@ -21,14 +21,14 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from opensearch.errors import ClusterUnavailableError, StackError
-from opensearch.settings import OpenSearchSettings
-from opensearch.stack import node as node_mod
-from opensearch.stack import security
-from opensearch.stack.artifacts import ArtifactLock
-from opensearch.stack.assemble import assemble
-from opensearch.stack.java import find_java_home
-from opensearch.stack.stack import ClusterAuthenticationError, cluster_status
+from mathsearch.opensearch.errors import ClusterUnavailableError, StackError
+from mathsearch.opensearch.settings import OpenSearchSettings
+from mathsearch.opensearch.stack import node as node_mod
+from mathsearch.opensearch.stack import security
+from mathsearch.opensearch.stack.artifacts import ArtifactLock
+from mathsearch.opensearch.stack.assemble import assemble
+from mathsearch.opensearch.stack.java import find_java_home
+from mathsearch.opensearch.stack.stack import ClusterAuthenticationError, cluster_status
 
 logger = logging.getLogger(__name__)
 

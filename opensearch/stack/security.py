@@ -25,7 +25,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from opensearch.errors import ConfigurationError, StackError
+from mathsearch.opensearch.errors import ConfigurationError, StackError
 
 logger = logging.getLogger(__name__)
 

@@ -10,15 +10,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from opensearch.errors import ClusterUnavailableError, StackError
-from opensearch.redact import redact_url
-from opensearch.settings import OpenSearchSettings
-from opensearch.stack import node as node_mod
-from opensearch.stack import redis_server
-from opensearch.stack.artifacts import ArtifactLock
-from opensearch.stack.assemble import assemble
-from opensearch.stack.java import find_java_home
-from workers.settings import WorkerSettings
+from mathsearch.opensearch.errors import ClusterUnavailableError, StackError
+from mathsearch.opensearch.redact import redact_url
+from mathsearch.opensearch.settings import OpenSearchSettings
+from mathsearch.opensearch.stack import node as node_mod
+from mathsearch.opensearch.stack import redis_server
+from mathsearch.opensearch.stack.artifacts import ArtifactLock
+from mathsearch.opensearch.stack.assemble import assemble
+from mathsearch.opensearch.stack.java import find_java_home
+from mathsearch.workers.settings import WorkerSettings
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ class Stack:
         return dataclasses.replace(self.settings, url=",".join(s.url for s in self.nodes(size)))
 
     def wait_health(self, size: int, deadline: float) -> dict:
-        from opensearch.client import connect
+        from mathsearch.opensearch.client import connect
 
         client = connect(self.node_settings(size))
         last: dict | str = "no answer"
@@ -191,7 +191,7 @@ def cluster_status(settings: OpenSearchSettings) -> dict:
     """
     from opensearchpy.exceptions import AuthenticationException, AuthorizationException, SSLError
 
-    from opensearch.client import connect
+    from mathsearch.opensearch.client import connect
 
     client = connect(settings)
     url = redact_url(settings.url)

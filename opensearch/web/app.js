@@ -107,7 +107,18 @@
     status: $("status"),
     results: $("results"),
     indexName: $("index-name"),
+    keyForm: $("key-form"),
+    key: $("api-key"),
   };
+
+  /* The API key, when the server requires one (401): asked for once, kept for this tab only. */
+  const KEY_STORE = "mathsearch-api-key";
+  let apiKey = "";
+  try {
+    apiKey = window.sessionStorage.getItem(KEY_STORE) || "";
+  } catch {
+    apiKey = "";
+  }
 
   let config = FALLBACK_CONFIG;
   let previewTimer = 0;
@@ -129,6 +140,7 @@
 
   async function api(path, body, signal) {
     const init = { signal, headers: { Accept: "application/json" } };
+    if (apiKey) init.headers.Authorization = `Bearer ${apiKey}`;
     if (body !== undefined) {
       init.method = "POST";
       init.headers["Content-Type"] = "application/json";
@@ -147,6 +159,7 @@
     } catch {
       data = null;
     }
+    if (response.status === 401) askForKey();
     if (!response.ok) {
       const info = (data && data.error) || {};
       let reason = info.reason || `${response.status} ${response.statusText}`.trim();
@@ -632,6 +645,26 @@
   }
 
   /* ---------- wiring ---------- */
+
+  function askForKey() {
+    if (!ui.keyForm.hidden) return;
+    ui.keyForm.hidden = false;
+    ui.key.focus();
+  }
+
+  ui.keyForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    apiKey = ui.key.value.trim();
+    try {
+      window.sessionStorage.setItem(KEY_STORE, apiKey);
+    } catch {
+      /* storage off: the key lasts until the page is left */
+    }
+    ui.key.value = "";
+    ui.keyForm.hidden = true;
+    setStatus("");
+    await start();
+  });
 
   function researchIfShown() {
     syncControls();

@@ -1,4 +1,5 @@
-"""encoders.augment: identifier permutation of KDD 2020 section 4.2 (data augmentation)."""
+"""mathsearch.encoders.augment: identifier permutation of KDD 2020 section 4.2 (data
+augmentation)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,18 @@ import numpy as np
 import pytest
 import torch
 
-from encoders.augment import identifier_permutation, mi_character_nodes, permute_identifiers
-from encoders.graph_data import EncoderInputError, collate, to_data
-from indexer.hepth import bundled_sample_lines, iter_hepth
-from indexer.mathml_graph import EquationGraph, build_graph
-from indexer.mathml_reader import parse_mathml
-from indexer.parse import Featuriser, ParsedEquation
-from indexer.records import EquationRecord
-from indexer.vocabulary import TEXT_TAG, Vocabulary, default_vocabulary
+from mathsearch.encoders.augment import (
+    identifier_permutation,
+    mi_character_nodes,
+    permute_identifiers,
+)
+from mathsearch.encoders.graph_data import EncoderInputError, collate, to_data
+from mathsearch.indexer.hepth import bundled_sample_lines, iter_hepth
+from mathsearch.indexer.mathml_graph import EquationGraph, build_graph
+from mathsearch.indexer.mathml_reader import parse_mathml
+from mathsearch.indexer.parse import Featuriser, ParsedEquation
+from mathsearch.indexer.records import EquationRecord
+from mathsearch.indexer.vocabulary import TEXT_TAG, Vocabulary, default_vocabulary
 
 # tags: #text 0, mi 1, mo 2, mn 3, mrow 4, math 5; characters: x 0, y 1, + 2, 1 3
 VOCAB = Vocabulary([TEXT_TAG, "mi", "mo", "mn", "mrow", "math"], [], ["x", "y", "+", "1"])

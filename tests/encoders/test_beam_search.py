@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from encoders.beam_search import beam_search
-from encoders.expemb import EOE, SOE, ExpEmb, ExpEmbConfig, sequence_nll
+from mathsearch.encoders.beam_search import beam_search
+from mathsearch.encoders.expemb import EOE, SOE, ExpEmb, ExpEmbConfig, sequence_nll
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,5 @@
-"""encoders.bench_train and `mathsearch bench train gcn`: what is timed and reported (real data).
+"""mathsearch.encoders.bench_train and `mathsearch bench train gcn`: what is timed and reported
+(real data).
 
 Speeds are measured by the command, never asserted here: these tests check that the loop and
 the network alone run on the same batches and that the report is complete.
@@ -10,12 +11,12 @@ import json
 
 import pytest
 
-from encoders.bench_train import bench_train, format_bench_train
-from encoders.corpus import EquationCorpus
-from encoders.gcn import GCNConfig
-from encoders.train_config import TrainConfig
-from indexer.cli import main
-from indexer.hepth import bundled_sample_lines, iter_hepth
+from mathsearch.encoders.bench_train import bench_train, format_bench_train
+from mathsearch.encoders.corpus import EquationCorpus
+from mathsearch.encoders.gcn import GCNConfig
+from mathsearch.encoders.train_config import TrainConfig
+from mathsearch.indexer.cli import main
+from mathsearch.indexer.hepth import bundled_sample_lines, iter_hepth
 from tests.encoders.test_training import SAMPLE
 
 

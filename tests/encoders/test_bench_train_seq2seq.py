@@ -9,16 +9,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from encoders.bench_train_seq2seq import bench_train_seq2seq, format_bench_train_seq2seq
-from encoders.expemb_data import (
+from mathsearch.encoders.bench_train_seq2seq import bench_train_seq2seq, format_bench_train_seq2seq
+from mathsearch.encoders.expemb_data import (
     TokenVocabulary,
     batch_of_ids,
     encode_pairs,
     make_batch,
     semvec_pairs,
 )
-from indexer.cli import main
-from indexer.semvec_prefix import read_semvec_prefix
+from mathsearch.indexer.cli import main
+from mathsearch.indexer.semvec_prefix import read_semvec_prefix
 
 SEMVEC = Path(__file__).parents[1] / "resources" / "indexer" / "semvec"
 SETS = [SEMVEC / "boolean5-validationset.json.gz", SEMVEC / "oneVarPoly10-validationset.json.gz"]

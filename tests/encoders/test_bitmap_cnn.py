@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from encoders.bitmap_cnn import (
+from mathsearch.encoders.bitmap_cnn import (
     PARAMETERS,
     BitmapCNN,
     BitmapCNNConfig,

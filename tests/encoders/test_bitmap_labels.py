@@ -7,15 +7,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from encoders.bitmap_eval import (
+from mathsearch.encoders.bitmap_eval import (
     holdout_metrics,
     holdout_triplets,
     labelled_metrics,
     siamese_hinge,
     triplet_hinge,
 )
-from encoders.bitmap_labels import LabelVocabulary, keyword_labels, latex_symbols
-from encoders.bitmap_sampler import (
+from mathsearch.encoders.bitmap_labels import LabelVocabulary, keyword_labels, latex_symbols
+from mathsearch.encoders.bitmap_sampler import (
     SamplerError,
     context_anchors,
     paper_members,
@@ -23,7 +23,7 @@ from encoders.bitmap_sampler import (
     sample_pairs,
     sample_triplets,
 )
-from indexer.extract import extract
+from mathsearch.indexer.extract import extract
 
 TEX = Path(__file__).resolve().parents[1] / "resources" / "indexer" / "hep-th0301999.tex"
 

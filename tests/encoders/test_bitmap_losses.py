@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from encoders.losses.multilabel_loss import LabelLogLoss, label_log_loss_fn
-from encoders.losses.siamese_loss import SiameseLoss, siamese_loss_fn
-from encoders.losses.triplet_loss import TripletLoss
+from mathsearch.encoders.losses.multilabel_loss import LabelLogLoss, label_log_loss_fn
+from mathsearch.encoders.losses.siamese_loss import SiameseLoss, siamese_loss_fn
+from mathsearch.encoders.losses.triplet_loss import TripletLoss
 
 
 def test_siamese_hinge_and_square() -> None:

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from encoders.bitmap_data import BitmapCorpus, cache_key
-from encoders.bitmap_training import BitmapTrainConfig, load_bitmap_model, train_bitmap
-from encoders.family_cli import checkpoint_family
-from indexer.bitmap import BitmapSettings
-from indexer.cli import main
+from mathsearch.encoders.bitmap_data import BitmapCorpus, cache_key
+from mathsearch.encoders.bitmap_training import BitmapTrainConfig, load_bitmap_model, train_bitmap
+from mathsearch.encoders.family_cli import checkpoint_family
+from mathsearch.indexer.bitmap import BitmapSettings
+from mathsearch.indexer.cli import main
 
 SLICE = Path(__file__).resolve().parents[1] / "resources" / "export" / "hepth2003-every12th.txt"
 LIMIT = 130
@@ -61,7 +61,7 @@ def test_symbols_task_loss_falls(corpus: BitmapCorpus) -> None:
 
 
 def test_keywords_need_text(corpus: BitmapCorpus) -> None:
-    from encoders.bitmap_training import BitmapTrainingError
+    from mathsearch.encoders.bitmap_training import BitmapTrainingError
 
     with pytest.raises(BitmapTrainingError, match="no text"):
         train_bitmap(BitmapTrainConfig(task="keywords", epochs=1, progress=False), corpus)

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from encoders.corpus import EquationCorpus
-from encoders.eval_inputs import EvalInputError, featurise_formulas, split_settings
-from encoders.gcn import GCNConfig
-from encoders.training import TrainConfig, train
-from indexer.cli import main
-from indexer.parse import Featuriser
+from mathsearch.encoders.corpus import EquationCorpus
+from mathsearch.encoders.eval_inputs import EvalInputError, featurise_formulas, split_settings
+from mathsearch.encoders.gcn import GCNConfig
+from mathsearch.encoders.training import TrainConfig, train
+from mathsearch.indexer.cli import main
+from mathsearch.indexer.parse import Featuriser
 
 SAMPLE = Path(__file__).resolve().parents[2] / "indexer" / "resources" / "hepth2003-sample.txt"
 TEST_FRACTION = "0.25"  # 2 of the 8 sample papers, as in test_training.py
@@ -222,8 +222,8 @@ def test_split_settings_and_formulas() -> None:
 def test_ranking_scores_exported_models_on_the_same_triplets(
     run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from export.export_model import export_checkpoint
-    from export.quantize import quantize_int8
+    from mathsearch.export.export_model import export_checkpoint
+    from mathsearch.export.quantize import quantize_int8
 
     corpus = EquationCorpus.from_sources([str(SAMPLE)], "hepth")
     model = tmp_path / "gcn.onnx"

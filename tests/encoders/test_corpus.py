@@ -1,4 +1,5 @@
-"""encoders.corpus: papers -> sections -> featurised equations, split by paper, cache files."""
+"""mathsearch.encoders.corpus: papers -> sections -> featurised equations, split by paper, cache
+files."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from encoders.corpus import CorpusError, EquationCorpus
-from encoders.corpus_store import cache_key
-from indexer.hepth import bundled_sample_lines, iter_hepth
-from indexer.parse import Featuriser
-from indexer.records import EquationRecord, Failure
-from indexer.vocabulary import default_vocabulary
+from mathsearch.encoders.corpus import CorpusError, EquationCorpus
+from mathsearch.encoders.corpus_store import cache_key
+from mathsearch.indexer.hepth import bundled_sample_lines, iter_hepth
+from mathsearch.indexer.parse import Featuriser
+from mathsearch.indexer.records import EquationRecord, Failure
+from mathsearch.indexer.vocabulary import default_vocabulary
 
 
 @lru_cache(maxsize=1)

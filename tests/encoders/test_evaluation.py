@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from encoders.evaluation import (
+from mathsearch.encoders.evaluation import (
     EvaluationError,
     bow_cosine,
     bow_top_k,

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from encoders.expemb import (
+from mathsearch.encoders.expemb import (
     PAD,
     ExpEmb,
     ExpEmbConfig,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from encoders.expemb import EOE, PAD, SOE, UNK
-from encoders.expemb_data import (
+from mathsearch.encoders.expemb import EOE, PAD, SOE, UNK
+from mathsearch.encoders.expemb_data import (
     SPECIALS,
     TokenVocabulary,
     VocabularyError,
@@ -19,8 +19,8 @@ from encoders.expemb_data import (
     semvec_pairs,
     split_clusters,
 )
-from export.seq2seq_runtime import load_vocab_tokens, vocab_hash
-from indexer.semvec_prefix import read_semvec_prefix
+from mathsearch.export.seq2seq_runtime import load_vocab_tokens, vocab_hash
+from mathsearch.indexer.semvec_prefix import read_semvec_prefix
 
 RESOURCES = Path(__file__).resolve().parents[1] / "resources"
 EGEN = RESOURCES / "encoders" / "egen-clusters.txt"

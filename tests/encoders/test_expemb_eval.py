@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from encoders.expemb_eval import (
+from mathsearch.encoders.expemb_eval import (
     SEED_ANALOGIES,
     analogies,
     bag_of_tokens,
@@ -16,7 +16,7 @@ from encoders.expemb_eval import (
     score_k,
     semvec_score_k,
 )
-from indexer.semvec_prefix import read_semvec_prefix
+from mathsearch.indexer.semvec_prefix import read_semvec_prefix
 
 SEMVEC = Path(__file__).resolve().parents[1] / "resources" / "indexer" / "semvec"
 

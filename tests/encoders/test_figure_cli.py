@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from indexer.cli import main
+from mathsearch.indexer.cli import main
 
 FIGURES = Path(__file__).resolve().parents[1] / "resources" / "indexer" / "figures"
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from encoders.figure_encoder import (
+from mathsearch.encoders.figure_encoder import (
     FigureConfigError,
     FigureEncoder,
     FigureEncoderConfig,
     gather_last,
     masked_concat,
 )
-from encoders.figure_training import pair_ce_loss, pair_mse_loss, triplet_hinge_loss
+from mathsearch.encoders.figure_training import pair_ce_loss, pair_mse_loss, triplet_hinge_loss
 
 
 def inputs(batch: int = 3, size: int = 32) -> tuple[torch.Tensor, ...]:

@@ -8,17 +8,17 @@ import numpy as np
 import pytest
 import torch
 
-from encoders.figure_data import CITING, SAME, FigureCorpus, ssim
-from encoders.figure_encoder import FigureEncoder, FigureEncoderConfig
-from encoders.figure_eval import evaluate_vectors, tfidf_vectors
-from encoders.figure_training import (
+from mathsearch.encoders.figure_data import CITING, SAME, FigureCorpus, ssim
+from mathsearch.encoders.figure_encoder import FigureEncoder, FigureEncoderConfig
+from mathsearch.encoders.figure_eval import evaluate_vectors, tfidf_vectors
+from mathsearch.encoders.figure_training import (
     FigureTrainConfig,
     corpus_vectors,
     load_figure_checkpoint,
     save_figure_checkpoint,
     train_figure_encoder,
 )
-from indexer.figure_features import FigureVocabulary, figure_text
+from mathsearch.indexer.figure_features import FigureVocabulary, figure_text
 
 FIGURES = Path(__file__).resolve().parents[1] / "resources" / "indexer" / "figures"
 

@@ -1,4 +1,5 @@
-"""encoders.gcn: the graph CNN of KDD 2020 section 4.1, its pure parts by hand, real batches."""
+"""mathsearch.encoders.gcn: the graph CNN of KDD 2020 section 4.1, its pure parts by hand, real
+batches."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from encoders.gcn import (
+from mathsearch.encoders.gcn import (
     GCNConfig,
     GCNConfigError,
     GraphCNN,
@@ -20,12 +21,12 @@ from encoders.gcn import (
     soft_normalise,
     sum_aggregate,
 )
-from encoders.graph_data import collate, to_data
-from encoders.masking import MaskingHeads, mask_nodes, masking_loss
-from indexer.hepth import bundled_sample_lines, iter_hepth
-from indexer.mathml_graph import EquationGraph
-from indexer.parse import Featuriser, ParsedEquation
-from indexer.records import EquationRecord
+from mathsearch.encoders.graph_data import collate, to_data
+from mathsearch.encoders.masking import MaskingHeads, mask_nodes, masking_loss
+from mathsearch.indexer.hepth import bundled_sample_lines, iter_hepth
+from mathsearch.indexer.mathml_graph import EquationGraph
+from mathsearch.indexer.parse import Featuriser, ParsedEquation
+from mathsearch.indexer.records import EquationRecord
 
 # root 0 with children 1 and 2; both directions, top-down first (as EquationGraph.edge_index)
 EDGES = torch.tensor([[0, 0, 1, 2], [1, 2, 0, 0]])

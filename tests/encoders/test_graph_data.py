@@ -1,4 +1,5 @@
-"""encoders.graph_data: EquationGraph -> Data / Batch, and the one-hot features of section 3.2."""
+"""mathsearch.encoders.graph_data: EquationGraph -> Data / Batch, and the one-hot features of
+section 3.2."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from encoders.graph_data import EncoderInputError, collate, one_hot, one_hot_ids, to_data
-from indexer.hepth import bundled_sample_lines, iter_hepth
-from indexer.mathml_graph import EquationGraph
-from indexer.parse import Featuriser, ParsedEquation
-from indexer.records import EquationRecord
+from mathsearch.encoders.graph_data import EncoderInputError, collate, one_hot, one_hot_ids, to_data
+from mathsearch.indexer.hepth import bundled_sample_lines, iter_hepth
+from mathsearch.indexer.mathml_graph import EquationGraph
+from mathsearch.indexer.parse import Featuriser, ParsedEquation
+from mathsearch.indexer.records import EquationRecord
 
 
 @lru_cache(maxsize=1)

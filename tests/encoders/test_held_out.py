@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from encoders.held_out import held_out_papers
-from export.model_card import load_card
-from export.settings import ExportSettings
-from opensearch.errors import EvaluationError
-from opensearch.relevance_sets import SHARED_DATA
+from mathsearch.encoders.held_out import held_out_papers
+from mathsearch.export.model_card import load_card
+from mathsearch.export.settings import ExportSettings
+from mathsearch.opensearch.errors import EvaluationError
+from mathsearch.opensearch.relevance_sets import SHARED_DATA
 
 pytestmark = pytest.mark.skipif(
     not (SHARED_DATA / "hepth2003" / "eqnarray.txt").is_file(), reason="needs ../shared/data"
@@ -24,22 +24,22 @@ def test_the_cards_split_is_rebuilt() -> None:
 
 
 def test_a_card_without_a_split_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    import export.model_card
+    import mathsearch.export.model_card
 
-    real = export.model_card.load_card
+    real = mathsearch.export.model_card.load_card
 
     def no_split(path: object, verify_sha256: bool = True) -> object:
         card = real(path, verify_sha256)
         card.training = {}
         return card
 
-    monkeypatch.setattr(export.model_card, "load_card", no_split)
+    monkeypatch.setattr(mathsearch.export.model_card, "load_card", no_split)
     with pytest.raises(EvaluationError, match="records no paper split"):
         held_out_papers()
 
 
 def test_validation_papers_are_neither_trained_nor_held_out() -> None:
-    from encoders.held_out import validation_papers
+    from mathsearch.encoders.held_out import validation_papers
 
     card = load_card(ExportSettings.from_env().model)
     validation = validation_papers()
@@ -56,7 +56,7 @@ def test_the_shipped_cards_ranking_score_is_reproduced_on_its_hold_out(
     import json
     import os
 
-    from indexer.cli import main
+    from mathsearch.indexer.cli import main
 
     path = ExportSettings.from_env().model
     card = load_card(path)

@@ -1,4 +1,5 @@
-"""encoders.losses.info_nce_loss: the InfoNCE formula as a pure function, and its module."""
+"""mathsearch.encoders.losses.info_nce_loss: the InfoNCE formula as a pure function, and its
+module."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from encoders.losses import InfoNCELoss, info_nce_loss_fn, same_group_mask
+from mathsearch.encoders.losses import InfoNCELoss, info_nce_loss_fn, same_group_mask
 
 
 def _reference(a: np.ndarray, p: np.ndarray, scale: float, ignore: np.ndarray | None) -> float:

@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from encoders.losses import (  # noqa: E402 - after the importorskip
+from mathsearch.encoders.losses import (  # noqa: E402 - after the importorskip
     HistogramLoss,
     TripletLoss,
     histogram_loss_fn,

@@ -1,4 +1,4 @@
-"""encoders.masking: the masking task of KDD 2020 section 4.2."""
+"""mathsearch.encoders.masking: the masking task of KDD 2020 section 4.2."""
 
 from __future__ import annotations
 
@@ -8,12 +8,18 @@ from functools import lru_cache
 import pytest
 import torch
 
-from encoders.graph_data import EncoderInputError, collate, one_hot, to_data
-from encoders.masking import MaskingHeads, MaskLogits, MaskTargets, mask_nodes, masking_loss
-from indexer.hepth import bundled_sample_lines, iter_hepth
-from indexer.mathml_graph import EquationGraph
-from indexer.parse import Featuriser, ParsedEquation
-from indexer.records import EquationRecord
+from mathsearch.encoders.graph_data import EncoderInputError, collate, one_hot, to_data
+from mathsearch.encoders.masking import (
+    MaskingHeads,
+    MaskLogits,
+    MaskTargets,
+    mask_nodes,
+    masking_loss,
+)
+from mathsearch.indexer.hepth import bundled_sample_lines, iter_hepth
+from mathsearch.indexer.mathml_graph import EquationGraph
+from mathsearch.indexer.parse import Featuriser, ParsedEquation
+from mathsearch.indexer.records import EquationRecord
 
 
 @lru_cache(maxsize=1)

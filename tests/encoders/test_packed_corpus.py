@@ -1,4 +1,5 @@
-"""encoders.packed_corpus: batches sliced from flat arrays equal collate's, on real equations."""
+"""mathsearch.encoders.packed_corpus: batches sliced from flat arrays equal collate's, on real
+equations."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from encoders.corpus import CorpusError, EquationCorpus
-from encoders.gcn import GCNConfig, GraphCNN, tree_adjacency
-from encoders.graph_data import collate
-from encoders.packed_corpus import PackedCorpus
-from indexer.hepth import bundled_sample_lines, iter_hepth
+from mathsearch.encoders.corpus import CorpusError, EquationCorpus
+from mathsearch.encoders.gcn import GCNConfig, GraphCNN, tree_adjacency
+from mathsearch.encoders.graph_data import collate
+from mathsearch.encoders.packed_corpus import PackedCorpus
+from mathsearch.indexer.hepth import bundled_sample_lines, iter_hepth
 
 
 @lru_cache(maxsize=1)

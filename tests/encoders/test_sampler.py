@@ -1,4 +1,5 @@
-"""encoders.sampler: triplets of the KDD 2020 seed, section 4.2 (statistics and determinism)."""
+"""mathsearch.encoders.sampler: triplets of the KDD 2020 seed, section 4.2 (statistics and
+determinism)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ from functools import lru_cache
 import numpy as np
 import pytest
 
-from encoders.corpus import EquationCorpus
-from encoders.sampler import KINDS, SamplerError, TripletSampler, holdout_triplets
-from indexer.hepth import bundled_sample_lines, iter_hepth
-from indexer.mathml_graph import EquationGraph
-from indexer.parse import Featuriser, ParsedEquation
+from mathsearch.encoders.corpus import EquationCorpus
+from mathsearch.encoders.sampler import KINDS, SamplerError, TripletSampler, holdout_triplets
+from mathsearch.indexer.hepth import bundled_sample_lines, iter_hepth
+from mathsearch.indexer.mathml_graph import EquationGraph
+from mathsearch.indexer.parse import Featuriser, ParsedEquation
 
 N = 40_000
 

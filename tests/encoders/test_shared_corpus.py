@@ -1,4 +1,5 @@
-"""encoders.shared_corpus: the held-out, document and overlap rules, on a small copy of the real
+"""mathsearch.encoders.shared_corpus: the held-out, document and overlap rules, on a small copy of
+the real
 data layout (the bundled hep-th sample, a real .tex paper, real hep_array records)."""
 
 from __future__ import annotations
@@ -9,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from encoders.corpus import CorpusError, EquationCorpus
-from encoders.shared_corpus import hepth2003_splits, shared_training_corpus
-from indexer.parse import Featuriser
+from mathsearch.encoders.corpus import CorpusError, EquationCorpus
+from mathsearch.encoders.shared_corpus import hepth2003_splits, shared_training_corpus
+from mathsearch.indexer.parse import Featuriser
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "indexer" / "resources" / "hepth2003-sample.txt"

@@ -1,4 +1,5 @@
-"""encoders.training: the KDD 2020 training loop on real hep-th equations (CPU, small model)."""
+"""mathsearch.encoders.training: the KDD 2020 training loop on real hep-th equations (CPU, small
+model)."""
 
 from __future__ import annotations
 
@@ -15,14 +16,19 @@ import numpy as np
 import pytest
 import torch
 
-from encoders.checkpoints import CheckpointError, load_checkpoint, load_model, save_checkpoint
-from encoders.cli_train import add_train, run_train
-from encoders.corpus import EquationCorpus
-from encoders.gcn import GCNConfig, GraphCNN
-from encoders.graph_data import collate
-from encoders.sampler import holdout_triplets
-from encoders.training import TrainConfig, TrainingError, evaluate_ranking, train
-from indexer.hepth import bundled_sample_lines, iter_hepth
+from mathsearch.encoders.checkpoints import (
+    CheckpointError,
+    load_checkpoint,
+    load_model,
+    save_checkpoint,
+)
+from mathsearch.encoders.cli_train import add_train, run_train
+from mathsearch.encoders.corpus import EquationCorpus
+from mathsearch.encoders.gcn import GCNConfig, GraphCNN
+from mathsearch.encoders.graph_data import collate
+from mathsearch.encoders.sampler import holdout_triplets
+from mathsearch.encoders.training import TrainConfig, TrainingError, evaluate_ranking, train
+from mathsearch.indexer.hepth import bundled_sample_lines, iter_hepth
 
 SAMPLE = Path(__file__).resolve().parents[2] / "indexer" / "resources" / "hepth2003-sample.txt"
 
@@ -252,7 +258,7 @@ def test_a_test_corpus_without_triplets_only_skips_the_evaluation(
 ) -> None:
     train_corpus, test_corpus = _split()
     one_paper = test_corpus.subset([0])
-    with caplog.at_level("WARNING", logger="encoders.training"):
+    with caplog.at_level("WARNING", logger="mathsearch.encoders.training"):
         result = train(_small(), train_corpus, one_paper)
     assert result.evaluations == []
     assert "no hold-out ranking score" in caplog.text
@@ -305,5 +311,5 @@ def test_cli_fails_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_cli_module_does_not_import_torch() -> None:
-    code = "import sys, encoders.cli_train; sys.exit('torch' in sys.modules)"
+    code = "import sys, mathsearch.encoders.cli_train; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -6,10 +6,10 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from indexer.hepth import iter_hepth
-from indexer.mathml_graph import EquationGraph
-from indexer.parse import Featuriser, ParsedEquation
-from indexer.records import EquationRecord
+from mathsearch.indexer.hepth import iter_hepth
+from mathsearch.indexer.mathml_graph import EquationGraph
+from mathsearch.indexer.parse import Featuriser, ParsedEquation
+from mathsearch.indexer.records import EquationRecord
 
 PARITY_FILE = (
     Path(__file__).resolve().parents[1] / "resources" / "export" / "hepth2003-every12th.txt"

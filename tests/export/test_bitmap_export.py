@@ -10,15 +10,20 @@ import numpy as np
 import pytest
 import torch
 
-from encoders.bitmap_data import BitmapCorpus
-from encoders.bitmap_training import BitmapTrainConfig, embed_crops, load_bitmap_model, train_bitmap
-from export.bitmap_onnx import check_bitmap_parity, export_bitmap_checkpoint
-from export.bitmap_runtime import BitmapEmbedder, settings_hash
-from export.embedders import EmbedRefusal, load_embedder
-from export.errors import ExportError, ModelMismatchError
-from export.model_card import load_card
-from indexer.bitmap import BitmapSettings
-from indexer.cli import main
+from mathsearch.encoders.bitmap_data import BitmapCorpus
+from mathsearch.encoders.bitmap_training import (
+    BitmapTrainConfig,
+    embed_crops,
+    load_bitmap_model,
+    train_bitmap,
+)
+from mathsearch.export.bitmap_onnx import check_bitmap_parity, export_bitmap_checkpoint
+from mathsearch.export.bitmap_runtime import BitmapEmbedder, settings_hash
+from mathsearch.export.embedders import EmbedRefusal, load_embedder
+from mathsearch.export.errors import ExportError, ModelMismatchError
+from mathsearch.export.model_card import load_card
+from mathsearch.indexer.bitmap import BitmapSettings
+from mathsearch.indexer.cli import main
 
 SLICE = Path(__file__).resolve().parents[1] / "resources" / "export" / "hepth2003-every12th.txt"
 
@@ -109,8 +114,8 @@ def test_shipped_default_model_loads() -> None:
 
 
 def test_large_net_exports_with_its_batch_norm(corpus: BitmapCorpus, tmp_path: Path) -> None:
-    from encoders.bitmap_cnn import BitmapCNN, BitmapCNNConfig
-    from export.bitmap_onnx import export_bitmap
+    from mathsearch.encoders.bitmap_cnn import BitmapCNN, BitmapCNNConfig
+    from mathsearch.export.bitmap_onnx import export_bitmap
 
     torch.manual_seed(0)
     model = BitmapCNN(BitmapCNNConfig(net="large"))

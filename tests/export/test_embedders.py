@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from export.embedders import (
+from mathsearch.export.embedders import (
     FAMILIES,
     Embedder,
     EmbedRefusal,
@@ -18,11 +18,11 @@ from export.embedders import (
     load_embedder,
     parse_encoders,
 )
-from export.errors import ModelCardError
-from export.model_card import card_path, load_card
-from export.runtime import Encoder
-from export.settings import DEFAULT_MODEL_PATH
-from indexer.parse import Featuriser, ParsedEquation
+from mathsearch.export.errors import ModelCardError
+from mathsearch.export.model_card import card_path, load_card
+from mathsearch.export.runtime import Encoder
+from mathsearch.export.settings import DEFAULT_MODEL_PATH
+from mathsearch.indexer.parse import Featuriser, ParsedEquation
 from tests.conftest import DEFAULT_FIELD
 
 LATEX = [r"\frac{a}{b}+c", r"E = m c^2", r"\int_0^1 x^2 \, dx"]
@@ -101,7 +101,7 @@ def test_load_embedder_refuses_missing_models_and_unknown_families(tmp_path: Pat
 
 def test_checkpoint_family_reads_the_family_entry(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
-    from encoders.family_cli import checkpoint_family
+    from mathsearch.encoders.family_cli import checkpoint_family
 
     torch.save({"family": "bitmap", "model": {}}, tmp_path / "b.pt")
     torch.save({"model": {}}, tmp_path / "g.pt")

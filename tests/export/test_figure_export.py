@@ -10,18 +10,18 @@ import numpy as np
 import pytest
 import torch
 
-from encoders.figure_data import FigureCorpus
-from encoders.figure_training import (
+from mathsearch.encoders.figure_data import FigureCorpus
+from mathsearch.encoders.figure_training import (
     FigureTrainConfig,
     corpus_vectors,
     save_figure_checkpoint,
     train_figure_encoder,
 )
-from export.embedders import EmbedRefusal, load_embedder
-from export.errors import ModelMismatchError
-from export.model_card import load_card
-from indexer.cli import main
-from indexer.figure_features import FigureVocabulary, figure_text
+from mathsearch.export.embedders import EmbedRefusal, load_embedder
+from mathsearch.export.errors import ModelMismatchError
+from mathsearch.export.model_card import load_card
+from mathsearch.indexer.cli import main
+from mathsearch.indexer.figure_features import FigureVocabulary, figure_text
 
 FIGURES = Path(__file__).resolve().parents[1] / "resources" / "indexer" / "figures"
 

@@ -1,4 +1,5 @@
-"""export.gcn_onnx + export.parity: the graph CNN in ONNX, exact against PyTorch on real data."""
+"""mathsearch.export.gcn_onnx + mathsearch.export.parity: the graph CNN in ONNX, exact against
+PyTorch on real data."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from encoders.gcn import GCNConfig, GraphCNN
-from encoders.graph_data import collate
-from export.errors import ParityError
-from export.gcn_onnx import IR_VERSION, OPSET, GCNOnnxModule, export_gcn, segment_sum
-from export.graph_batch import pack_graphs
-from export.parity import check_parity
+from mathsearch.encoders.gcn import GCNConfig, GraphCNN
+from mathsearch.encoders.graph_data import collate
+from mathsearch.export.errors import ParityError
+from mathsearch.export.gcn_onnx import IR_VERSION, OPSET, GCNOnnxModule, export_gcn, segment_sum
+from mathsearch.export.graph_batch import pack_graphs
+from mathsearch.export.parity import check_parity
 from tests.export.conftest import real_graphs
 
 
@@ -81,7 +82,7 @@ def test_file_is_what_onnxruntime_accepts(exported: tuple[GraphCNN, Path]) -> No
     assert [o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")] == [OPSET]
     assert {p.key: p.value for p in proto.metadata_props} == {"k": "v"}
     ops = {node.op_type for node in proto.graph.node}
-    # ScatterND with reduction loses updates under intra-op threads (see export.gcn_onnx)
+    # ScatterND with reduction loses updates under intra-op threads (see mathsearch.export.gcn_onnx)
     assert "ScatterND" not in ops
     assert {"CumSum", "TopK", "MatMul"} <= ops
     names = [i.name for i in proto.graph.input]

@@ -1,4 +1,5 @@
-"""export.graph_batch: numpy packing equals torch-geometric's collate; bad input is refused."""
+"""mathsearch.export.graph_batch: numpy packing equals torch-geometric's collate; bad input is
+refused."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from encoders.graph_data import collate
-from export.errors import ModelMismatchError, RuntimeInputError
-from export.graph_batch import INPUT_NAMES, pack_graphs
+from mathsearch.encoders.graph_data import collate
+from mathsearch.export.errors import ModelMismatchError, RuntimeInputError
+from mathsearch.export.graph_batch import INPUT_NAMES, pack_graphs
 from tests.export.conftest import real_graphs
 
 

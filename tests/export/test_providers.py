@@ -3,7 +3,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from export import providers
+from mathsearch.export import providers
 
 
 def test_cpu_is_always_last_and_cuda_only_when_it_really_loads(monkeypatch) -> None:
@@ -31,8 +31,9 @@ def test_probe_on_this_machine_prints_nothing() -> None:
 
 def test_inference_path_never_imports_torch() -> None:
     code = (
-        "import sys, indexer, indexer.cli, export, opensearch, opensearch.stack, workers,"
-        " workers.app, workers.tasks, workers.demo;"
+        "import sys, mathsearch, mathsearch.indexer, mathsearch.indexer.cli, mathsearch.export,"
+        " mathsearch.opensearch, mathsearch.opensearch.stack, mathsearch.workers,"
+        " mathsearch.workers.app, mathsearch.workers.tasks, mathsearch.workers.demo;"
         "print(any(m == 'torch' or m.startswith('torch.') for m in sys.modules))"
     )
     result = subprocess.run(

@@ -1,4 +1,5 @@
-"""export.runtime.Encoder and `mathsearch export`: a trained checkpoint end to end, torch-free."""
+"""mathsearch.export.runtime.Encoder and `mathsearch export`: a trained checkpoint end to end,
+torch-free."""
 
 from __future__ import annotations
 
@@ -12,17 +13,17 @@ import numpy as np
 import onnx
 import pytest
 
-from encoders.corpus import EquationCorpus
-from encoders.gcn import GCNConfig
-from encoders.training import TrainConfig, train
-from export.errors import ModelCardError, ModelMismatchError
-from export.export_model import export_checkpoint
-from export.model_card import load_card
-from export.runtime import Encoder
-from export.settings import DEFAULT_MODEL_PATH, ExportSettings, SettingsError
-from indexer.cli import main
-from indexer.hepth import bundled_sample_lines, iter_hepth
-from indexer.vocabulary import default_vocabulary
+from mathsearch.encoders.corpus import EquationCorpus
+from mathsearch.encoders.gcn import GCNConfig
+from mathsearch.encoders.training import TrainConfig, train
+from mathsearch.export.errors import ModelCardError, ModelMismatchError
+from mathsearch.export.export_model import export_checkpoint
+from mathsearch.export.model_card import load_card
+from mathsearch.export.runtime import Encoder
+from mathsearch.export.settings import DEFAULT_MODEL_PATH, ExportSettings, SettingsError
+from mathsearch.indexer.cli import main
+from mathsearch.indexer.hepth import bundled_sample_lines, iter_hepth
+from mathsearch.indexer.vocabulary import default_vocabulary
 from tests.export.conftest import PARITY_FILE, real_graphs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,7 +109,7 @@ def test_runtime_imports_no_torch(model_path: Path) -> None:
     code = (
         "import sys, json\n"
         "from export import Encoder\n"
-        "from indexer.parse import Featuriser\n"
+        "from mathsearch.indexer.parse import Featuriser\n"
         "f = Featuriser()\n"
         "graphs = [f.parse_latex(t).graph for t in (r'\\frac{a}{b}', r'x^2+y^2', r'\\int f')]\n"
         f"v = Encoder({str(model_path)!r}).encode(graphs)\n"
@@ -175,7 +176,7 @@ def test_shipped_default_model() -> None:
 
 
 def test_int8_variant(model_path: Path) -> None:
-    from export.quantize import int8_path, quantize_int8
+    from mathsearch.export.quantize import int8_path, quantize_int8
 
     graphs = list(real_graphs()[:200])
     card, diff = quantize_int8(model_path, graphs)

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from encoders.expemb import ExpEmb, ExpEmbConfig
-from encoders.expemb_data import TokenVocabulary, read_egen
-from export.errors import ModelMismatchError
-from export.model_card import load_card
-from export.seq2seq_onnx import check_seq2seq_parity, export_seq2seq, vocab_path
-from export.seq2seq_runtime import Seq2SeqEmbedder
-from indexer.semvec_prefix import read_semvec_prefix
+from mathsearch.encoders.expemb import ExpEmb, ExpEmbConfig
+from mathsearch.encoders.expemb_data import TokenVocabulary, read_egen
+from mathsearch.export.errors import ModelMismatchError
+from mathsearch.export.model_card import load_card
+from mathsearch.export.seq2seq_onnx import check_seq2seq_parity, export_seq2seq, vocab_path
+from mathsearch.export.seq2seq_runtime import Seq2SeqEmbedder
+from mathsearch.indexer.semvec_prefix import read_semvec_prefix
 
 RESOURCES = Path(__file__).resolve().parents[1] / "resources"
 
@@ -60,7 +60,7 @@ def test_runtime_matches_pytorch(exported: tuple[ExpEmb, TokenVocabulary, Path])
     embedder = Seq2SeqEmbedder(out, device="cpu")
     sequences = _real_sequences()[:40]
     got = embedder.embed([{"prefix": list(s)} for s in sequences])
-    from encoders.expemb_eval import checkpoint_embedder
+    from mathsearch.encoders.expemb_eval import checkpoint_embedder
 
     expected = checkpoint_embedder(model, vocab)(sequences)
     assert np.allclose(np.stack(got), expected, atol=1e-4)

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from indexer.bitmap import (
+from mathsearch.indexer.bitmap import (
     BitmapSettings,
     RenderError,
     centre_crop,
@@ -18,9 +18,9 @@ from indexer.bitmap import (
     render_bitmap,
     to_mathtext,
 )
-from indexer.errors import IndexerError
-from indexer.records import Failure
-from indexer.settings import IndexerSettings, SettingsError
+from mathsearch.indexer.errors import IndexerError
+from mathsearch.indexer.records import Failure
+from mathsearch.indexer.settings import IndexerSettings, SettingsError
 
 # Verbatim equation bodies of ../shared/data/hepth2003/equation.txt (papers 0301004, 0301012).
 REAL = [

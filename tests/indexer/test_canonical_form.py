@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from indexer.canonical_form import (
+from mathsearch.indexer.canonical_form import (
     CanonicalFormError,
     canonical_tokens,
     evaluate_algebra,
     is_logic,
     truth_table,
 )
-from indexer.semvec import read_semvec
+from mathsearch.indexer.semvec import read_semvec
 
 SEMVEC = Path(__file__).parents[1] / "resources" / "indexer" / "semvec"
 
@@ -112,7 +112,7 @@ def test_logic_detection_and_the_simple_reader_stay_in_their_lanes() -> None:
 
 def test_the_evaluation_is_the_formulas_value_at_the_points() -> None:
     """2ab + a(b + c) at the points equals the same arithmetic on the variables' values."""
-    from indexer.canonical_form import _point
+    from mathsearch.indexer.canonical_form import _point
 
     found = evaluate_algebra(r"2ab + a(b + c)")
     a, b, c = (_point(name) for name in "abc")
@@ -159,7 +159,7 @@ def test_the_fast_readers_leave_sympy_out() -> None:
 def test_the_featuriser_fills_canonical_by_setting(
     monkeypatch: pytest.MonkeyPatch, mode: str, filled: bool
 ) -> None:
-    from indexer.parse import Featuriser
+    from mathsearch.indexer.parse import Featuriser
 
     monkeypatch.setenv("MATHSEARCH_CANONICAL_FORM", mode)
     parsed = Featuriser().parse_latex(r"(a+b)^{2}")
@@ -169,7 +169,7 @@ def test_the_featuriser_fills_canonical_by_setting(
 
 
 def test_a_bad_setting_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    from indexer.settings import IndexerSettings, SettingsError
+    from mathsearch.indexer.settings import IndexerSettings, SettingsError
 
     monkeypatch.setenv("MATHSEARCH_CANONICAL_FORM", "maybe")
     with pytest.raises(SettingsError, match="fast, sympy, off"):

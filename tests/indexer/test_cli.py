@@ -13,7 +13,7 @@ from tests.conftest import DEFAULT_FIELD
 
 def _mathsearch(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "indexer.cli", *args],
+        [sys.executable, "-m", "mathsearch.indexer.cli", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -50,7 +50,7 @@ def test_status_of_an_unreachable_cluster_is_one_line_and_nonzero() -> None:
 
     env = {**os.environ, "MATHSEARCH_OPENSEARCH_URL": "http://127.0.0.1:9"}
     result = subprocess.run(
-        [sys.executable, "-m", "indexer.cli", "stack", "status"],
+        [sys.executable, "-m", "mathsearch.indexer.cli", "stack", "status"],
         capture_output=True,
         text=True,
         env=env,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from indexer.cli import main
+from mathsearch.indexer.cli import main
 
 RESOURCES = Path(__file__).resolve().parents[1] / "resources" / "indexer"
 SAMPLE = Path(__file__).resolve().parents[2] / "indexer" / "resources" / "hepth2003-sample.txt"
@@ -75,7 +75,7 @@ def test_parse_report_groups_failures_by_stage_and_reason(tmp_path: Path) -> Non
 
 def test_parse_of_a_missing_file_fails_with_one_line(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "indexer.cli", "parse", str(tmp_path / "nope.jsonl")],
+        [sys.executable, "-m", "mathsearch.indexer.cli", "parse", str(tmp_path / "nope.jsonl")],
         capture_output=True,
         text=True,
         check=False,

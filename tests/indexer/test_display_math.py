@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from indexer.display_math import (
+from mathsearch.indexer.display_math import (
     DISPLAY_ENVIRONMENTS,
     clean_latex,
     find_display_math,

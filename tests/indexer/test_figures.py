@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from indexer.figure_features import (
+from mathsearch.indexer.figure_features import (
     FigureVocabulary,
     featurise_figures,
     figure_text,
@@ -16,8 +16,14 @@ from indexer.figure_features import (
     stem,
     tokenize,
 )
-from indexer.figures import FigureRecord, extract_figures, figures_of_text, make_fig_id, strip_latex
-from indexer.records import Failure
+from mathsearch.indexer.figures import (
+    FigureRecord,
+    extract_figures,
+    figures_of_text,
+    make_fig_id,
+    strip_latex,
+)
+from mathsearch.indexer.records import Failure
 
 FIGURES = Path(__file__).resolve().parents[1] / "resources" / "indexer" / "figures"
 

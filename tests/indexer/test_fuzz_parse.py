@@ -1,5 +1,6 @@
 """Bad input never raises out of extraction or featurisation: every equation a source yields is
-a ParsedEquation or a Failure with a reason (hypothesis over :mod:`indexer.fuzz_inputs`, plus
+a ParsedEquation or a Failure with a reason (hypothesis over :mod:`mathsearch.indexer.fuzz_inputs`,
+plus
 explicit XML bombs, XXE, 10^5-deep nesting, 10 MB inputs and invalid UTF-8)."""
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from indexer.extract import extract
-from indexer.fuzz_inputs import Corpus, FuzzInput, fuzz_inputs, generate, latex_strings
-from indexer.parse import Featuriser, ParsedEquation
-from indexer.records import EquationRecord, Failure
-from indexer.settings import IndexerSettings
+from mathsearch.indexer.extract import extract
+from mathsearch.indexer.fuzz_inputs import Corpus, FuzzInput, fuzz_inputs, generate, latex_strings
+from mathsearch.indexer.parse import Featuriser, ParsedEquation
+from mathsearch.indexer.records import EquationRecord, Failure
+from mathsearch.indexer.settings import IndexerSettings
 
 FUZZ = Path(__file__).resolve().parents[1] / "resources" / "indexer" / "fuzz"
 CORPUS = Corpus.load()
@@ -64,7 +65,7 @@ def test_every_format_survives_generated_inputs(fmt: str, tmp_path: Path) -> Non
         if item.fmt != "latex":
             items = extracted(item, tmp_path)
         elif item.field == "record":
-            from workers.parsing import parse_records
+            from mathsearch.workers.parsing import parse_records
 
             out = parse_records([{**json.loads(item.data), "eq_id": "r"}])
             assert len(out) == 1 and (not out[0].get("failure") or out[0]["reason"])

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from indexer.extract import extract
-from indexer.hepth import iter_hepth, read_records
-from indexer.jats_source import jats_records
-from indexer.records import (
+from mathsearch.indexer.extract import extract
+from mathsearch.indexer.hepth import iter_hepth, read_records
+from mathsearch.indexer.jats_source import jats_records
+from mathsearch.indexer.records import (
     MAX_ID_BYTES,
     EquationRecord,
     Failure,
@@ -16,7 +16,7 @@ from indexer.records import (
     scrub_surrogates,
     storable_id,
 )
-from indexer.settings import IndexerSettings
+from mathsearch.indexer.settings import IndexerSettings
 
 FUZZ = Path(__file__).resolve().parents[1] / "resources" / "indexer" / "fuzz"
 

@@ -10,14 +10,14 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from indexer.hepth import (
+from mathsearch.indexer.hepth import (
     bundled_sample_lines,
     iter_hepth,
     open_lines,
     read_records,
 )
-from indexer.records import EquationRecord, Failure
-from indexer.settings import IndexerSettings
+from mathsearch.indexer.records import EquationRecord, Failure
+from mathsearch.indexer.settings import IndexerSettings
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 

@@ -15,9 +15,9 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from lxml import etree
 
-from indexer.jats_source import clean_tex_math, iter_jats, jats_records
-from indexer.records import EquationRecord, Failure
-from indexer.settings import IndexerSettings
+from mathsearch.indexer.jats_source import clean_tex_math, iter_jats, jats_records
+from mathsearch.indexer.records import EquationRecord, Failure
+from mathsearch.indexer.settings import IndexerSettings
 
 SAMPLE = Path(__file__).parent.parent / "resources" / "indexer" / "jats-article.xml"
 MML = "http://www.w3.org/1998/Math/MathML"

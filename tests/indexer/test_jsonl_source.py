@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from indexer.jsonl_source import iter_jsonl, write_jsonl
-from indexer.records import EquationRecord, Failure, content_id
-from indexer.settings import IndexerSettings
+from mathsearch.indexer.jsonl_source import iter_jsonl, write_jsonl
+from mathsearch.indexer.records import EquationRecord, Failure, content_id
+from mathsearch.indexer.settings import IndexerSettings
 
 
 def _write_lines(path: Path, lines: list[str | bytes | dict]) -> Path:

@@ -22,14 +22,14 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from indexer.errors import ConversionError, LimitExceeded
-from indexer.katex_backend import (
+from mathsearch.indexer.errors import ConversionError, LimitExceeded
+from mathsearch.indexer.katex_backend import (
     KatexConverter,
     KatexError,
     KatexUnavailable,
     ensure_katex,
 )
-from indexer.settings import IndexerSettings
+from mathsearch.indexer.settings import IndexerSettings
 
 MATHML = "http://www.w3.org/1998/Math/MathML"
 M = f"{{{MATHML}}}"
@@ -56,7 +56,9 @@ HEPTH = [
 
 def sample_bodies() -> list[str]:
     """Bodies of the bundled hep-th sample's equation records (macro fragments left out)."""
-    text = resources.files("indexer").joinpath("resources/hepth2003-sample.txt").read_text()
+    text = (
+        resources.files("mathsearch.indexer").joinpath("resources/hepth2003-sample.txt").read_text()
+    )
     records = re.split(r"->2003/\d+\.tex\n", text)
     bodies = []
     for record in records:
@@ -92,7 +94,9 @@ def names(root: etree._Element) -> set[str]:
 def test_ensure_katex_installs_the_pinned_version(katex_settings: IndexerSettings) -> None:
     directory = ensure_katex(katex_settings)
     lock = json.loads(
-        resources.files("indexer").joinpath("resources/katex/package-lock.json").read_text()
+        resources.files("mathsearch.indexer")
+        .joinpath("resources/katex/package-lock.json")
+        .read_text()
     )
     pinned = lock["packages"]["node_modules/katex"]["version"]
     installed = json.loads((directory / "node_modules/katex/package.json").read_text())
@@ -106,7 +110,9 @@ def test_ensure_katex_installs_the_pinned_version(katex_settings: IndexerSetting
 
 def test_version_matches_the_lock_file(katex: KatexConverter) -> None:
     lock = json.loads(
-        resources.files("indexer").joinpath("resources/katex/package-lock.json").read_text()
+        resources.files("mathsearch.indexer")
+        .joinpath("resources/katex/package-lock.json")
+        .read_text()
     )
     assert katex.version == lock["packages"]["node_modules/katex"]["version"]
 

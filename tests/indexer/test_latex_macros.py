@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from indexer.errors import LimitExceeded
-from indexer.latex_macros import (
+from mathsearch.indexer.errors import LimitExceeded
+from mathsearch.indexer.latex_macros import (
     EXPANSION_LIMIT,
     Macro,
     blank_definitions,
@@ -17,7 +17,7 @@ from indexer.latex_macros import (
     expand_macros,
     find_definitions,
 )
-from indexer.settings import IndexerSettings
+from mathsearch.indexer.settings import IndexerSettings
 
 PREAMBLE = r"""
 \newcommand{\R}{\mathbb{R}}

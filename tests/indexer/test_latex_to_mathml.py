@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from indexer.errors import ConversionError, IndexerError, LimitExceeded
-from indexer.hepth import bundled_sample_lines, read_records
-from indexer.latex_to_mathml import latex_to_mathml, tokenize
-from indexer.mathml_tree import to_mathml
-from indexer.settings import IndexerSettings
+from mathsearch.indexer.errors import ConversionError, IndexerError, LimitExceeded
+from mathsearch.indexer.hepth import bundled_sample_lines, read_records
+from mathsearch.indexer.latex_to_mathml import latex_to_mathml, tokenize
+from mathsearch.indexer.mathml_tree import to_mathml
+from mathsearch.indexer.settings import IndexerSettings
 
 SETTINGS = IndexerSettings()
 NS = '<math xmlns="http://www.w3.org/1998/Math/MathML">'

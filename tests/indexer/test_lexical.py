@@ -8,12 +8,12 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from indexer.lexical import MAX_TOKENS, bow_vector, math_tokens, symbol_keywords, symbols
-from indexer.mathml_graph import build_graph
-from indexer.mathml_reader import parse_mathml
-from indexer.mathml_tree import MathNode
-from indexer.settings import IndexerSettings
-from indexer.vocabulary import Vocabulary
+from mathsearch.indexer.lexical import MAX_TOKENS, bow_vector, math_tokens, symbol_keywords, symbols
+from mathsearch.indexer.mathml_graph import build_graph
+from mathsearch.indexer.mathml_reader import parse_mathml
+from mathsearch.indexer.mathml_tree import MathNode
+from mathsearch.indexer.settings import IndexerSettings
+from mathsearch.indexer.vocabulary import Vocabulary
 
 RESOURCES = Path(__file__).parent.parent / "resources" / "indexer"
 EXAMPLE = (

@@ -9,12 +9,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from indexer.errors import LimitExceeded, MathMLError
-from indexer.mathml_graph import EquationGraph, build_graph
-from indexer.mathml_reader import parse_mathml
-from indexer.mathml_tree import MathNode
-from indexer.settings import IndexerSettings
-from indexer.vocabulary import TEXT_TAG, Vocabulary, attribute_symbols, leaf_text
+from mathsearch.indexer.errors import LimitExceeded, MathMLError
+from mathsearch.indexer.mathml_graph import EquationGraph, build_graph
+from mathsearch.indexer.mathml_reader import parse_mathml
+from mathsearch.indexer.mathml_tree import MathNode
+from mathsearch.indexer.settings import IndexerSettings
+from mathsearch.indexer.vocabulary import TEXT_TAG, Vocabulary, attribute_symbols, leaf_text
 
 # tags: #text 0, mi 1, mn 2, msup 3, math 4 (unknown 31); attributes: bold 0 (unknown 31);
 # characters: x 0, 1 1 (unknown 191)

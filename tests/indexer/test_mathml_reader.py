@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from indexer.errors import IndexerError, LimitExceeded, MathMLError
-from indexer.mathml_reader import parse_mathml
-from indexer.mathml_tree import MathNode
-from indexer.settings import IndexerSettings
+from mathsearch.indexer.errors import IndexerError, LimitExceeded, MathMLError
+from mathsearch.indexer.mathml_reader import parse_mathml
+from mathsearch.indexer.mathml_tree import MathNode
+from mathsearch.indexer.settings import IndexerSettings
 
 RESOURCES = Path(__file__).parent.parent / "resources" / "indexer"
 KATEX_FRAC = (

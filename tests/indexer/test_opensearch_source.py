@@ -12,11 +12,11 @@ from collections import Counter
 import pytest
 from opensearchpy import OpenSearch, helpers
 
-from indexer import opensearch_source as source_module
-from indexer.opensearch_source import iter_opensearch_index
-from indexer.records import EquationRecord, Failure
-from opensearch import ClusterUnavailableError, MathsearchOpenSearchError, connect
-from opensearch.settings import OpenSearchSettings
+from mathsearch.indexer import opensearch_source as source_module
+from mathsearch.indexer.opensearch_source import iter_opensearch_index
+from mathsearch.indexer.records import EquationRecord, Failure
+from mathsearch.opensearch import ClusterUnavailableError, MathsearchOpenSearchError, connect
+from mathsearch.opensearch.settings import OpenSearchSettings
 
 DOCS = 31
 MISSING = {3, 11, 12, 25}  # documents without the latex field

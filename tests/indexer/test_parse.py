@@ -7,10 +7,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from indexer.hepth import bundled_sample_lines, iter_hepth
-from indexer.parse import Featuriser, ParsedEquation
-from indexer.records import EquationRecord, Failure
-from indexer.vocabulary import default_vocabulary
+from mathsearch.indexer.hepth import bundled_sample_lines, iter_hepth
+from mathsearch.indexer.parse import Featuriser, ParsedEquation
+from mathsearch.indexer.records import EquationRecord, Failure
+from mathsearch.indexer.vocabulary import default_vocabulary
 
 BOMB = """<?xml version="1.0"?>
 <!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">

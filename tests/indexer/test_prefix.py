@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from indexer.errors import IndexerError
-from indexer.prefix import (
+from mathsearch.indexer.errors import IndexerError
+from mathsearch.indexer.prefix import (
     PrefixError,
     equivalent,
     expr_to_prefix,
@@ -21,7 +21,7 @@ from indexer.prefix import (
     parse_prefix_line,
     prefix_to_expr,
 )
-from indexer.settings import IndexerSettings
+from mathsearch.indexer.settings import IndexerSettings
 
 x = sympy.Symbol("x")
 

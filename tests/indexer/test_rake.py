@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from indexer.extract import extract
-from indexer.rake import candidate_phrases, keyword_scores, rake_keywords, strip_latex, word_scores
+from mathsearch.indexer.extract import extract
+from mathsearch.indexer.rake import (
+    candidate_phrases,
+    keyword_scores,
+    rake_keywords,
+    strip_latex,
+    word_scores,
+)
 
 TEX = Path(__file__).resolve().parents[1] / "resources" / "indexer" / "hep-th0301999.tex"
 

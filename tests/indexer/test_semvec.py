@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from indexer.errors import ExtractionError
-from indexer.parse import Featuriser, ParsedEquation
-from indexer.records import EquationRecord
-from indexer.semvec import (
+from mathsearch.indexer.errors import ExtractionError
+from mathsearch.indexer.parse import Featuriser, ParsedEquation
+from mathsearch.indexer.records import EquationRecord
+from mathsearch.indexer.semvec import (
     OPERATORS,
     SemvecTokenError,
     read_semvec,

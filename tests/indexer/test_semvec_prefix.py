@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import sympy
 
-from indexer.prefix import prefix_to_expr
-from indexer.semvec import SemvecTokenError
-from indexer.semvec_prefix import (
+from mathsearch.indexer.prefix import prefix_to_expr
+from mathsearch.indexer.semvec import SemvecTokenError
+from mathsearch.indexer.semvec_prefix import (
     is_complete_prefix,
     open_slots,
     read_semvec_prefix,

@@ -6,8 +6,13 @@ import random
 
 import sympy
 
-from indexer.prefix import prefix_to_expr
-from indexer.sympy_pairs import equivalent_forms, generate_pairs, operator_count, random_expression
+from mathsearch.indexer.prefix import prefix_to_expr
+from mathsearch.indexer.sympy_pairs import (
+    equivalent_forms,
+    generate_pairs,
+    operator_count,
+    random_expression,
+)
 
 
 def test_random_expressions_are_univariate_and_small() -> None:

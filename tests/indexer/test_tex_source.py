@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from indexer.records import EquationRecord, Failure
-from indexer.settings import IndexerSettings
-from indexer.tex_source import doc_id_of, extract_document, iter_tex, plain_text
+from mathsearch.indexer.records import EquationRecord, Failure
+from mathsearch.indexer.settings import IndexerSettings
+from mathsearch.indexer.tex_source import doc_id_of, extract_document, iter_tex, plain_text
 
 PAPER = Path(__file__).resolve().parents[1] / "resources" / "indexer" / "hep-th0301999.tex"
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from indexer import vocabulary as vocabulary_module
-from indexer.errors import VocabularyError
-from indexer.mathml_tree import MathNode
-from indexer.vocabulary import (
+from mathsearch.indexer import vocabulary as vocabulary_module
+from mathsearch.indexer.errors import VocabularyError
+from mathsearch.indexer.mathml_tree import MathNode
+from mathsearch.indexer.vocabulary import (
     DEFAULT_SIZES,
     TEXT_TAG,
     Vocabulary,

@@ -9,15 +9,15 @@ from typing import Any
 import pytest
 from opensearchpy import OpenSearch
 
-from export.runtime import Encoder
-from indexer.parse import ParsedEquation
-from opensearch import OpenSearchSettings
-from opensearch.bulk_writer import BulkWriter
-from opensearch.documents import equation_actions
-from opensearch.schema import VectorSpec, ensure_equation_index
-from opensearch.searcher import Searcher
-from workers.demo import demo_records
-from workers.embedding import vectors_of
+from mathsearch.export.runtime import Encoder
+from mathsearch.indexer.parse import ParsedEquation
+from mathsearch.opensearch import OpenSearchSettings
+from mathsearch.opensearch.bulk_writer import BulkWriter
+from mathsearch.opensearch.documents import equation_actions
+from mathsearch.opensearch.schema import VectorSpec, ensure_equation_index
+from mathsearch.opensearch.searcher import Searcher
+from mathsearch.workers.demo import demo_records
+from mathsearch.workers.embedding import vectors_of
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,8 @@
 """Real second encoders for the several-encoder tests (the other families may not be shipped).
 
 * :func:`gcn_int8` - the shipped default graph CNN quantised to int8
-  (:func:`export.quantize.quantize_int8`, as ``mathsearch export --int8`` does): a real model
+  (:func:`mathsearch.export.quantize.quantize_int8`, as ``mathsearch export --int8`` does): a real
+  model
   with its own card, field ``<default field>_int8`` (``vec_gcn_v2_int8`` for ``gcn-v2``) and
   vectors that differ from the default's;
 * :func:`gcn_copy` - the shipped default and its card copied under another name and version
@@ -20,15 +21,15 @@ from typing import Any
 
 import numpy as np
 
-from export.embedders import FAMILIES, Embedder, EmbedRefusal, default_model_path
-from export.model_card import card_path
-from indexer.mathml_graph import EquationGraph
+from mathsearch.export.embedders import FAMILIES, Embedder, EmbedRefusal, default_model_path
+from mathsearch.export.model_card import card_path
+from mathsearch.indexer.mathml_graph import EquationGraph
 
 
 def gcn_int8(folder: Path, graphs: Sequence[EquationGraph]) -> Path:
     """The int8 variant of the shipped default graph CNN in ``folder`` (its card beside it):
     ``<default>.int8.onnx``, e.g. ``gcn-v2.int8.onnx`` with field ``vec_gcn_v2_int8``."""
-    from export.quantize import int8_path, quantize_int8
+    from mathsearch.export.quantize import int8_path, quantize_int8
 
     source = default_model_path("gcn")
     out = folder / int8_path(source).name

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from opensearch import OpenSearchSettings
-from opensearch.stack.secure_stack import SecureStack
+from mathsearch.opensearch import OpenSearchSettings
+from mathsearch.opensearch.stack.secure_stack import SecureStack
 
 PORT = 9250
 

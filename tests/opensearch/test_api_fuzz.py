@@ -16,8 +16,8 @@ from hypothesis import settings as fuzz_settings
 from hypothesis import strategies as st
 from opensearchpy import OpenSearch
 
-from opensearch import OpenSearchSettings
-from opensearch.bench_fuzz_api import CONTENT_TYPES, FIELDS, SPECIALS, fuzz_api, is_crash
+from mathsearch.opensearch import OpenSearchSettings
+from mathsearch.opensearch.bench_fuzz_api import CONTENT_TYPES, FIELDS, SPECIALS, fuzz_api, is_crash
 
 pytestmark = [pytest.mark.services]
 
@@ -50,7 +50,7 @@ search_bodies = st.fixed_dictionaries(
 
 @pytest.fixture(scope="module")
 def api(settings: OpenSearchSettings, client: OpenSearch, equation_alias: str) -> TestClient:
-    from opensearch.http_api import create_app
+    from mathsearch.opensearch.http_api import create_app
 
     app = create_app(replace(settings, serve_rate=0), equation_alias, client=client)
     return TestClient(app, raise_server_exceptions=True)
@@ -94,7 +94,7 @@ def test_equation_ids_and_methods_never_crash(api: TestClient, ident: str, metho
 
 def test_mutated_real_queries_never_crash(api: TestClient) -> None:
     """The bench's own generator (`mathsearch bench fuzz-api`), a few hundred inputs."""
-    from opensearch.bench_serve import bench_queries
+    from mathsearch.opensearch.bench_serve import bench_queries
 
     report = fuzz_api(api.app, inputs=300, seeds=bench_queries(limit=100), seed=11)
     assert report["crashes"] == 0, report["crash_examples"]

@@ -11,10 +11,10 @@ import pytest
 from fastapi.testclient import TestClient
 from opensearchpy import OpenSearch
 
-from opensearch import OpenSearchSettings
-from opensearch.api_keys import ApiKeys, key_id, parse_keys
-from opensearch.errors import ConfigurationError
-from opensearch.http_api import create_app
+from mathsearch.opensearch import OpenSearchSettings
+from mathsearch.opensearch.api_keys import ApiKeys, key_id, parse_keys
+from mathsearch.opensearch.errors import ConfigurationError
+from mathsearch.opensearch.http_api import create_app
 
 KEY_A = "lab-a-0123456789abcdef"
 KEY_B = "lab-b-fedcba9876543210"

@@ -6,9 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from opensearch.errors import ArtifactError
-from opensearch.stack.artifacts import Artifact, ArtifactLock, render_fetch_pom, sha256_of, verify
-from opensearch.stack.assemble import home_dir, module_descriptor, module_policy
+from mathsearch.opensearch.errors import ArtifactError
+from mathsearch.opensearch.stack.artifacts import (
+    Artifact,
+    ArtifactLock,
+    render_fetch_pom,
+    sha256_of,
+    verify,
+)
+from mathsearch.opensearch.stack.assemble import home_dir, module_descriptor, module_policy
 
 
 def test_shipped_lock_pins_every_artifact() -> None:

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from indexer.parse import Featuriser
-from indexer.records import Failure
-from opensearch.bench_corpus import BenchCorpus, ReplicaStats, iter_documents, read_topics
-from opensearch.latex_renaming import letter_permutation, rename_latex
+from mathsearch.indexer.parse import Featuriser
+from mathsearch.indexer.records import Failure
+from mathsearch.opensearch.bench_corpus import (
+    BenchCorpus,
+    ReplicaStats,
+    iter_documents,
+    read_topics,
+)
+from mathsearch.opensearch.latex_renaming import letter_permutation, rename_latex
 
 
 def test_read_topics(tmp_path) -> None:

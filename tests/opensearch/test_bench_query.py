@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from opensearch.bench_query import GOAL_MODES, goal_check
-from opensearch.bench_query_report import format_bench_query
-from opensearch.bench_timing import MODES, VARIANTS
+from mathsearch.opensearch.bench_query import GOAL_MODES, goal_check
+from mathsearch.opensearch.bench_query_report import format_bench_query
+from mathsearch.opensearch.bench_timing import MODES, VARIANTS
 
 # -- report ------------------------------------------------------------------------------------
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from opensearchpy import OpenSearch
 
-from indexer.cli import main
-from opensearch import OpenSearchSettings
-from opensearch.bench_fuzz_api import fuzz_requests, is_crash
-from opensearch.bench_serve import (
+from mathsearch.indexer.cli import main
+from mathsearch.opensearch import OpenSearchSettings
+from mathsearch.opensearch.bench_fuzz_api import fuzz_requests, is_crash
+from mathsearch.opensearch.bench_serve import (
     LoadResult,
     bench_queries,
     bench_serve,

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from opensearch.bench_timing import (
+from mathsearch.opensearch.bench_timing import (
     MODES,
     VARIANTS,
     BenchQuery,
@@ -18,8 +18,8 @@ from opensearch.bench_timing import (
     percentile,
     time_searches,
 )
-from opensearch.errors import QueryError
-from opensearch.queries import Mode
+from mathsearch.opensearch.errors import QueryError
+from mathsearch.opensearch.queries import Mode
 
 # -- percentiles -------------------------------------------------------------------------------
 

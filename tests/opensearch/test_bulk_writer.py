@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from opensearchpy import OpenSearch
 
-from export.runtime import Encoder
-from indexer.records import Failure
-from opensearch import OpenSearchSettings, connect
-from opensearch.bulk_writer import BulkWriter, is_transient
-from opensearch.documents import equation_actions, failure_actions
-from opensearch.errors import WriteError
-from opensearch.schema import (
+from mathsearch.export.runtime import Encoder
+from mathsearch.indexer.records import Failure
+from mathsearch.opensearch import OpenSearchSettings, connect
+from mathsearch.opensearch.bulk_writer import BulkWriter, is_transient
+from mathsearch.opensearch.documents import equation_actions, failure_actions
+from mathsearch.opensearch.errors import WriteError
+from mathsearch.opensearch.schema import (
     VectorSpec,
     ensure_equation_index,
     ensure_failures_index,

@@ -13,14 +13,14 @@ from collections.abc import Iterator
 import pytest
 from opensearchpy import OpenSearch
 
-from export.runtime import Encoder
-from indexer.parse import Featuriser, ParsedEquation
-from indexer.records import EquationRecord
-from indexer.settings import IndexerSettings
-from opensearch import OpenSearchSettings
-from opensearch.queries import Mode
-from opensearch.searcher import Searcher, SearchRequest
-from workers.embedding import vectors_of
+from mathsearch.export.runtime import Encoder
+from mathsearch.indexer.parse import Featuriser, ParsedEquation
+from mathsearch.indexer.records import EquationRecord
+from mathsearch.indexer.settings import IndexerSettings
+from mathsearch.opensearch import OpenSearchSettings
+from mathsearch.opensearch.queries import Mode
+from mathsearch.opensearch.searcher import Searcher, SearchRequest
+from mathsearch.workers.embedding import vectors_of
 
 from .conftest import drop_alias, fill, new_alias
 

@@ -6,9 +6,9 @@ import argparse
 
 import pytest
 
-from indexer.cli import _parser
-from opensearch.bench_timing import MODES
-from opensearch.cli_bench_query import _check, add_bench_query, run_bench_query
+from mathsearch.indexer.cli import _parser
+from mathsearch.opensearch.bench_timing import MODES
+from mathsearch.opensearch.cli_bench_query import _check, add_bench_query, run_bench_query
 
 
 def test_parser_defaults_and_help() -> None:

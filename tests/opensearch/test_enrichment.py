@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from opensearchpy import OpenSearch
 
-from export.runtime import Encoder
-from indexer.hepth import bundled_sample_lines, iter_hepth
-from indexer.records import EquationRecord
-from opensearch import OpenSearchSettings
-from opensearch.enrichment import DocumentMath, math_mapping
-from opensearch.schema import VectorSpec
+from mathsearch.export.runtime import Encoder
+from mathsearch.indexer.hepth import bundled_sample_lines, iter_hepth
+from mathsearch.indexer.records import EquationRecord
+from mathsearch.opensearch import OpenSearchSettings
+from mathsearch.opensearch.enrichment import DocumentMath, math_mapping
+from mathsearch.opensearch.schema import VectorSpec
+from mathsearch.workers.enrich import enrich_index
 from tests.conftest import DEFAULT_FIELD
-from workers.enrich import enrich_index
 
 pytestmark = pytest.mark.services
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from opensearchpy import OpenSearch
 
-from export.embedders import load_embedder
-from indexer.figures import FigureRecord, extract_figures, figures_of_text
-from opensearch import OpenSearchSettings
-from opensearch.figure_index import figure_index_body, index_figures
-from opensearch.schema import VectorSpec, failures_index_name
+from mathsearch.export.embedders import load_embedder
+from mathsearch.indexer.figures import FigureRecord, extract_figures, figures_of_text
+from mathsearch.opensearch import OpenSearchSettings
+from mathsearch.opensearch.figure_index import figure_index_body, index_figures
+from mathsearch.opensearch.schema import VectorSpec, failures_index_name
 
 FIGURES = Path(__file__).resolve().parents[1] / "resources" / "indexer" / "figures"
 

@@ -10,17 +10,17 @@ from pathlib import Path
 import pytest
 from opensearchpy import OpenSearch
 
-from export.embedders import load_embedder
-from indexer.cli import main
-from indexer.figures import FigureRecord, extract_figures
-from opensearch.errors import QueryError
-from opensearch.figure_index import index_figures
-from opensearch.figure_search import FigureQueryEncoder
-from opensearch.queries import Mode
-from opensearch.search_fields import FIGURE_FIELDS
-from opensearch.search_request import SearchRequest
-from opensearch.searcher import Searcher
-from opensearch.settings import OpenSearchSettings
+from mathsearch.export.embedders import load_embedder
+from mathsearch.indexer.cli import main
+from mathsearch.indexer.figures import FigureRecord, extract_figures
+from mathsearch.opensearch.errors import QueryError
+from mathsearch.opensearch.figure_index import index_figures
+from mathsearch.opensearch.figure_search import FigureQueryEncoder
+from mathsearch.opensearch.queries import Mode
+from mathsearch.opensearch.search_fields import FIGURE_FIELDS
+from mathsearch.opensearch.search_request import SearchRequest
+from mathsearch.opensearch.searcher import Searcher
+from mathsearch.opensearch.settings import OpenSearchSettings
 
 FIGURES = Path(__file__).resolve().parents[1] / "resources" / "indexer" / "figures"
 

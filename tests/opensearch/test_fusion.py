@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from opensearch.errors import QueryError
-from opensearch.fusion import (
+from mathsearch.opensearch.errors import QueryError
+from mathsearch.opensearch.fusion import (
     Combination,
     Normalization,
     combine_scores,
@@ -16,8 +16,8 @@ from opensearch.fusion import (
     rrf,
     rrf_score,
 )
-from opensearch.queries import Mode
-from opensearch.searcher import Searcher, SearchRequest
+from mathsearch.opensearch.queries import Mode
+from mathsearch.opensearch.searcher import Searcher, SearchRequest
 
 F32 = 1e-6
 

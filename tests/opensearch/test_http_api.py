@@ -11,11 +11,11 @@ import pytest
 from fastapi.testclient import TestClient
 from opensearchpy import OpenSearch
 
-from opensearch import OpenSearchSettings
-from opensearch.client import connect
-from opensearch.http_api import create_app
-from opensearch.queries import Mode
-from opensearch.search_profile import SearchProfile
+from mathsearch.opensearch import OpenSearchSettings
+from mathsearch.opensearch.client import connect
+from mathsearch.opensearch.http_api import create_app
+from mathsearch.opensearch.queries import Mode
+from mathsearch.opensearch.search_profile import SearchProfile
 from tests.conftest import DEFAULT_FIELD
 
 

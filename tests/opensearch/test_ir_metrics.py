@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from opensearch.errors import EvaluationError
-from opensearch.ir_metrics import evaluate, hoeffding_width, umap_direct
+from mathsearch.opensearch.errors import EvaluationError
+from mathsearch.opensearch.ir_metrics import evaluate, hoeffding_width, umap_direct
 
 # q1: relevant a (1), c (2), d (1); ranked a b c e f -> relevant at ranks 1 and 3, d never found
 # q2: relevant x, not in the run -> every measure 0

@@ -7,9 +7,9 @@ import string
 import numpy as np
 import pytest
 
-from indexer.parse import Featuriser
-from indexer.records import Failure
-from opensearch.latex_renaming import letter_permutation, rename_latex, rename_tokens
+from mathsearch.indexer.parse import Featuriser
+from mathsearch.indexer.records import Failure
+from mathsearch.opensearch.latex_renaming import letter_permutation, rename_latex, rename_tokens
 
 
 @pytest.fixture(scope="module")

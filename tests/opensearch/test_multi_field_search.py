@@ -15,22 +15,22 @@ import pytest
 from fastapi.testclient import TestClient
 from opensearchpy import OpenSearch
 
-from export.runtime import Encoder
-from indexer.cli import main
-from opensearch import OpenSearchSettings
-from opensearch.bulk_writer import BulkWriter
-from opensearch.documents import equation_actions
-from opensearch.errors import QueryError
-from opensearch.explain import cos01
-from opensearch.fusion import Combination, Normalization
-from opensearch.http_api import create_app
-from opensearch.queries import Mode
-from opensearch.query_encoder import ModelQueryEncoder
-from opensearch.schema import VectorSpec, ensure_equation_index
-from opensearch.search_request import SearchRequest
-from opensearch.searcher import Searcher
+from mathsearch.export.runtime import Encoder
+from mathsearch.indexer.cli import main
+from mathsearch.opensearch import OpenSearchSettings
+from mathsearch.opensearch.bulk_writer import BulkWriter
+from mathsearch.opensearch.documents import equation_actions
+from mathsearch.opensearch.errors import QueryError
+from mathsearch.opensearch.explain import cos01
+from mathsearch.opensearch.fusion import Combination, Normalization
+from mathsearch.opensearch.http_api import create_app
+from mathsearch.opensearch.queries import Mode
+from mathsearch.opensearch.query_encoder import ModelQueryEncoder
+from mathsearch.opensearch.schema import VectorSpec, ensure_equation_index
+from mathsearch.opensearch.search_request import SearchRequest
+from mathsearch.opensearch.searcher import Searcher
+from mathsearch.workers.embedding import vectors_of
 from tests.conftest import DEFAULT_FIELD, DEFAULT_INT8_FIELD
-from workers.embedding import vectors_of
 
 from .conftest import drop_alias, new_alias
 from .second_models import gcn_int8

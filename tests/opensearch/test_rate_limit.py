@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from opensearch.rate_limit import RateLimiter
+from mathsearch.opensearch.rate_limit import RateLimiter
 
 
 def test_burst_then_refill_at_the_rate() -> None:

@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from indexer.semvec import read_semvec, validation_sets
-from opensearch.errors import EvaluationError
-from opensearch.relevance_sets import (
+from mathsearch.indexer.semvec import read_semvec, validation_sets
+from mathsearch.opensearch.errors import EvaluationError
+from mathsearch.opensearch.relevance_sets import (
     CollectionEquation,
     RelevanceSet,
     build_equivalence,
     build_same_document,
 )
 
-SAMPLE = Path(str(resources.files("indexer").joinpath("resources/hepth2003-sample.txt")))
+SAMPLE = Path(str(resources.files("mathsearch.indexer").joinpath("resources/hepth2003-sample.txt")))
 SEMVEC = Path(__file__).resolve().parents[1] / "resources" / "indexer" / "semvec"
 
 

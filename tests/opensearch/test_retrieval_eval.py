@@ -17,20 +17,20 @@ from typing import Any
 import pytest
 from opensearchpy import OpenSearch
 
-from export.model_card import load_card
-from export.settings import ExportSettings
-from indexer.cli import main
-from opensearch import OpenSearchSettings
-from opensearch.errors import MappingError
-from opensearch.eval_index import drop_eval_index, ensure_eval_index
-from opensearch.relevance_sets import CollectionEquation
-from opensearch.retrieval_eval import split_topics
-from opensearch.schema import VectorSpec, ensure_equation_index
-from opensearch.trec_files import read_qrels, read_run, read_topics
+from mathsearch.export.model_card import load_card
+from mathsearch.export.settings import ExportSettings
+from mathsearch.indexer.cli import main
+from mathsearch.opensearch import OpenSearchSettings
+from mathsearch.opensearch.errors import MappingError
+from mathsearch.opensearch.eval_index import drop_eval_index, ensure_eval_index
+from mathsearch.opensearch.relevance_sets import CollectionEquation
+from mathsearch.opensearch.retrieval_eval import split_topics
+from mathsearch.opensearch.schema import VectorSpec, ensure_equation_index
+from mathsearch.opensearch.trec_files import read_qrels, read_run, read_topics
 
 pytest.importorskip("pya0")
 
-SAMPLE = Path(str(resources.files("indexer").joinpath("resources/hepth2003-sample.txt")))
+SAMPLE = Path(str(resources.files("mathsearch.indexer").joinpath("resources/hepth2003-sample.txt")))
 SEMVEC = Path(__file__).resolve().parents[1] / "resources" / "indexer" / "semvec"
 SYSTEMS = {
     "bm25", "knn", "rescore", "knn-rescore", "fusion", "rrf", "default", "tuned", "pya0", "random"
@@ -125,7 +125,7 @@ def test_equivalence_index_form(
 
 
 def test_split_keeps_papers_together() -> None:
-    from opensearch.relevance_sets import build_same_document
+    from mathsearch.opensearch.relevance_sets import build_same_document
 
     data = build_same_document([SAMPLE], papers=6, topics=30, seed=0)
     tune, test = split_topics(data, seed=4)
@@ -158,7 +158,7 @@ def test_cli_errors_are_one_line(
     }  # fmt: skip
     for expected, argv in cases.items():
         assert_one_line_error(argv, expected, capsys)
-    monkeypatch.setattr("opensearch.retrieval_eval.pya0_available", lambda: False)
+    monkeypatch.setattr("mathsearch.opensearch.retrieval_eval.pya0_available", lambda: False)
     assert_one_line_error(sample, "pip install pya0==0.3.7` (the `bench` extra) or pass", capsys)
     monkeypatch.setenv("MATHSEARCH_OPENSEARCH_URL", "http://127.0.0.1:9")
     assert_one_line_error([*sample, "--no-pya0"], "does not answer", capsys)

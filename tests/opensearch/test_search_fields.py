@@ -11,17 +11,17 @@ from typing import Any
 import pytest
 from opensearchpy import OpenSearch
 
-from export.runtime import Encoder
-from indexer.records import EquationRecord
-from opensearch import OpenSearchSettings
-from opensearch.fusion import fuse, rrf
-from opensearch.queries import Mode, VectorQuery, bm25_query, hybrid_body
-from opensearch.query_encoder import ModelQueryEncoder, QueryFeatures
-from opensearch.search_fields import FIGURE_FIELDS
-from opensearch.search_request import SearchRequest
-from opensearch.searcher import Searcher
+from mathsearch.export.runtime import Encoder
+from mathsearch.indexer.records import EquationRecord
+from mathsearch.opensearch import OpenSearchSettings
+from mathsearch.opensearch.fusion import fuse, rrf
+from mathsearch.opensearch.queries import Mode, VectorQuery, bm25_query, hybrid_body
+from mathsearch.opensearch.query_encoder import ModelQueryEncoder, QueryFeatures
+from mathsearch.opensearch.search_fields import FIGURE_FIELDS
+from mathsearch.opensearch.search_request import SearchRequest
+from mathsearch.opensearch.searcher import Searcher
+from mathsearch.workers.index_job import run_index
 from tests.conftest import DEFAULT_FIELD
-from workers.index_job import run_index
 
 from .second_models import shipped_families
 

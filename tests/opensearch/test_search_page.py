@@ -9,6 +9,7 @@ A screenshot is kept in ``test-artifacts/search-page.png`` (``MATHSEARCH_TEST_AR
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import socket
@@ -47,7 +48,7 @@ from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
-from opensearch.search_profile import SearchProfile  # noqa: E402
+from mathsearch.opensearch.search_profile import SearchProfile  # noqa: E402
 
 #: The width and height of an element as laid out (MathML elements included).
 RECT_JS = "const r = arguments[0].getBoundingClientRect(); return [r.width, r.height];"
@@ -63,14 +64,13 @@ def _log_tail(path: Path, chars: int = 3000) -> str:
     return path.read_text(errors="replace")[-chars:] if path.exists() else ""
 
 
-@pytest.fixture(scope="module")
-def server(equation_alias: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``mathsearch serve`` over the sample index in a subprocess; its base URL."""
+@contextlib.contextmanager
+def _serve(alias: str, log: Path, **extra_env: str) -> Iterator[str]:
+    """``mathsearch serve`` over ``alias`` in a subprocess; its base URL."""
     port = _free_port()
-    log = tmp_path_factory.mktemp("serve") / "serve.log"
-    env = dict(os.environ)
+    env = dict(os.environ, **extra_env)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
-    args = [sys.executable, "-m", "indexer.cli", "serve", "--index", equation_alias]
+    args = [sys.executable, "-m", "mathsearch", "serve", "--index", alias]
     args += ["--host", "127.0.0.1", "--port", str(port)]
     base = f"http://127.0.0.1:{port}"
     with log.open("wb") as out:
@@ -96,6 +96,13 @@ def server(equation_alias: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=15)
+
+
+@pytest.fixture(scope="module")
+def server(equation_alias: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``mathsearch serve`` over the sample index, no API keys."""
+    with _serve(equation_alias, tmp_path_factory.mktemp("serve") / "serve.log") as base:
+        yield base
 
 
 @pytest.fixture(scope="module")
@@ -349,3 +356,42 @@ def test_malformed_latex_shows_the_reason_and_the_page_still_works(
 
     _assert_same_origin(browser, server)
     assert not _script_errors(browser)
+
+
+def test_with_api_keys_on_the_page_asks_for_the_key_and_sends_it(
+    equation_alias: str,
+    browser: WebDriver,
+    query_equation: dict[str, Any],
+    tmp_path: Path,
+) -> None:
+    key = "page-test-key-0123456789"
+    with _serve(equation_alias, tmp_path / "serve.log", MATHSEARCH_SERVE_API_KEY=key) as base:
+        assert httpx.get(f"{base}/config", timeout=10).status_code == 401
+        browser.get(f"{base}/")
+        form = _wait(
+            browser,
+            lambda d: d.find_element(By.ID, "key-form").is_displayed() and d,
+            "the key form",
+        ).find_element(By.ID, "key-form")
+        assert "API key" in _status(browser), _status(browser)
+        assert browser.find_element(By.ID, "index-name").text == ""
+        form.find_element(By.ID, "api-key").send_keys(key, Keys.ENTER)
+        _wait(
+            browser, lambda d: equation_alias in d.find_element(By.ID, "index-name").text, "config"
+        )
+        assert not browser.find_element(By.ID, "key-form").is_displayed()
+        _type_query(browser, query_equation["latex"])
+        browser.find_element(By.ID, "search").click()
+        _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".group .hit"), "the results")
+        ids = [
+            e.get_attribute("textContent")
+            for e in browser.find_elements(By.CSS_SELECTOR, ".hit-id")
+        ]
+        assert query_equation["eq_id"] in ids
+        # the key stays for this tab: a reload searches without asking again
+        browser.get(browser.current_url)
+        _wait(
+            browser, lambda d: equation_alias in d.find_element(By.ID, "index-name").text, "reload"
+        )
+        assert not browser.find_element(By.ID, "key-form").is_displayed()
+        browser.execute_script("window.sessionStorage.clear()")

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from opensearch.errors import ConfigurationError
-from opensearch.fusion import Combination, Normalization
-from opensearch.queries import Mode
-from opensearch.search_profile import PROFILE_FORMAT, SearchProfile
+from mathsearch.opensearch.errors import ConfigurationError
+from mathsearch.opensearch.fusion import Combination, Normalization
+from mathsearch.opensearch.queries import Mode
+from mathsearch.opensearch.search_profile import PROFILE_FORMAT, SearchProfile
 
 
 def test_save_load_round_trip_and_request(tmp_path: Path) -> None:

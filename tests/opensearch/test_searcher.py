@@ -8,10 +8,11 @@ from dataclasses import replace
 
 import pytest
 
-from indexer.cli import main
-from opensearch.errors import QueryError
-from opensearch.queries import Filters, Mode
-from opensearch.searcher import Searcher, SearchRequest
+from mathsearch.indexer.cli import main
+from mathsearch.opensearch.errors import QueryError
+from mathsearch.opensearch.queries import Filters, Mode
+from mathsearch.opensearch.results import token_kind
+from mathsearch.opensearch.searcher import Searcher, SearchRequest
 from tests.conftest import DEFAULT_FIELD
 
 pytestmark = pytest.mark.services
@@ -36,6 +37,8 @@ def test_every_mode_ranks_real_equations(searcher: Searcher, demo_parsed: list, 
         top = response.hits[0]
         assert top.matched_tokens and set(top.matched_tokens) <= set(query.math_tokens)
         assert f"<em>{top.matched_tokens[0]}</em>" in top.highlight
+        kinds = [token_kind(token) for token in top.matched_tokens]
+        assert kinds == sorted(kinds) and kinds[0] == 0  # symbols before structure
 
 
 @pytest.mark.parametrize("mode", list(Mode))

@@ -9,14 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from opensearch.errors import ArtifactError
-from opensearch.stack import security
-from opensearch.stack.artifacts import ArtifactLock
-from opensearch.stack.assemble import home_dir
+from mathsearch.opensearch.errors import ArtifactError
+from mathsearch.opensearch.stack import security
+from mathsearch.opensearch.stack.artifacts import ArtifactLock
+from mathsearch.opensearch.stack.assemble import home_dir
 
 
 def _lock_text() -> str:
-    return resources.files("opensearch.stack").joinpath("artifacts.json").read_text("utf-8")
+    return (
+        resources.files("mathsearch.opensearch.stack").joinpath("artifacts.json").read_text("utf-8")
+    )
 
 
 def test_the_optional_security_plugin_leaves_the_default_cache_key_alone(tmp_path: Path) -> None:

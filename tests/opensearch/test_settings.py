@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from opensearch import ConfigurationError, OpenSearchSettings
-from opensearch.stack.node import NodeSpec
+from mathsearch.opensearch import ConfigurationError, OpenSearchSettings
+from mathsearch.opensearch.stack.node import NodeSpec
 
 
 def test_defaults_point_at_the_local_node(monkeypatch) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from opensearch.trec_files import (
+from mathsearch.opensearch.trec_files import (
     Topic,
     TrecFileError,
     read_qrels,

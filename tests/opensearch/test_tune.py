@@ -17,16 +17,16 @@ from typing import Any
 import pytest
 from opensearchpy import OpenSearch
 
-from export.runtime import Encoder
-from indexer.cli import main
-from opensearch.ir_metrics import evaluate, hoeffding_width
-from opensearch.queries import Mode
-from opensearch.query_encoder import ModelQueryEncoder, QueryFeatures
-from opensearch.search_profile import SearchProfile
-from opensearch.searcher import Searcher
-from opensearch.topic_runs import run_topics, search_topics
-from opensearch.trec_files import Qrels, Topic, read_run, write_qrels, write_topics
-from opensearch.tuning_grid import expand, parse_grid
+from mathsearch.export.runtime import Encoder
+from mathsearch.indexer.cli import main
+from mathsearch.opensearch.ir_metrics import evaluate, hoeffding_width
+from mathsearch.opensearch.queries import Mode
+from mathsearch.opensearch.query_encoder import ModelQueryEncoder, QueryFeatures
+from mathsearch.opensearch.search_profile import SearchProfile
+from mathsearch.opensearch.searcher import Searcher
+from mathsearch.opensearch.topic_runs import run_topics, search_topics
+from mathsearch.opensearch.trec_files import Qrels, Topic, read_run, write_qrels, write_topics
+from mathsearch.opensearch.tuning_grid import expand, parse_grid
 
 GRID = ["mode=knn,bm25,fusion,rrf", "alpha=0.2,0.5", "normalization=min_max,l2"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

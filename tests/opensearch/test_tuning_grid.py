@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from opensearch.errors import ConfigurationError
-from opensearch.fusion import Combination, Normalization
-from opensearch.queries import Mode
-from opensearch.tuning_grid import DEFAULT_GRID, expand, parse_grid
+from mathsearch.opensearch.errors import ConfigurationError
+from mathsearch.opensearch.fusion import Combination, Normalization
+from mathsearch.opensearch.queries import Mode
+from mathsearch.opensearch.tuning_grid import DEFAULT_GRID, expand, parse_grid
 
 
 def test_parses_lists_and_inclusive_ranges() -> None:

@@ -7,22 +7,22 @@ from pathlib import Path
 import pytest
 from opensearchpy import OpenSearch
 
-from export.runtime import Encoder
-from opensearch import OpenSearchSettings
-from opensearch.errors import MappingError
-from opensearch.queries import Mode
-from opensearch.schema import VectorSpec, resolve_alias
-from opensearch.searcher import ModelQueryEncoder, Searcher, SearchRequest
-from opensearch.vector_fields import (
+from mathsearch.export.runtime import Encoder
+from mathsearch.opensearch import OpenSearchSettings
+from mathsearch.opensearch.errors import MappingError
+from mathsearch.opensearch.queries import Mode
+from mathsearch.opensearch.schema import VectorSpec, resolve_alias
+from mathsearch.opensearch.searcher import ModelQueryEncoder, Searcher, SearchRequest
+from mathsearch.opensearch.vector_fields import (
     add_vector_field,
     default_vector_field,
     drop_vector_field,
     set_default_vector_field,
 )
+from mathsearch.workers.reembed import reembed
 from tests.conftest import DEFAULT_FIELD, DEFAULT_SPACE
 from tests.opensearch.conftest import fill
 from tests.opensearch.second_models import gcn_copy
-from workers.reembed import reembed
 
 pytestmark = pytest.mark.services
 

@@ -1,12 +1,12 @@
-"""opensearch.window_rescore: golden values of the window-normalised rescore (pure)."""
+"""mathsearch.opensearch.window_rescore: golden values of the window-normalised rescore (pure)."""
 
 from __future__ import annotations
 
 import pytest
 
-from opensearch.errors import QueryError
-from opensearch.fusion import Normalization
-from opensearch.window_rescore import cosine01, rank_window, rescore_window
+from mathsearch.opensearch.errors import QueryError
+from mathsearch.opensearch.fusion import Normalization
+from mathsearch.opensearch.window_rescore import cosine01, rank_window, rescore_window
 
 
 def test_min_max_golden_values() -> None:

@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 from opensearchpy import OpenSearch
 
-from indexer.hepth import iter_hepth
-from indexer.records import EquationRecord, Failure
-from opensearch import OpenSearchSettings
-from opensearch.schema import VectorSpec, ensure_equation_index
-from workers.embedding import process_encoder
-from workers.index_job import IndexJobError
-from workers.settings import WorkerSettings
-from workers.worker_process import start_worker, stop_worker
+from mathsearch.indexer.hepth import iter_hepth
+from mathsearch.indexer.records import EquationRecord, Failure
+from mathsearch.opensearch import OpenSearchSettings
+from mathsearch.opensearch.schema import VectorSpec, ensure_equation_index
+from mathsearch.workers.embedding import process_encoder
+from mathsearch.workers.index_job import IndexJobError
+from mathsearch.workers.settings import WorkerSettings
+from mathsearch.workers.worker_process import start_worker, stop_worker
 
 CORPUS = Path(__file__).parents[1] / "resources" / "export" / "hepth2003-every12th.txt"
 

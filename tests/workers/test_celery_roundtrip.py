@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from workers.app import create_app
-from workers.settings import WorkerSettings
+from mathsearch.workers.app import create_app
+from mathsearch.workers.settings import WorkerSettings
 
 pytestmark = pytest.mark.services
 
@@ -25,7 +25,7 @@ def worker(worker_settings: WorkerSettings) -> Iterator[tuple[str, subprocess.Po
         [
             sys.executable,
             "-m",
-            "indexer.cli",
+            "mathsearch.indexer.cli",
             "worker",
             f"--queues={queue}",
             "--concurrency=1",

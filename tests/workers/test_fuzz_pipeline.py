@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 from opensearchpy import OpenSearch, helpers
 
-from indexer.records import EquationRecord
-from opensearch.schema import VectorSpec, ensure_equation_index, ensure_failures_index
-from opensearch.settings import OpenSearchSettings
-from workers import fuzz_runner
-from workers.bench_fuzz import FuzzRun, drop_run, run_bench_fuzz
-from workers.embedding import process_embedders
-from workers.parsing import parse_records
-from workers.pipeline import JobSpec, embed_write_stage, parse_stage, writable
+from mathsearch.indexer.records import EquationRecord
+from mathsearch.opensearch.schema import VectorSpec, ensure_equation_index, ensure_failures_index
+from mathsearch.opensearch.settings import OpenSearchSettings
+from mathsearch.workers import fuzz_runner
+from mathsearch.workers.bench_fuzz import FuzzRun, drop_run, run_bench_fuzz
+from mathsearch.workers.embedding import process_embedders
+from mathsearch.workers.parsing import parse_records
+from mathsearch.workers.pipeline import JobSpec, embed_write_stage, parse_stage, writable
 
 
 def ids_of(client: OpenSearch, index: str, query: dict[str, Any]) -> dict[str, dict]:

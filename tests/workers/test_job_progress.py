@@ -7,11 +7,11 @@ import uuid
 import pytest
 import redis
 
-from indexer.records import EquationRecord, Failure
-from opensearch.errors import ConfigurationError
-from workers.index_job import batches
-from workers.job_progress import LocalProgress, RedisProgress, summarise
-from workers.settings import WorkerSettings
+from mathsearch.indexer.records import EquationRecord, Failure
+from mathsearch.opensearch.errors import ConfigurationError
+from mathsearch.workers.index_job import batches
+from mathsearch.workers.job_progress import LocalProgress, RedisProgress, summarise
+from mathsearch.workers.settings import WorkerSettings
 
 
 def test_summary_counts_each_batch_once_and_a_late_done_beats_lost() -> None:

@@ -10,21 +10,21 @@ from pathlib import Path
 import pytest
 from opensearchpy import OpenSearch
 
-from export.embedders import load_embedder
-from export.model_card import load_card
-from indexer.hepth import iter_hepth
-from indexer.records import EquationRecord
-from opensearch import OpenSearchSettings
-from opensearch.documents import failure_id
-from opensearch.queries import Mode
-from opensearch.query_encoder import ModelQueryEncoder
-from opensearch.schema import VectorSpec, ensure_equation_index, ensure_failures_index
-from opensearch.search_request import SearchRequest
-from opensearch.searcher import Searcher
+from mathsearch.export.embedders import load_embedder
+from mathsearch.export.model_card import load_card
+from mathsearch.indexer.hepth import iter_hepth
+from mathsearch.indexer.records import EquationRecord
+from mathsearch.opensearch import OpenSearchSettings
+from mathsearch.opensearch.documents import failure_id
+from mathsearch.opensearch.queries import Mode
+from mathsearch.opensearch.query_encoder import ModelQueryEncoder
+from mathsearch.opensearch.schema import VectorSpec, ensure_equation_index, ensure_failures_index
+from mathsearch.opensearch.search_request import SearchRequest
+from mathsearch.opensearch.searcher import Searcher
+from mathsearch.workers.index_job import run_index
+from mathsearch.workers.pipeline import JobSpec, embed_write_stage, parse_stage
+from mathsearch.workers.worker_process import start_worker, stop_worker
 from tests.conftest import DEFAULT_FIELD, DEFAULT_INT8_FIELD, DEFAULT_SPACE
-from workers.index_job import run_index
-from workers.pipeline import JobSpec, embed_write_stage, parse_stage
-from workers.worker_process import start_worker, stop_worker
 
 from ..opensearch.second_models import RefusingEmbedder, gcn_int8
 from .conftest import CORPUS, accounted, drop_failures
@@ -43,7 +43,7 @@ def records() -> list[EquationRecord]:
 
 @pytest.fixture(scope="module")
 def int8_model(tmp_path_factory: pytest.TempPathFactory, records: list) -> Path:
-    from indexer.parse import Featuriser, ParsedEquation
+    from mathsearch.indexer.parse import Featuriser, ParsedEquation
 
     with Featuriser() as featuriser:
         parsed = featuriser.parse_batch(records[:40])

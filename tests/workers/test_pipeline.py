@@ -8,15 +8,15 @@ import uuid
 import pytest
 from opensearchpy import OpenSearch
 
-from indexer.opensearch_source import iter_opensearch_index
-from opensearch import OpenSearchSettings
-from opensearch.documents import failure_actions, failure_id
-from opensearch.schema import VectorSpec, ensure_equation_index, ensure_failures_index
+from mathsearch.indexer.opensearch_source import iter_opensearch_index
+from mathsearch.opensearch import OpenSearchSettings
+from mathsearch.opensearch.documents import failure_actions, failure_id
+from mathsearch.opensearch.schema import VectorSpec, ensure_equation_index, ensure_failures_index
+from mathsearch.workers.embedding import process_encoder
+from mathsearch.workers.index_job import IndexJobError, run_index
+from mathsearch.workers.pipeline import JobSpec, embed_write_stage, parse_stage, write_outcome
+from mathsearch.workers.settings import WorkerSettings
 from tests.conftest import DEFAULT_FIELD
-from workers.embedding import process_encoder
-from workers.index_job import IndexJobError, run_index
-from workers.pipeline import JobSpec, embed_write_stage, parse_stage, write_outcome
-from workers.settings import WorkerSettings
 
 from .conftest import accounted, drop_failures, free_port, versions
 

@@ -22,13 +22,13 @@ import pytest
 import redis
 from opensearchpy import OpenSearch
 
-from opensearch.schema import resolve_alias
-from opensearch.stack.redis_server import RedisSpec
-from opensearch.stack.redis_server import start as redis_start
-from opensearch.stack.redis_server import stop as redis_stop
-from workers.app import create_app
-from workers.index_job import IndexReport, run_index
-from workers.queues import PARSE
+from mathsearch.opensearch.schema import resolve_alias
+from mathsearch.opensearch.stack.redis_server import RedisSpec
+from mathsearch.opensearch.stack.redis_server import start as redis_start
+from mathsearch.opensearch.stack.redis_server import stop as redis_stop
+from mathsearch.workers.app import create_app
+from mathsearch.workers.index_job import IndexReport, run_index
+from mathsearch.workers.queues import PARSE
 
 from .conftest import accounted, free_port, fresh_alias
 

@@ -1,7 +1,8 @@
 """Poison messages with a real worker: each kind is dead-lettered, the worker lives on, and a
 real job through the same worker still accounts for every equation.
 
-Before :mod:`workers.dead_letter`, one ``LPUSH`` of a non-JSON string onto the parse queue
+Before :mod:`mathsearch.workers.dead_letter`, one ``LPUSH`` of a non-JSON string onto the parse
+queue
 killed the whole worker (``Unrecoverable error: JSONDecodeError``).
 """
 
@@ -19,11 +20,16 @@ import pytest
 import redis
 from opensearchpy import OpenSearch
 
+from mathsearch.workers.dead_letter import (
+    dead_letter_key,
+    entry,
+    envelope_problem,
+    read_dead_letters,
+)
+from mathsearch.workers.index_job import run_index
+from mathsearch.workers.job_progress import RedisProgress
+from mathsearch.workers.queues import PARSE
 from tests.conftest import DEFAULT_FIELD
-from workers.dead_letter import dead_letter_key, entry, envelope_problem, read_dead_letters
-from workers.index_job import run_index
-from workers.job_progress import RedisProgress
-from workers.queues import PARSE
 
 from .conftest import accounted, fresh_alias
 

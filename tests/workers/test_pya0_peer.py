@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from indexer.hepth import bundled_sample_lines, iter_hepth
-from indexer.records import EquationRecord
-from workers import pya0_peer
-from workers.pya0_peer import Pya0Error, Pya0Result, Pya0Unavailable, index_with_pya0
+from mathsearch.indexer.hepth import bundled_sample_lines, iter_hepth
+from mathsearch.indexer.records import EquationRecord
+from mathsearch.workers import pya0_peer
+from mathsearch.workers.pya0_peer import Pya0Error, Pya0Result, Pya0Unavailable, index_with_pya0
 
 pytest.importorskip("pya0")
 

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from indexer.hepth import bundled_sample_lines, iter_hepth
-from indexer.records import EquationRecord
-from opensearch.trec_files import Topic
-from workers import pya0_search
-from workers.pya0_peer import Pya0Error, index_with_pya0
-from workers.pya0_search import search_with_pya0
+from mathsearch.indexer.hepth import bundled_sample_lines, iter_hepth
+from mathsearch.indexer.records import EquationRecord
+from mathsearch.opensearch.trec_files import Topic
+from mathsearch.workers import pya0_search
+from mathsearch.workers.pya0_peer import Pya0Error, index_with_pya0
+from mathsearch.workers.pya0_search import search_with_pya0
 
 pytest.importorskip("pya0")
 

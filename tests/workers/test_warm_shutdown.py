@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator
 import pytest
 from opensearchpy import OpenSearch
 
-from workers.app import create_app
-from workers.index_job import IndexReport
+from mathsearch.workers.app import create_app
+from mathsearch.workers.index_job import IndexReport
 
 from .conftest import WorkerProcess, accounted, fresh_alias
 from .test_pipeline_faults import Job

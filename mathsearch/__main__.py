@@ -1,0 +1,10 @@
+"""``python -m mathsearch ARGS`` = the ``mathsearch`` command."""
+
+from __future__ import annotations
+
+import sys
+
+from mathsearch.indexer.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""The distribution: one ``mathsearch`` namespace, a light runtime, the shipped data inside."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from email.parser import Parser
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+HEAVY = ("torch", "torch-geometric", "pya0", "onnxruntime-gpu", "pytest", "selenium")
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+         "-w", str(out), str(REPO)],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    (path,) = out.glob("mathsearch-*.whl")
+    return zipfile.ZipFile(path)
+
+
+def _metadata(wheel: zipfile.ZipFile) -> tuple[list[str], list[str]]:
+    (name,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
+    meta = Parser().parsestr(wheel.read(name).decode())
+    requires = meta.get_all("Requires-Dist") or []
+    return requires, meta.get_all("Provides-Extra") or []
+
+
+def test_the_wheel_installs_one_top_level_package(wheel: zipfile.ZipFile) -> None:
+    tops = {name.split("/")[0] for name in wheel.namelist()}
+    assert tops == {"mathsearch", "mathsearch-0.1.0.dist-info"}
+    packages = {name.rsplit("/", 1)[0] for name in wheel.namelist() if name.endswith(".py")}
+    for package in ("indexer", "encoders", "encoders/losses", "export", "opensearch", "workers"):
+        assert f"mathsearch/{package}" in packages
+
+
+def test_the_wheel_carries_the_shipped_models_and_resources(wheel: zipfile.ZipFile) -> None:
+    names = set(wheel.namelist())
+    for name in (
+        "mathsearch/export/models/gcn-v2.onnx",
+        "mathsearch/export/models/gcn-v2.card.json",
+        "mathsearch/indexer/resources/vocabulary-v1.json",
+        "mathsearch/indexer/resources/katex/package-lock.json",
+        "mathsearch/opensearch/stack/artifacts.json",
+        "mathsearch/opensearch/web/index.html",
+    ):
+        assert name in names, name
+    (entry,) = [n for n in names if n.endswith("entry_points.txt")]
+    assert "mathsearch = mathsearch.indexer.cli:main" in wheel.read(entry).decode()
+
+
+def test_the_base_requirements_are_the_runtime_alone(wheel: zipfile.ZipFile) -> None:
+    requires, extras = _metadata(wheel)
+    base = [r.split(";")[0] for r in requires if "extra ==" not in r]
+    names = {r.split("[")[0].split("<")[0].split(">")[0].split("=")[0].strip() for r in base}
+    assert {"onnxruntime", "lxml", "opensearch-py", "celery", "redis", "fastapi"} <= names
+    assert not names & set(HEAVY)
+    assert {"gpu", "train", "bench", "dev"} <= set(extras)
+    gpu = [r for r in requires if 'extra == "gpu"' in r]
+    assert gpu and all(r.startswith("onnxruntime-gpu[cuda,cudnn]") for r in gpu)
+
+
+def test_import_mathsearch_is_light_and_names_the_public_api(tmp_path: Path) -> None:
+    code = (
+        "import sys, mathsearch;"
+        "names = [mathsearch.Featuriser, mathsearch.extract, mathsearch.load_embedder,"
+        " mathsearch.Searcher, mathsearch.SearchRequest, mathsearch.run_index];"
+        "print(','.join(n.__module__ for n in names));"
+        "print(any(m == 'torch' or m.startswith('torch.') for m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    modules, torch_loaded = result.stdout.split()
+    assert all(m.startswith("mathsearch.") for m in modules.split(","))
+    assert torch_loaded == "False"
+    missing = subprocess.run(
+        [sys.executable, "-c", "import mathsearch; mathsearch.nope"],
+        cwd=tmp_path, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert missing.returncode == 1 and "has no attribute 'nope'" in missing.stderr
