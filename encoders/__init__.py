@@ -27,8 +27,6 @@ _LAZY = {
     "info_nce_loss_fn": "mathsearch.encoders.losses",
     "PackedCorpus": "mathsearch.encoders.packed_corpus",
     "shared_training_corpus": "mathsearch.encoders.shared_corpus",
-    "bench_train": "mathsearch.encoders.bench_train",
-    "bench_train_seq2seq": "mathsearch.encoders.bench_train_seq2seq",
     "EquationCorpus": "mathsearch.encoders.corpus",
     "TripletSampler": "mathsearch.encoders.sampler",
     "holdout_triplets": "mathsearch.encoders.sampler",

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from mathsearch.encoders.corpus_store import CorpusError
 from mathsearch.indexer.mathml_graph import EquationGraph
 from mathsearch.indexer.parse import Featuriser, ParsedEquation
 from mathsearch.indexer.records import EquationRecord, Failure
@@ -40,10 +41,6 @@ from mathsearch.indexer.records import EquationRecord, Failure
 logger = logging.getLogger(__name__)
 
 __all__ = ["CorpusError", "EquationCorpus"]
-
-
-class CorpusError(ValueError):
-    """The corpus cannot be built, split, saved or loaded as asked."""
 
 
 class EquationCorpus:

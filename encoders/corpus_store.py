@@ -5,7 +5,7 @@ One ``.npz`` (``allow_pickle=False``): the five int32 id columns of all graphs c
 (``block``, shape ``(5, total nodes)``) with ``offsets`` per equation, ``eq_paper`` and
 ``eq_section``, and a JSON ``header`` (format version, vocabulary hash and sizes, equation ids,
 paper ids, sections, citations, failure counts). A file of another format version or vocabulary
-is refused (:class:`~mathsearch.encoders.corpus.CorpusError`) and the corpus is parsed again.
+is refused (:class:`CorpusError`) and the corpus is parsed again.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mathsearch.encoders.corpus import CorpusError
 from mathsearch.indexer.mathml_graph import EquationGraph
 from mathsearch.indexer.parse import Featuriser
 
@@ -29,7 +28,12 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CORPUS_FORMAT", "cache_key", "read_corpus", "write_corpus"]
+__all__ = ["CORPUS_FORMAT", "CorpusError", "cache_key", "read_corpus", "write_corpus"]
+
+
+class CorpusError(ValueError):
+    """The corpus cannot be built, split, saved or loaded as asked."""
+
 
 #: Version of the file layout; a different version is re-parsed, never misread.
 CORPUS_FORMAT = 1

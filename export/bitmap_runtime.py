@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from mathsearch.export.embedders import EmbedRefusal, OnnxEmbedder
+from mathsearch.export.embedder_base import EmbedRefusal, OnnxEmbedder
 from mathsearch.export.errors import ModelMismatchError
 from mathsearch.indexer.bitmap import (
     BitmapSettings,

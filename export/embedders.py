@@ -27,12 +27,12 @@ import importlib
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 
+from mathsearch.export.embedder_base import Embedder, EmbedRefusal, OnnxEmbedder
 from mathsearch.export.errors import ModelCardError
 from mathsearch.export.model_card import ModelCard, load_card
 
@@ -64,43 +64,6 @@ FAMILY_RUNTIMES: dict[str, str] = {
     "figure": "mathsearch.export.figure_runtime:FigureEmbedder",
 }
 FAMILIES = tuple(FAMILY_RUNTIMES)
-
-
-@dataclass(frozen=True)
-class EmbedRefusal:
-    """Why one item got no vector from one encoder (``reason`` is a short slug)."""
-
-    reason: str
-    detail: str = ""
-
-
-@runtime_checkable
-class Embedder(Protocol):
-    """An exported model of one family behind ONNX Runtime.
-
-    Attributes:
-        path: the ``.onnx`` file; ``card`` its :class:`ModelCard`.
-    """
-
-    path: Path
-    card: ModelCard
-
-    @property
-    def family(self) -> str: ...
-
-    @property
-    def vector_field(self) -> str: ...
-
-    @property
-    def dim(self) -> int: ...
-
-    @property
-    def providers(self) -> list[str]: ...
-
-    def embed(self, items: Sequence[Mapping[str, Any]]) -> list[np.ndarray | EmbedRefusal]:
-        """One result per item, in order: a float32 ``(dim,)`` vector or an
-        :class:`EmbedRefusal`. Never raises for one bad item."""
-        ...
 
 
 #: The shipped default version of each family (others: 1).
@@ -191,61 +154,6 @@ def load_embedder(
     module_name, class_name = target.split(":")
     runtime = getattr(importlib.import_module(module_name), class_name)
     return runtime(path, device=device, threads=threads, settings=settings)
-
-
-class OnnxEmbedder:
-    """What every family's runtime shares: the model file and its card (of family
-    :attr:`FAMILY`), the ONNX Runtime session, and the card's properties.
-
-    A runtime calls :meth:`_load_card` first, checks its own inputs (vocabulary, settings), then
-    :meth:`_open_session`.
-    """
-
-    FAMILY: ClassVar[str] = ""
-    path: Path
-    card: ModelCard
-    session: Any
-
-    def _load_card(self, path: str | os.PathLike[str]) -> None:
-        """Read ``path``'s card.
-
-        Raises:
-            ModelCardError: no model file, no card, or a card of another family.
-        """
-        self.path = Path(path)
-        if not self.path.is_file():
-            raise ModelCardError(f"model {self.path} does not exist")
-        self.card = load_card(self.path)
-        if self.FAMILY and self.card.family != self.FAMILY:
-            raise ModelCardError(
-                f"{self.path.name} is a {self.card.family!r} model, not {self.FAMILY}"
-            )
-
-    def _open_session(self, device: str | None, threads: int | None) -> None:
-        from mathsearch.export.runtime import open_session
-
-        self.session = open_session(self.path, device=device or "auto", threads=threads or 0)
-
-    @property
-    def family(self) -> str:
-        return self.card.family
-
-    @property
-    def vector_field(self) -> str:
-        return self.card.vector_field
-
-    @property
-    def dim(self) -> int:
-        return int(self.card.embedding_dim)
-
-    @property
-    def providers(self) -> list[str]:
-        return list(self.session.get_providers())
-
-    def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}({self.path.name}, dim={self.dim}, providers={self.providers})"
-        )
 
 
 class GcnEmbedder(OnnxEmbedder):

@@ -56,23 +56,26 @@ def vocab_path(model_path: str | os.PathLike[str]) -> Path:
 
 
 class EncoderOnnxModule(nn.Module):
-    """``(tokens, lengths) -> h_N`` of a trained :class:`ExpEmb`."""
+    """``(tokens, lengths) -> h_N`` of a trained :class:`ExpEmb`; with ``l2``,
+    ``h_N / ||h_N||_2`` (unit vectors: dot product = cosine)."""
 
-    def __init__(self, model: ExpEmb) -> None:
+    def __init__(self, model: ExpEmb, l2: bool = False) -> None:
         super().__init__()
         self.model = model
+        self.l2 = l2
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        return self.model.embed(tokens, lengths)
+        h = self.model.embed(tokens, lengths)
+        return nn.functional.normalize(h, dim=1, eps=1e-12) if self.l2 else h
 
 
-def export_encoder_onnx(model: ExpEmb, path: str | os.PathLike[str]) -> Path:
+def export_encoder_onnx(model: ExpEmb, path: str | os.PathLike[str], *, l2: bool = False) -> Path:
     """Write the encoder of ``model`` (a CPU copy, eval mode) as ONNX; returns the path.
 
     Raises:
         ExportError: the exporter or the ONNX checker failed.
     """
-    module = EncoderOnnxModule(copy.deepcopy(model).cpu()).eval()
+    module = EncoderOnnxModule(copy.deepcopy(model).cpu(), l2=l2).eval()
     example = (torch.tensor([[4, 5, 6], [7, 8, 0]]), torch.tensor([3, 2]))
     return write_onnx(
         module,
@@ -112,6 +115,7 @@ def check_seq2seq_parity(
     tolerance: float = 1e-4,
     batch_size: int = 64,
     raise_on_failure: bool = True,
+    l2: bool = False,
 ) -> Seq2SeqParity:
     """Compare ONNX Runtime (CPU) and PyTorch eval mode on ``sequences`` (prefix tokens).
 
@@ -123,13 +127,14 @@ def check_seq2seq_parity(
         raise ParityError("the parity check needs at least one sequence")
     session = open_session(onnx_path, device="cpu")
     model = model.cpu().eval()
+    reference = EncoderOnnxModule(model, l2=l2).eval()
     worst, total, count, batches = 0.0, 0.0, 0, 0
     with torch.no_grad():
         for start in range(0, len(sequences), batch_size):
             chunk = sequences[start : start + batch_size]
             ids = [vocab.encode(s[: model.config.max_len]) for s in chunk]
             src, lengths = pad_ids(ids)
-            expected = model.embed(src, lengths).numpy().astype(np.float64)
+            expected = reference(src, lengths).numpy().astype(np.float64)
             (got,) = session.run([OUTPUT_NAME], {"tokens": src.numpy(), "lengths": lengths.numpy()})
             diff = np.abs(np.asarray(got, dtype=np.float64) - expected)
             worst = max(worst, float(diff.max()))
@@ -154,15 +159,17 @@ def export_seq2seq(
     training: dict[str, Any] | None = None,
     metrics: dict[str, Any] | None = None,
     parity_data: str = "",
+    l2: bool = False,
 ) -> tuple[ModelCard, Seq2SeqParity]:
-    """Export, check parity, write the vocabulary and the card beside ``out``.
+    """Export, check parity, write the vocabulary and the card beside ``out``; with ``l2`` the
+    model outputs unit vectors (``h_N / ||h_N||``).
 
     Raises:
         ExportError: the export failed; ParityError: the parity check failed.
     """
     out = Path(out)
-    export_encoder_onnx(model, out)
-    parity = check_seq2seq_parity(model, vocab, out, parity_sequences, tolerance=tolerance)
+    export_encoder_onnx(model, out, l2=l2)
+    parity = check_seq2seq_parity(model, vocab, out, parity_sequences, tolerance=tolerance, l2=l2)
     vocab.save(vocab_path(out))
     hidden = model.config.hidden
     card = ModelCard(
@@ -188,7 +195,8 @@ def export_seq2seq(
         software=software_versions(),
         description=(
             "ExpEmb encoder (expemb seed, appendix A): embedding + one GRU layer over SymPy "
-            f"prefix tokens, H={hidden}; the embedding is the last hidden state h_N; trained "
+            f"prefix tokens, H={hidden}; the embedding is the last hidden state h_N"
+            f"{' divided by its L2 norm' if l2 else ''}; trained "
             f"as {'EXPEMB-A (autoencoder)' if model.config.mode == 'autoencoder' else 'EXPEMB-E'} "
             "with a GRU decoder with additive attention (not exported)."
         ),

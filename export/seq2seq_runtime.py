@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from mathsearch.export.embedders import EmbedRefusal, OnnxEmbedder
+from mathsearch.export.embedder_base import EmbedRefusal, OnnxEmbedder
 from mathsearch.export.errors import ModelCardError, ModelMismatchError
 from mathsearch.export.model_card import beside
 

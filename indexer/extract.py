@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from mathsearch.indexer.errors import IndexerError
 from mathsearch.indexer.records import EquationRecord, Failure
@@ -55,20 +56,33 @@ def extract(
     mode: str = "latex",
     id_field: str | None = None,
     section_field: str | None = None,
+    client: Any = None,
 ) -> Iterator[EquationRecord | Failure]:
     """Equation records of every source, in order; unreadable parts become failure records.
 
     For ``opensearch`` each source is an index name; ``field`` holds LaTeX (``mode="latex"``)
-    or full text with display math (``mode="text"``). The cluster is MATHSEARCH_OPENSEARCH_URL.
+    or full text with display math (``mode="text"``), read through ``client`` (an
+    ``opensearchpy.OpenSearch``, e.g. ``mathsearch.opensearch.connect(settings)``; the
+    command line connects to MATHSEARCH_OPENSEARCH_URL).
+
+    Raises:
+        UnknownFormat: ``fmt`` is not one of :data:`FORMATS`.
+        ValueError: the ``opensearch`` format without a ``client``.
     """
     settings = settings or IndexerSettings.from_env()
     hepth_positions: dict[str, int] = {}  # one numbering per paper across all record files
     if fmt is not None and fmt not in FORMATS:
         raise UnknownFormat(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
+    if fmt == "opensearch" and client is None:
+        raise ValueError(
+            "the opensearch format reads an index through a client: "
+            "extract(indexes, 'opensearch', client=mathsearch.opensearch.connect(settings))"
+        )
     for source in sources:
         kind = fmt or guess_format(source)
         if kind == "opensearch":
             yield from _opensearch(
+                client,
                 source,
                 settings,
                 field=field,
@@ -106,6 +120,7 @@ def extract(
 
 
 def _opensearch(
+    client: Any,
     index: str,
     settings: IndexerSettings,
     *,
@@ -115,10 +130,7 @@ def _opensearch(
     section_field: str | None,
 ) -> Iterator[EquationRecord | Failure]:
     from mathsearch.indexer.opensearch_source import iter_opensearch_index
-    from mathsearch.opensearch.client import connect
-    from mathsearch.opensearch.settings import OpenSearchSettings
 
-    client = connect(OpenSearchSettings.from_env())
     yield from iter_opensearch_index(
         client,
         index,

@@ -21,9 +21,9 @@ from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
+from mathsearch.core.env import cache_dir_from_env
 from mathsearch.indexer.errors import IndexerError
 from mathsearch.indexer.settings import IndexerSettings
-from mathsearch.opensearch.settings import cache_dir_from_env
 
 logger = logging.getLogger(__name__)
 

@@ -319,7 +319,3 @@ def _raisebox(p: Parser, name: str) -> MathNode | None:
     p.optional()
     p.optional()
     return _text(p, "text")
-
-
-# Arrays, matrices and environments register themselves into HANDLERS.
-from mathsearch.indexer import latex_tables  # noqa: E402, F401

@@ -7,7 +7,7 @@ builds :class:`MathNode` lists. Nesting is bounded by ``max_depth`` (``LimitExce
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from mathsearch.indexer import latex_symbols as sym
 from mathsearch.indexer.errors import ConversionError, LimitExceeded
@@ -44,7 +44,16 @@ def _row(nodes: list[MathNode]) -> MathNode:
 class Parser:
     """One conversion's state: the tokens, the cursor, the font and the unknown macros."""
 
-    def __init__(self, tokens: list[str], max_depth: int = 128, strict: bool = False) -> None:
+    def __init__(
+        self,
+        tokens: list[str],
+        max_depth: int = 128,
+        strict: bool = False,
+        handlers: Mapping[str, Callable[[Parser, str], MathNode | None]] | None = None,
+    ) -> None:
+        # ``handlers``: commands with arguments (latex_commands and latex_tables, joined by
+        # latex_to_mathml); without them only symbols and plain tokens are read.
+        self.handlers = handlers or {}
         self.toks = tokens
         self.i = 0
         self.n = len(tokens)
@@ -359,7 +368,7 @@ class Parser:
         return MathNode("mi", {"mathvariant": variant}, text=tok)
 
     def command(self, name: str) -> MathNode | None:
-        handler = HANDLERS.get(name)
+        handler = self.handlers.get(name)
         if handler is not None:
             return handler(self, name)
         entry = _SYMBOLS.get(name)
@@ -404,7 +413,3 @@ class Parser:
             raise ConversionError(f"undefined control sequence \\{name}", reason="unknown-macro")
         self.unknown.append(name)
         return MathNode("mi", {"mathvariant": "normal"}, text="\\" + name)
-
-
-# The handlers of commands with arguments live in latex_commands (imported last: it needs Parser).
-from mathsearch.indexer.latex_commands import HANDLERS  # noqa: E402

@@ -7,11 +7,25 @@ Rows end at ``\\`` or ``\cr``, cells at ``&``; the array-like environments of
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from mathsearch.indexer import latex_symbols as sym
 from mathsearch.indexer.errors import ConversionError
-from mathsearch.indexer.latex_commands import HANDLERS, _register
+from mathsearch.indexer.latex_commands import Handler
 from mathsearch.indexer.latex_parser import Parser, _mo, _row
 from mathsearch.indexer.mathml_tree import MathNode
+
+#: The table handlers; latex_to_mathml joins them to latex_commands.HANDLERS.
+HANDLERS: dict[str, Handler] = {}
+
+
+def _register(*names: str) -> Callable[[Handler], Handler]:
+    def wrap(func: Handler) -> Handler:
+        for name in names:
+            HANDLERS[name] = func
+        return func
+
+    return wrap
 
 
 @_register("substack")

@@ -28,6 +28,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 
+from mathsearch.indexer import latex_commands, latex_tables
 from mathsearch.indexer.errors import ConversionError, LimitExceeded
 from mathsearch.indexer.latex_parser import Parser
 from mathsearch.indexer.mathml_tree import MathNode
@@ -101,11 +102,14 @@ def latex_to_mathml(
         raise LimitExceeded(
             f"{len(tokens)} tokens, the limit is {settings.max_nodes}", reason="too-many-nodes"
         )
-    parser = Parser(tokens, max_depth=settings.max_depth, strict=strict)
+    parser = Parser(tokens, max_depth=settings.max_depth, strict=strict, handlers=HANDLERS)
     children = parser.parse_all()
     row = MathNode("mrow", children=children)
     return Conversion(MathNode("math", children=[row]), parser.unknown)
 
+
+#: Commands with arguments: latex_commands', then latex_tables' (arrays, environments).
+HANDLERS = {**latex_commands.HANDLERS, **latex_tables.HANDLERS}
 
 _SETTINGS: list[IndexerSettings] = []
 

@@ -16,8 +16,8 @@ Two modes:
 ``doc_id`` is the hit's ``_id`` (or the value of ``id_field``), ``eq_id`` is
 ``make_eq_id(doc_id, position)``. A document without the field becomes a :class:`Failure`
 with reason ``missing-field``; a cluster that cannot be reached raises
-:class:`~mathsearch.opensearch.errors.ClusterUnavailableError`, any other refusal of the cluster
-(missing index, bad query) :class:`~mathsearch.opensearch.errors.MathsearchOpenSearchError`.
+:class:`~mathsearch.core.errors.ClusterUnavailableError`, any other refusal of the cluster
+(missing index, bad query) :class:`~mathsearch.core.errors.MathsearchOpenSearchError`.
 
 Example::
 
@@ -36,10 +36,13 @@ from opensearchpy import OpenSearch
 from opensearchpy.exceptions import ConnectionError as OSConnectionError
 from opensearchpy.exceptions import TransportError
 
+from mathsearch.core.errors import (
+    ClusterUnavailableError,
+    MathsearchOpenSearchError,
+    transport_reason,
+)
 from mathsearch.indexer.records import EquationRecord, Failure, excerpt, make_eq_id
 from mathsearch.indexer.settings import IndexerSettings
-from mathsearch.opensearch.client import transport_reason
-from mathsearch.opensearch.errors import ClusterUnavailableError, MathsearchOpenSearchError
 
 logger = logging.getLogger(__name__)
 

@@ -30,8 +30,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from mathsearch.core.env import cache_dir_from_env
 from mathsearch.indexer.errors import IndexerError
-from mathsearch.opensearch.settings import cache_dir_from_env
 
 
 class SettingsError(IndexerError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from mathsearch.indexer.cli import main
+from mathsearch.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -33,7 +33,7 @@ from opensearchpy import OpenSearch, helpers
 from opensearchpy.exceptions import ConnectionError as OSConnectionError
 from opensearchpy.exceptions import TransportError
 
-from mathsearch.opensearch.errors import WriteError
+from mathsearch.core.errors import WriteError
 from mathsearch.opensearch.settings import OpenSearchSettings
 
 logger = logging.getLogger(__name__)

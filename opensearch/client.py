@@ -6,9 +6,8 @@ import logging
 from urllib.parse import urlsplit
 
 from opensearchpy import OpenSearch
-from opensearchpy.exceptions import TransportError
 
-from mathsearch.opensearch.redact import redact_url
+from mathsearch.core.redact import redact_url
 from mathsearch.opensearch.settings import OpenSearchSettings
 
 logger = logging.getLogger(__name__)
@@ -42,18 +41,3 @@ def connect(settings: OpenSearchSettings | None = None, **overrides: object) -> 
     kwargs.update(overrides)
     logger.debug("connecting to %s (user=%s)", redact_url(settings.url), settings.user or "-")
     return OpenSearch(**kwargs)
-
-
-def transport_reason(exc: TransportError) -> str:
-    """One line from a refused request: ``STATUS type: reason`` of the root cause.
-
-    >>> transport_reason(TransportError(404, "index_not_found_exception", {"error": {
-    ...     "root_cause": [{"type": "index_not_found_exception", "reason": "no such index [x]"}]}}))
-    '404 index_not_found_exception: no such index [x]'
-    """
-    info = exc.info if isinstance(exc.info, dict) else {}
-    error = info.get("error")
-    if isinstance(error, dict):
-        root = (error.get("root_cause") or [error])[0]
-        return f"{exc.status_code} {root.get('type', '')}: {root.get('reason', '')}"
-    return f"{exc.status_code} {exc.error}"

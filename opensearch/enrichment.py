@@ -34,8 +34,8 @@ import numpy as np
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import NotFoundError, TransportError
 
+from mathsearch.core.errors import MappingError
 from mathsearch.opensearch.documents import flat_symbols
-from mathsearch.opensearch.errors import MappingError
 from mathsearch.opensearch.schema import VectorSpec
 
 logger = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mathsearch.opensearch.errors import QueryError
+from mathsearch.core.errors import QueryError
 from mathsearch.opensearch.fusion import FusedHit
 from mathsearch.opensearch.queries import Mode
 from mathsearch.opensearch.results import FieldScore, ScoreBreakdown

@@ -26,11 +26,11 @@ from typing import Any
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import TransportError
 
+from mathsearch.core.errors import MappingError
 from mathsearch.indexer.figures import FigureRecord
 from mathsearch.indexer.records import Failure
 from mathsearch.opensearch.bulk_writer import BulkWriter
 from mathsearch.opensearch.documents import failure_actions, upsert_action
-from mathsearch.opensearch.errors import MappingError
 from mathsearch.opensearch.schema import VectorSpec, ensure_failures_index, knn_index_body
 from mathsearch.opensearch.settings import OpenSearchSettings
 

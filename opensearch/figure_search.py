@@ -22,7 +22,7 @@ import logging
 import re
 from typing import Any
 
-from mathsearch.opensearch.errors import QueryError
+from mathsearch.core.errors import QueryError
 from mathsearch.opensearch.query_encoder import QueryFeatures
 from mathsearch.opensearch.settings import OpenSearchSettings
 

@@ -46,7 +46,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from mathsearch.opensearch.errors import QueryError
+from mathsearch.core.errors import QueryError
 
 #: One subquery's results: ``(id, raw score)`` pairs, best first.
 RankedList = Sequence[tuple[str, float]]

@@ -32,7 +32,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from mathsearch.opensearch.errors import ClusterUnavailableError
+from mathsearch.core.errors import ClusterUnavailableError
 
 logger = logging.getLogger(__name__)
 

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from mathsearch.opensearch.errors import QueryError
+from mathsearch.core.errors import QueryError
 from mathsearch.opensearch.fusion import Combination, Normalization
 from mathsearch.opensearch.search_fields import (
     EQUATION_FIELDS,

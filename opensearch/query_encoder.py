@@ -22,7 +22,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any, NamedTuple, Protocol
 
-from mathsearch.opensearch.errors import QueryError
+from mathsearch.core.errors import QueryError
 
 logger = logging.getLogger(__name__)
 

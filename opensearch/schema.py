@@ -14,7 +14,8 @@ vector in), ``embed_refusals`` (keyword, ``<field>:<reason>`` for each encoder o
 several-encoder job that refused the equation) and ``indexed_at``.
 
 The index's ``_meta`` records the schema version, the vector fields with their models, and the
-default vector field that search uses (see :mod:`mathsearch.opensearch.vector_fields`).
+default vector field that search uses (see :mod:`mathsearch.opensearch.vector_fields`);
+:mod:`mathsearch.opensearch.equation_index` creates and upgrades the index.
 
 Example::
 
@@ -32,7 +33,7 @@ from typing import Any
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import NotFoundError, TransportError
 
-from mathsearch.opensearch.errors import MappingError
+from mathsearch.core.errors import MappingError
 from mathsearch.opensearch.settings import OpenSearchSettings
 
 logger = logging.getLogger(__name__)
@@ -188,44 +189,6 @@ def index_meta(client: OpenSearch, alias: str) -> dict[str, Any]:
         raise MappingError(f"no index {alias}: index equations into it first") from exc
     mapping = next(iter(found.values()))["mappings"]
     return dict(mapping.get("_meta") or {})
-
-
-def ensure_equation_index(
-    client: OpenSearch,
-    alias: str,
-    vectors: Sequence[VectorSpec],
-    settings: OpenSearchSettings | None = None,
-) -> str:
-    """Create ``<alias>-000001`` behind ``alias`` when missing; add missing vector fields.
-
-    Idempotent: a second call with the same vectors changes nothing. A vector field that exists
-    with another dimension or space type raises :class:`MappingError` (write a new model
-    version into a new field instead). Returns the concrete index name.
-    """
-    settings = settings or OpenSearchSettings.from_env()
-    concrete = resolve_alias(client, alias)
-    if concrete is None:
-        if client.indices.exists(index=alias):
-            raise MappingError(
-                f"{alias} is an index, not an alias: mathsearch needs the name free for its alias"
-            )
-        concrete = versioned_name(alias, 1)
-        body = equation_index_body(vectors, settings, alias=alias)
-        put_equation_template(client, alias, body["settings"], body["mappings"])
-        try:
-            # settings and mappings come from the template; the alias only from this request
-            client.indices.create(index=concrete, body={"aliases": {alias: {}}})
-        except TransportError as exc:
-            if getattr(exc, "error", "") != "resource_already_exists_exception":
-                raise MappingError(f"cannot create {concrete}: {exc}") from exc
-        logger.info("created %s behind alias %s", concrete, alias)
-        return concrete
-    from mathsearch.opensearch.vector_fields import add_vector_field
-
-    add_missing_properties(client, alias, equation_properties())
-    for spec in vectors:
-        add_vector_field(client, alias, spec, settings=settings, make_default=False)
-    return concrete
 
 
 def add_missing_properties(client: OpenSearch, alias: str, properties: dict[str, Any]) -> list[str]:

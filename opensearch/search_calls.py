@@ -18,8 +18,12 @@ from opensearchpy import OpenSearch
 from opensearchpy.exceptions import ConnectionError as OSConnectionError
 from opensearchpy.exceptions import ConnectionTimeout, NotFoundError, TransportError
 
-from mathsearch.opensearch.client import transport_reason
-from mathsearch.opensearch.errors import ClusterUnavailableError, MappingError, QueryError
+from mathsearch.core.errors import (
+    ClusterUnavailableError,
+    MappingError,
+    QueryError,
+    transport_reason,
+)
 from mathsearch.opensearch.load_shedding import ClusterBusyError, cluster_busy_reason
 from mathsearch.opensearch.search_fields import EQUATION_SOURCE
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mathsearch.opensearch.errors import QueryError
+from mathsearch.core.errors import QueryError
 
 #: Fields a filter may name (keyword / numeric / date fields of the equation index).
 FILTER_FIELDS = ("doc_id", "eq_id", "section", "symbols", "keywords", "model_versions", "source")

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from mathsearch.opensearch.errors import ConfigurationError, QueryError
+from mathsearch.core.errors import ConfigurationError, QueryError
 from mathsearch.opensearch.fusion import Combination, Normalization
 from mathsearch.opensearch.queries import Mode
 from mathsearch.opensearch.search_request import SearchRequest

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mathsearch.opensearch.errors import QueryError
+from mathsearch.core.errors import QueryError
 from mathsearch.opensearch.fusion import Combination, Normalization
 from mathsearch.opensearch.queries import NO_FILTERS, Filters, Mode
 

@@ -55,8 +55,8 @@ from typing import Any, TypeVar
 
 from opensearchpy import OpenSearch
 
+from mathsearch.core.errors import MappingError, QueryError
 from mathsearch.opensearch import queries
-from mathsearch.opensearch.errors import MappingError, QueryError
 from mathsearch.opensearch.explain import (
     fusion_breakdown,
     multi_knn_breakdown,

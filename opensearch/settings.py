@@ -52,73 +52,29 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from mathsearch.opensearch.errors import ConfigurationError
-from mathsearch.opensearch.redact import redact_url
+from mathsearch.core.env import (
+    cache_dir_from_env,
+    default_cache_dir,
+    default_state_dir,
+)
+from mathsearch.core.env import env_bool as _env_bool
+from mathsearch.core.env import env_float as _env_float
+from mathsearch.core.env import env_int as _env_int
+from mathsearch.core.errors import ConfigurationError
+from mathsearch.core.redact import redact_url
 
-
-def _env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    if raw.lower() in {"1", "true", "yes", "on"}:
-        return True
-    if raw.lower() in {"0", "false", "no", "off"}:
-        return False
-    raise ConfigurationError(f"{name}={raw!r} is not a boolean (use 1 or 0)")
-
-
-def _env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return float(raw)
-    except ValueError as exc:
-        raise ConfigurationError(f"{name}={raw!r} is not a number") from exc
-
-
-def _env_int(name: str, default: int, minimum: int = 0) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError as exc:
-        raise ConfigurationError(f"{name}={raw!r} is not an integer") from exc
-    if value < minimum:
-        raise ConfigurationError(f"{name}={raw!r} must be at least {minimum}")
-    return value
+__all__ = [
+    "REFRESH_MODES",
+    "OpenSearchSettings",
+    "cache_dir_from_env",
+    "default_cache_dir",
+    "default_state_dir",
+]
 
 
 #: Values of ``MATHSEARCH_REFRESH``: per bulk request (``false`` / ``wait_for`` / ``true``) or
 #: one refresh when the writer finishes (``end``).
 REFRESH_MODES = ("false", "wait_for", "true", "end")
-
-
-def _is_root() -> bool:
-    return hasattr(os, "geteuid") and os.geteuid() == 0
-
-
-def default_cache_dir() -> Path:
-    """Folder for downloads, the assembled OpenSearch and the cached virtualenv."""
-    if _is_root():
-        return Path("/var/cache/mathsearch")
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "mathsearch"
-
-
-def cache_dir_from_env() -> Path:
-    """``MATHSEARCH_CACHE_DIR`` when set, else :func:`default_cache_dir`."""
-    configured = os.environ.get("MATHSEARCH_CACHE_DIR")
-    return Path(configured) if configured else default_cache_dir()
-
-
-def default_state_dir() -> Path:
-    """Folder for the local stack's node data, logs and pid files."""
-    if _is_root():
-        return Path("/var/lib/mathsearch")
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "mathsearch"
 
 
 @dataclass(frozen=True)

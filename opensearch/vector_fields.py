@@ -26,7 +26,7 @@ from typing import Any
 from opensearchpy import OpenSearch, helpers
 from opensearchpy.exceptions import TransportError
 
-from mathsearch.opensearch.errors import MappingError
+from mathsearch.core.errors import MappingError
 from mathsearch.opensearch.schema import (
     VectorSpec,
     index_meta,

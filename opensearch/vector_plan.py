@@ -3,7 +3,7 @@
 The fields come from the request (``encoders`` -> their cards' fields, else ``vector_fields``,
 else ``vector_field``), else the index's defaults; each must exist in the index (a
 ``knn_vector`` of its mapping) and have a query vector (the query encoder may have refused the
-query). Either failure is a :class:`~mathsearch.opensearch.errors.QueryError` that says which field
+query). Either failure is a :class:`~mathsearch.core.errors.QueryError` that says which field
 and
 why. The weights are :func:`~mathsearch.opensearch.explain.subquery_weights`: ``[bm25, field 1,
 ...]``.
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from mathsearch.opensearch.errors import QueryError
+from mathsearch.core.errors import QueryError
 from mathsearch.opensearch.explain import subquery_weights
 from mathsearch.opensearch.queries import VectorQuery
 from mathsearch.opensearch.query_encoder import QueryFeatures, encoder_field

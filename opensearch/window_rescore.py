@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mathsearch.opensearch.errors import QueryError
+from mathsearch.core.errors import QueryError
 from mathsearch.opensearch.fusion import Normalization, normalize_scores
 
 logger = logging.getLogger(__name__)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -17,11 +18,14 @@ HEAVY = ("torch", "torch-geometric", "pya0", "onnxruntime-gpu", "pytest", "selen
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     out = tmp_path_factory.mktemp("wheel")
+    leftover = not (REPO / "build").exists()  # pip builds in the tree: remove what it leaves
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
          "-w", str(out), str(REPO)],
         check=True, capture_output=True, text=True,
     )  # fmt: skip
+    if leftover:
+        shutil.rmtree(REPO / "build", ignore_errors=True)
     (path,) = out.glob("mathsearch-*.whl")
     return zipfile.ZipFile(path)
 
@@ -37,7 +41,16 @@ def test_the_wheel_installs_one_top_level_package(wheel: zipfile.ZipFile) -> Non
     tops = {name.split("/")[0] for name in wheel.namelist()}
     assert tops == {"mathsearch", "mathsearch-0.1.0.dist-info"}
     packages = {name.rsplit("/", 1)[0] for name in wheel.namelist() if name.endswith(".py")}
-    for package in ("indexer", "encoders", "encoders/losses", "export", "opensearch", "workers"):
+    rooms = ("core", "cli", "bench", "serve", "evaluation", "stack")
+    for package in (
+        "indexer",
+        "encoders",
+        "encoders/losses",
+        "export",
+        "opensearch",
+        "workers",
+        *rooms,
+    ):
         assert f"mathsearch/{package}" in packages
 
 
@@ -48,12 +61,12 @@ def test_the_wheel_carries_the_shipped_models_and_resources(wheel: zipfile.ZipFi
         "mathsearch/export/models/gcn-v2.card.json",
         "mathsearch/indexer/resources/vocabulary-v1.json",
         "mathsearch/indexer/resources/katex/package-lock.json",
-        "mathsearch/opensearch/stack/artifacts.json",
-        "mathsearch/opensearch/web/index.html",
+        "mathsearch/stack/artifacts.json",
+        "mathsearch/serve/web/index.html",
     ):
         assert name in names, name
     (entry,) = [n for n in names if n.endswith("entry_points.txt")]
-    assert "mathsearch = mathsearch.indexer.cli:main" in wheel.read(entry).decode()
+    assert "mathsearch = mathsearch.cli.main:main" in wheel.read(entry).decode()
 
 
 def test_the_base_requirements_are_the_runtime_alone(wheel: zipfile.ZipFile) -> None:

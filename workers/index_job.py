@@ -38,13 +38,14 @@ import redis
 from opensearchpy import OpenSearch
 from tqdm import tqdm
 
+from mathsearch.core.errors import MappingError, MathsearchOpenSearchError
+from mathsearch.core.redact import redact_url
 from mathsearch.export.embedders import encoder_card
 from mathsearch.indexer.records import EquationRecord, Failure
 from mathsearch.opensearch.client import connect
 from mathsearch.opensearch.enrichment import ensure_math_mapping
-from mathsearch.opensearch.errors import MappingError, MathsearchOpenSearchError
-from mathsearch.opensearch.redact import redact_url
-from mathsearch.opensearch.schema import VectorSpec, ensure_equation_index, ensure_failures_index
+from mathsearch.opensearch.equation_index import ensure_equation_index
+from mathsearch.opensearch.schema import VectorSpec, ensure_failures_index
 from mathsearch.opensearch.settings import OpenSearchSettings
 from mathsearch.workers.embedding import process_embedders
 from mathsearch.workers.job_progress import LocalProgress, Progress, RedisProgress, Snapshot

@@ -22,7 +22,7 @@ Every equation of a batch ends in exactly one place: the equation index, or the 
 with its stage and reason (DESIGN.md rule 3). :func:`write_outcome` keeps that true across
 re-runs: an equation that is written has its stale failure record removed, and a failure is not
 recorded for an equation the index already holds. Transient trouble (OpenSearch refusing or away)
-raises :class:`~mathsearch.opensearch.errors.WriteError` or a connection error, for the caller to
+raises :class:`~mathsearch.core.errors.WriteError` or a connection error, for the caller to
 retry
 the whole batch - safe, because every write is an upsert by equation id.
 

@@ -45,10 +45,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from mathsearch.core.errors import ConfigurationError
+from mathsearch.core.redact import redact_url
 from mathsearch.export.embedders import parse_encoders
 from mathsearch.export.errors import ModelCardError
-from mathsearch.opensearch.errors import ConfigurationError
-from mathsearch.opensearch.redact import redact_url
 
 
 def _cpus() -> int:
@@ -58,7 +58,7 @@ def _cpus() -> int:
 @dataclass(frozen=True)
 class WorkerSettings:
     # repr=False: a Redis URL may carry a password (redis://:PASSWORD@host); see
-    # mathsearch.opensearch.redact
+    # mathsearch.core.redact
     redis_url: str = field(default="redis://127.0.0.1:6379/0", repr=False)
     result_backend: str = field(default="redis://127.0.0.1:6379/0", repr=False)
     concurrency: int = _cpus()

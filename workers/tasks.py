@@ -8,15 +8,17 @@ becomes failure records with their reason, so a job always finishes. A batch sti
 after the last retry is marked ``lost`` in the job's progress with the reason, for the client
 to report and record.
 
-Poison (see :mod:`mathsearch.workers.dead_letter`): a batch whose arguments have the wrong shape (a
-job
-that is not a job, records that are not a list of equation dicts, a payload that is not an
-object) is not run: it goes to the dead-letter list (``bad-arguments``) and, when its job and
+Poison (see :mod:`mathsearch.workers.dead_letter`): a batch whose arguments have the wrong
+shape (a job that is not a job, records that are not a list of equation dicts, a payload that is
+not an object) is not run: it goes to the dead-letter list (``bad-arguments``) and, when its job and
 batch id are readable, the batch is marked ``lost`` (with the equations that were readable) so
 the client's job still finishes; the wrong number of arguments is ``bad-arguments`` too. Any
 other task that fails for good (a bug) is dead-lettered as ``task-failed`` and its batch, unless
 already ``done`` or ``lost``, marked ``lost`` (its equations become failure records on the
 client). Neither is retried.
+
+The tasks are ``shared_task`` s: this module does not import the app; the app
+(:mod:`mathsearch.workers.app`) includes it, and clients send tasks by name.
 """
 
 from __future__ import annotations
@@ -26,16 +28,15 @@ from functools import cache
 from typing import Any
 
 import redis
-from celery import Task
+from celery import Task, shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import ConnectionError as OSConnectionError
 from opensearchpy.exceptions import TransportError
 
+from mathsearch.core.errors import WriteError
 from mathsearch.indexer.records import Failure
 from mathsearch.opensearch.client import connect
-from mathsearch.opensearch.errors import WriteError
-from mathsearch.workers.app import app
 from mathsearch.workers.dead_letter import dead_letter, dead_letter_key
 from mathsearch.workers.health import describe_worker
 from mathsearch.workers.job_progress import RedisProgress
@@ -166,20 +167,20 @@ def _transient(exc: BaseException) -> bool:
     return isinstance(exc, TRANSIENT)
 
 
-@app.task(name="mathsearch.ping", acks_late=True)
+@shared_task(name="mathsearch.ping", acks_late=True)
 def ping(payload: dict) -> dict:
     """Round-trip check: returns the payload and the worker's pid and host."""
     return describe_worker(payload)
 
 
-@app.task(name="mathsearch.parse.records", acks_late=True)
+@shared_task(name="mathsearch.parse.records", acks_late=True)
 def parse(records: list[dict]) -> list[dict]:
     """Featurise equation records (JSON dicts); see
     :func:`mathsearch.workers.parsing.parse_records`."""
     return parse_records(records)
 
 
-@app.task(
+@shared_task(
     name="mathsearch.parse.batch", bind=True, acks_late=True, ignore_result=True,
     base=PoisonSafeTask,
 )  # fmt: skip
@@ -204,7 +205,7 @@ def parse_batch(self: Any, job: dict, batch: str, records: list[dict]) -> None:
     embed_batch.apply_async(args=[job, batch, payload], retry=True)
 
 
-@app.task(
+@shared_task(
     name="mathsearch.embed.batch", bind=True, acks_late=True, ignore_result=True,
     base=PoisonSafeTask,
 )  # fmt: skip

@@ -58,7 +58,7 @@ def start_worker(
     command = [
         sys.executable,
         "-m",
-        "mathsearch.indexer.cli",
+        "mathsearch",
         "worker",
         f"--concurrency={concurrency}",
     ]

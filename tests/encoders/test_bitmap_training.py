@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
+from mathsearch.cli.families import checkpoint_family
+from mathsearch.cli.main import main
 from mathsearch.encoders.bitmap_data import BitmapCorpus, cache_key
 from mathsearch.encoders.bitmap_training import BitmapTrainConfig, load_bitmap_model, train_bitmap
-from mathsearch.encoders.family_cli import checkpoint_family
 from mathsearch.indexer.bitmap import BitmapSettings
-from mathsearch.indexer.cli import main
 
 SLICE = Path(__file__).resolve().parents[1] / "resources" / "export" / "hepth2003-every12th.txt"
 LIMIT = 130

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from mathsearch.cli.main import main
 from mathsearch.encoders.expemb import ExpEmb
 from mathsearch.encoders.expemb_eval import checkpoint_embedder, semvec_score_k
 from mathsearch.encoders.expemb_training import RunConfig, collect_pairs, load_expemb
-from mathsearch.indexer.cli import main
 from mathsearch.indexer.semvec_prefix import read_semvec_prefix
 
 RESOURCES = Path(__file__).resolve().parents[1] / "resources"

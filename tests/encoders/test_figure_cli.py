@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mathsearch.indexer.cli import main
+from mathsearch.cli.main import main
 
 FIGURES = Path(__file__).resolve().parents[1] / "resources" / "indexer" / "figures"
 

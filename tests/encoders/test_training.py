@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 import torch
 
+from mathsearch.cli.train import add_train, run_train
 from mathsearch.encoders.checkpoints import (
     CheckpointError,
     load_checkpoint,
     load_model,
     save_checkpoint,
 )
-from mathsearch.encoders.cli_train import add_train, run_train
 from mathsearch.encoders.corpus import EquationCorpus
 from mathsearch.encoders.gcn import GCNConfig, GraphCNN
 from mathsearch.encoders.graph_data import collate
@@ -311,5 +311,5 @@ def test_cli_fails_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_cli_module_does_not_import_torch() -> None:
-    code = "import sys, mathsearch.encoders.cli_train; sys.exit('torch' in sys.modules)"
+    code = "import sys, mathsearch.cli.train; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

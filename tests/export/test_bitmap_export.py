@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from mathsearch.cli.main import main
 from mathsearch.encoders.bitmap_data import BitmapCorpus
 from mathsearch.encoders.bitmap_training import (
     BitmapTrainConfig,
@@ -23,7 +24,6 @@ from mathsearch.export.embedders import EmbedRefusal, load_embedder
 from mathsearch.export.errors import ExportError, ModelMismatchError
 from mathsearch.export.model_card import load_card
 from mathsearch.indexer.bitmap import BitmapSettings
-from mathsearch.indexer.cli import main
 
 SLICE = Path(__file__).resolve().parents[1] / "resources" / "export" / "hepth2003-every12th.txt"
 

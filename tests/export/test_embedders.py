@@ -101,7 +101,7 @@ def test_load_embedder_refuses_missing_models_and_unknown_families(tmp_path: Pat
 
 def test_checkpoint_family_reads_the_family_entry(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
-    from mathsearch.encoders.family_cli import checkpoint_family
+    from mathsearch.cli.families import checkpoint_family
 
     torch.save({"family": "bitmap", "model": {}}, tmp_path / "b.pt")
     torch.save({"model": {}}, tmp_path / "g.pt")

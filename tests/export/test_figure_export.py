@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from mathsearch.cli.main import main
 from mathsearch.encoders.figure_data import FigureCorpus
 from mathsearch.encoders.figure_training import (
     FigureTrainConfig,
@@ -20,7 +21,6 @@ from mathsearch.encoders.figure_training import (
 from mathsearch.export.embedders import EmbedRefusal, load_embedder
 from mathsearch.export.errors import ModelMismatchError
 from mathsearch.export.model_card import load_card
-from mathsearch.indexer.cli import main
 from mathsearch.indexer.figure_features import FigureVocabulary, figure_text
 
 FIGURES = Path(__file__).resolve().parents[1] / "resources" / "indexer" / "figures"

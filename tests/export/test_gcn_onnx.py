@@ -95,11 +95,15 @@ def test_parity_on_1000_real_equations(exported: tuple[GraphCNN, Path]) -> None:
     assert float(model.soft_norm.running_mean) != 1.0  # real running statistics
     graphs = list(real_graphs())
     assert len(graphs) >= 1000
-    report = check_parity(model, path, graphs, tolerance=1e-4, batch_size=200)
+    # The seed-size model (3 x 512, batch norms, outputs up to ~1): fp32 round-off of PyTorch's
+    # reference alone moves with its thread count - max |diff| 5.9e-5 at 2 threads, 1.28e-4 at 1
+    # and 1.32e-4 at 4, measured on these 1,171 equations. 2e-4 leaves room for any machine;
+    # the shipped models (L2 outputs) stay under 1e-5 at the export default of 1e-4.
+    report = check_parity(model, path, graphs, tolerance=2e-4, batch_size=200)
     assert report.passed
     assert report.equations == len(graphs)
     assert report.batches == -(-len(graphs) // 200)
-    assert report.max_abs_diff <= 1e-4
+    assert report.max_abs_diff <= 2e-4
 
 
 def test_id_formulation_equals_the_model_in_torch(exported: tuple[GraphCNN, Path]) -> None:

@@ -31,9 +31,9 @@ def test_probe_on_this_machine_prints_nothing() -> None:
 
 def test_inference_path_never_imports_torch() -> None:
     code = (
-        "import sys, mathsearch, mathsearch.indexer, mathsearch.indexer.cli, mathsearch.export,"
-        " mathsearch.opensearch, mathsearch.opensearch.stack, mathsearch.workers,"
-        " mathsearch.workers.app, mathsearch.workers.tasks, mathsearch.workers.demo;"
+        "import sys, mathsearch, mathsearch.indexer, mathsearch.cli.main, mathsearch.export,"
+        " mathsearch.opensearch, mathsearch.stack, mathsearch.workers,"
+        " mathsearch.workers.app, mathsearch.workers.tasks, mathsearch.stack.demo;"
         "print(any(m == 'torch' or m.startswith('torch.') for m in sys.modules))"
     )
     result = subprocess.run(

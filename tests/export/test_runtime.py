@@ -13,6 +13,7 @@ import numpy as np
 import onnx
 import pytest
 
+from mathsearch.cli.main import main
 from mathsearch.encoders.corpus import EquationCorpus
 from mathsearch.encoders.gcn import GCNConfig
 from mathsearch.encoders.training import TrainConfig, train
@@ -21,7 +22,6 @@ from mathsearch.export.export_model import export_checkpoint
 from mathsearch.export.model_card import load_card
 from mathsearch.export.runtime import Encoder
 from mathsearch.export.settings import DEFAULT_MODEL_PATH, ExportSettings, SettingsError
-from mathsearch.indexer.cli import main
 from mathsearch.indexer.hepth import bundled_sample_lines, iter_hepth
 from mathsearch.indexer.vocabulary import default_vocabulary
 from tests.export.conftest import PARITY_FILE, real_graphs

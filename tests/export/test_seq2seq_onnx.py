@@ -76,3 +76,20 @@ def test_a_vocabulary_of_another_model_is_refused(
     TokenVocabulary([*vocab.tokens, "extra"]).save(vocab_path(copy))
     with pytest.raises(ModelMismatchError):
         Seq2SeqEmbedder(copy)
+
+
+def test_l2_export_gives_unit_vectors_in_the_same_directions(
+    exported: tuple[ExpEmb, TokenVocabulary, Path], tmp_path: Path
+) -> None:
+    model, vocab, plain = exported
+    sequences = _real_sequences()
+    out = tmp_path / "unit.onnx"
+    card, parity = export_seq2seq(model, vocab, out, sequences, version=2, l2=True)
+    assert parity.passed and card.vector_field == "vec_seq2seq_v2"
+    assert "L2 norm" in card.description
+    items = [{"prefix": list(s)} for s in sequences[:50]]
+    unit = np.stack(Seq2SeqEmbedder(out, device="cpu").embed(items))
+    raw = np.stack(Seq2SeqEmbedder(plain, device="cpu").embed(items))
+    assert np.allclose(np.linalg.norm(unit, axis=1), 1.0, atol=1e-5)
+    assert not np.allclose(np.linalg.norm(raw, axis=1), 1.0, atol=1e-3)
+    assert np.allclose(unit, raw / np.linalg.norm(raw, axis=1, keepdims=True), atol=1e-5)

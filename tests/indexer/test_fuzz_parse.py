@@ -1,5 +1,5 @@
 """Bad input never raises out of extraction or featurisation: every equation a source yields is
-a ParsedEquation or a Failure with a reason (hypothesis over :mod:`mathsearch.indexer.fuzz_inputs`,
+a ParsedEquation or a Failure with a reason (hypothesis over :mod:`mathsearch.bench.fuzz_inputs`,
 plus
 explicit XML bombs, XXE, 10^5-deep nesting, 10 MB inputs and invalid UTF-8)."""
 
@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from mathsearch.bench.fuzz_documents import fuzz_inputs, generate
+from mathsearch.bench.fuzz_inputs import Corpus, FuzzInput, latex_strings
 from mathsearch.indexer.extract import extract
-from mathsearch.indexer.fuzz_inputs import Corpus, FuzzInput, fuzz_inputs, generate, latex_strings
 from mathsearch.indexer.parse import Featuriser, ParsedEquation
 from mathsearch.indexer.records import EquationRecord, Failure
 from mathsearch.indexer.settings import IndexerSettings

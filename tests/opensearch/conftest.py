@@ -14,9 +14,10 @@ from mathsearch.indexer.parse import ParsedEquation
 from mathsearch.opensearch import OpenSearchSettings
 from mathsearch.opensearch.bulk_writer import BulkWriter
 from mathsearch.opensearch.documents import equation_actions
-from mathsearch.opensearch.schema import VectorSpec, ensure_equation_index
+from mathsearch.opensearch.equation_index import ensure_equation_index
+from mathsearch.opensearch.schema import VectorSpec
 from mathsearch.opensearch.searcher import Searcher
-from mathsearch.workers.demo import demo_records
+from mathsearch.stack.demo import demo_records
 from mathsearch.workers.embedding import vectors_of
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from mathsearch.opensearch import OpenSearchSettings
-from mathsearch.opensearch.stack.secure_stack import SecureStack
+from mathsearch.stack.secure_stack import SecureStack
 
 PORT = 9250
 

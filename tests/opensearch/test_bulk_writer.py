@@ -11,18 +11,14 @@ from typing import Any
 import pytest
 from opensearchpy import OpenSearch
 
+from mathsearch.core.errors import WriteError
 from mathsearch.export.runtime import Encoder
 from mathsearch.indexer.records import Failure
 from mathsearch.opensearch import OpenSearchSettings, connect
 from mathsearch.opensearch.bulk_writer import BulkWriter, is_transient
 from mathsearch.opensearch.documents import equation_actions, failure_actions
-from mathsearch.opensearch.errors import WriteError
-from mathsearch.opensearch.schema import (
-    VectorSpec,
-    ensure_equation_index,
-    ensure_failures_index,
-    resolve_alias,
-)
+from mathsearch.opensearch.equation_index import ensure_equation_index
+from mathsearch.opensearch.schema import VectorSpec, ensure_failures_index, resolve_alias
 
 pytestmark = pytest.mark.services
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from opensearchpy import OpenSearch
 
+from mathsearch.cli.main import main
+from mathsearch.core.errors import QueryError
 from mathsearch.export.embedders import load_embedder
-from mathsearch.indexer.cli import main
 from mathsearch.indexer.figures import FigureRecord, extract_figures
-from mathsearch.opensearch.errors import QueryError
 from mathsearch.opensearch.figure_index import index_figures
 from mathsearch.opensearch.figure_search import FigureQueryEncoder
 from mathsearch.opensearch.queries import Mode

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from mathsearch.opensearch.errors import QueryError
+from mathsearch.core.errors import QueryError
 from mathsearch.opensearch.fusion import (
     Combination,
     Normalization,

@@ -13,16 +13,16 @@ from fastapi.testclient import TestClient
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import ConnectionTimeout, TransportError
 
+from mathsearch.bench.serve import ServeProcess, serve_env
+from mathsearch.core.errors import QueryError
 from mathsearch.opensearch import OpenSearchSettings
-from mathsearch.opensearch.bench_serve import ServeProcess, serve_env
-from mathsearch.opensearch.errors import QueryError
-from mathsearch.opensearch.http_api import create_app
 from mathsearch.opensearch.load_shedding import (
     ClusterBusyError,
     InflightLimiter,
     cluster_busy_reason,
 )
 from mathsearch.opensearch.search_calls import SearchCalls
+from mathsearch.serve.http_api import create_app
 
 REJECTED = {
     "error": {

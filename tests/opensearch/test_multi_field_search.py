@@ -15,20 +15,21 @@ import pytest
 from fastapi.testclient import TestClient
 from opensearchpy import OpenSearch
 
+from mathsearch.cli.main import main
+from mathsearch.core.errors import QueryError
 from mathsearch.export.runtime import Encoder
-from mathsearch.indexer.cli import main
 from mathsearch.opensearch import OpenSearchSettings
 from mathsearch.opensearch.bulk_writer import BulkWriter
 from mathsearch.opensearch.documents import equation_actions
-from mathsearch.opensearch.errors import QueryError
+from mathsearch.opensearch.equation_index import ensure_equation_index
 from mathsearch.opensearch.explain import cos01
 from mathsearch.opensearch.fusion import Combination, Normalization
-from mathsearch.opensearch.http_api import create_app
 from mathsearch.opensearch.queries import Mode
 from mathsearch.opensearch.query_encoder import ModelQueryEncoder
-from mathsearch.opensearch.schema import VectorSpec, ensure_equation_index
+from mathsearch.opensearch.schema import VectorSpec
 from mathsearch.opensearch.search_request import SearchRequest
 from mathsearch.opensearch.searcher import Searcher
+from mathsearch.serve.http_api import create_app
 from mathsearch.workers.embedding import vectors_of
 from tests.conftest import DEFAULT_FIELD, DEFAULT_INT8_FIELD
 

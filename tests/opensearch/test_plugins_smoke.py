@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from opensearchpy import OpenSearch, helpers
 
-from mathsearch.opensearch.stack import REQUIRED_PLUGINS, cluster_status
-from mathsearch.workers.demo import demo_records
+from mathsearch.stack import REQUIRED_PLUGINS, cluster_status
+from mathsearch.stack.demo import demo_records
 
 pytestmark = pytest.mark.services
 

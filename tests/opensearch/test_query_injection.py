@@ -17,10 +17,10 @@ from fastapi.testclient import TestClient
 from opensearchpy import OpenSearch
 
 from mathsearch.opensearch import OpenSearchSettings
-from mathsearch.opensearch.http_api import create_app
 from mathsearch.opensearch.queries import Filters, Mode
 from mathsearch.opensearch.query_encoder import QueryFeatures
 from mathsearch.opensearch.searcher import Searcher, SearchRequest
+from mathsearch.serve.http_api import create_app
 from tests.conftest import DEFAULT_FIELD
 
 FIELD = DEFAULT_FIELD  # the field of the index the service test searches

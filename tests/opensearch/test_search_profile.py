@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mathsearch.opensearch.errors import ConfigurationError
+from mathsearch.core.errors import ConfigurationError
 from mathsearch.opensearch.fusion import Combination, Normalization
 from mathsearch.opensearch.queries import Mode
 from mathsearch.opensearch.search_profile import PROFILE_FORMAT, SearchProfile

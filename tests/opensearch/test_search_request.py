@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mathsearch.opensearch.errors import QueryError
+from mathsearch.core.errors import QueryError
 from mathsearch.opensearch.fusion import Combination, Normalization
 from mathsearch.opensearch.queries import Mode
 from mathsearch.opensearch.search_request import SearchRequest

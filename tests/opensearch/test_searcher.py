@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from mathsearch.indexer.cli import main
-from mathsearch.opensearch.errors import QueryError
+from mathsearch.cli.main import main
+from mathsearch.core.errors import QueryError
 from mathsearch.opensearch.queries import Filters, Mode
 from mathsearch.opensearch.results import token_kind
 from mathsearch.opensearch.searcher import Searcher, SearchRequest

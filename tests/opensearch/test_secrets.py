@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from mathsearch.core.errors import ConfigurationError
+from mathsearch.core.redact import redact_url
 from mathsearch.opensearch import OpenSearchSettings, connect
-from mathsearch.opensearch.errors import ConfigurationError
-from mathsearch.opensearch.redact import redact_url
-from mathsearch.opensearch.stack import security
-from mathsearch.opensearch.stack.stack import ClusterAuthenticationError, cluster_status
+from mathsearch.stack import security
+from mathsearch.stack.stack import ClusterAuthenticationError, cluster_status
 from mathsearch.workers.settings import WorkerSettings
 
 from .secure_node import SecureNode, secure_node_fixture  # noqa: F401 - the fixture
@@ -109,7 +109,7 @@ def test_the_cli_never_prints_the_password(secure_node: SecureNode, tmp_path: Pa
     ]
     for run_env, args in runs:
         result = subprocess.run(
-            [sys.executable, "-m", "mathsearch.indexer.cli", *args],
+            [sys.executable, "-m", "mathsearch.cli.main", *args],
             capture_output=True,
             text=True,
             env=run_env,

@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from mathsearch.core.errors import ClusterUnavailableError
 from mathsearch.opensearch import OpenSearchSettings, connect
 from mathsearch.opensearch.bulk_writer import BulkWriter
-from mathsearch.opensearch.errors import ClusterUnavailableError
-from mathsearch.opensearch.schema import VectorSpec, ensure_equation_index
-from mathsearch.opensearch.stack.security import AdminPassword
-from mathsearch.opensearch.stack.stack import ClusterAuthenticationError, cluster_status
+from mathsearch.opensearch.equation_index import ensure_equation_index
+from mathsearch.opensearch.schema import VectorSpec
+from mathsearch.stack.security import AdminPassword
+from mathsearch.stack.stack import ClusterAuthenticationError, cluster_status
 
 from .secure_node import SecureNode, secure_node_fixture  # noqa: F401 - the fixture
 
@@ -41,7 +42,7 @@ def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, **env, "PYTHONPATH": str(REPO)}
     full.pop("MATHSEARCH_OPENSEARCH_PASSWORD", None)
     return subprocess.run(
-        [sys.executable, "-m", "mathsearch.indexer.cli", *args],
+        [sys.executable, "-m", "mathsearch.cli.main", *args],
         capture_output=True,
         text=True,
         env=full,

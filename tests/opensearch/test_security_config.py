@@ -9,16 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from mathsearch.opensearch.errors import ArtifactError
-from mathsearch.opensearch.stack import security
-from mathsearch.opensearch.stack.artifacts import ArtifactLock
-from mathsearch.opensearch.stack.assemble import home_dir
+from mathsearch.core.errors import ArtifactError
+from mathsearch.stack import security
+from mathsearch.stack.artifacts import ArtifactLock
+from mathsearch.stack.assemble import home_dir
 
 
 def _lock_text() -> str:
-    return (
-        resources.files("mathsearch.opensearch.stack").joinpath("artifacts.json").read_text("utf-8")
-    )
+    return resources.files("mathsearch.stack").joinpath("artifacts.json").read_text("utf-8")
 
 
 def test_the_optional_security_plugin_leaves_the_default_cache_key_alone(tmp_path: Path) -> None:

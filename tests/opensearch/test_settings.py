@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from mathsearch.opensearch import ConfigurationError, OpenSearchSettings
-from mathsearch.opensearch.stack.node import NodeSpec
+from mathsearch.stack.node import NodeSpec
 
 
 def test_defaults_point_at_the_local_node(monkeypatch) -> None:

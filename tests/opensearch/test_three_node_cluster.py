@@ -22,7 +22,7 @@ from mathsearch.indexer.hepth import iter_hepth
 from mathsearch.indexer.records import EquationRecord, Failure
 from mathsearch.opensearch import connect
 from mathsearch.opensearch.schema import ensure_failures_index
-from mathsearch.opensearch.stack import Stack
+from mathsearch.stack import Stack
 from mathsearch.workers.index_job import IndexReport, run_index
 
 CORPUS = Path(__file__).parents[1] / "resources" / "export" / "hepth2003-every12th.txt"

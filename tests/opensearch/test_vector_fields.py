@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from opensearchpy import OpenSearch
 
+from mathsearch.core.errors import MappingError
 from mathsearch.export.runtime import Encoder
 from mathsearch.opensearch import OpenSearchSettings
-from mathsearch.opensearch.errors import MappingError
 from mathsearch.opensearch.queries import Mode
 from mathsearch.opensearch.schema import VectorSpec, resolve_alias
 from mathsearch.opensearch.searcher import ModelQueryEncoder, Searcher, SearchRequest

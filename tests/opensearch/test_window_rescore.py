@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mathsearch.opensearch.errors import QueryError
+from mathsearch.core.errors import QueryError
 from mathsearch.opensearch.fusion import Normalization
 from mathsearch.opensearch.window_rescore import cosine01, rank_window, rescore_window
 

@@ -19,7 +19,8 @@ from opensearchpy import OpenSearch
 from mathsearch.indexer.hepth import iter_hepth
 from mathsearch.indexer.records import EquationRecord, Failure
 from mathsearch.opensearch import OpenSearchSettings
-from mathsearch.opensearch.schema import VectorSpec, ensure_equation_index
+from mathsearch.opensearch.equation_index import ensure_equation_index
+from mathsearch.opensearch.schema import VectorSpec
 from mathsearch.workers.embedding import process_encoder
 from mathsearch.workers.index_job import IndexJobError
 from mathsearch.workers.settings import WorkerSettings

@@ -25,7 +25,7 @@ def worker(worker_settings: WorkerSettings) -> Iterator[tuple[str, subprocess.Po
         [
             sys.executable,
             "-m",
-            "mathsearch.indexer.cli",
+            "mathsearch.cli.main",
             "worker",
             f"--queues={queue}",
             "--concurrency=1",

@@ -7,8 +7,8 @@ import uuid
 import pytest
 import redis
 
+from mathsearch.core.errors import ConfigurationError
 from mathsearch.indexer.records import EquationRecord, Failure
-from mathsearch.opensearch.errors import ConfigurationError
 from mathsearch.workers.index_job import batches
 from mathsearch.workers.job_progress import LocalProgress, RedisProgress, summarise
 from mathsearch.workers.settings import WorkerSettings

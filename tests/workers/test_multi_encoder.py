@@ -16,9 +16,10 @@ from mathsearch.indexer.hepth import iter_hepth
 from mathsearch.indexer.records import EquationRecord
 from mathsearch.opensearch import OpenSearchSettings
 from mathsearch.opensearch.documents import failure_id
+from mathsearch.opensearch.equation_index import ensure_equation_index
 from mathsearch.opensearch.queries import Mode
 from mathsearch.opensearch.query_encoder import ModelQueryEncoder
-from mathsearch.opensearch.schema import VectorSpec, ensure_equation_index, ensure_failures_index
+from mathsearch.opensearch.schema import VectorSpec, ensure_failures_index
 from mathsearch.opensearch.search_request import SearchRequest
 from mathsearch.opensearch.searcher import Searcher
 from mathsearch.workers.index_job import run_index

@@ -11,7 +11,8 @@ from opensearchpy import OpenSearch
 from mathsearch.indexer.opensearch_source import iter_opensearch_index
 from mathsearch.opensearch import OpenSearchSettings
 from mathsearch.opensearch.documents import failure_actions, failure_id
-from mathsearch.opensearch.schema import VectorSpec, ensure_equation_index, ensure_failures_index
+from mathsearch.opensearch.equation_index import ensure_equation_index
+from mathsearch.opensearch.schema import VectorSpec, ensure_failures_index
 from mathsearch.workers.embedding import process_encoder
 from mathsearch.workers.index_job import IndexJobError, run_index
 from mathsearch.workers.pipeline import JobSpec, embed_write_stage, parse_stage, write_outcome

@@ -23,9 +23,9 @@ import redis
 from opensearchpy import OpenSearch
 
 from mathsearch.opensearch.schema import resolve_alias
-from mathsearch.opensearch.stack.redis_server import RedisSpec
-from mathsearch.opensearch.stack.redis_server import start as redis_start
-from mathsearch.opensearch.stack.redis_server import stop as redis_stop
+from mathsearch.stack.redis_server import RedisSpec
+from mathsearch.stack.redis_server import start as redis_start
+from mathsearch.stack.redis_server import stop as redis_stop
 from mathsearch.workers.app import create_app
 from mathsearch.workers.index_job import IndexReport, run_index
 from mathsearch.workers.queues import PARSE

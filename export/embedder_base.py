@@ -1,0 +1,113 @@
+"""The one interface every encoder family's runtime has (:class:`Embedder`), the refusal an
+item gets instead of a vector (:class:`EmbedRefusal`), and what the ONNX runtimes share
+(:class:`OnnxEmbedder`). The registry of families and :func:`load_embedder` are in
+:mod:`mathsearch.export.embedders`; the runtimes import only this module, so the registry can
+name them without a circle. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+
+from mathsearch.export.errors import ModelCardError
+from mathsearch.export.model_card import ModelCard, load_card
+
+__all__ = ["EmbedRefusal", "Embedder", "OnnxEmbedder"]
+
+
+@dataclass(frozen=True)
+class EmbedRefusal:
+    """Why one item got no vector from one encoder (``reason`` is a short slug)."""
+
+    reason: str
+    detail: str = ""
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """An exported model of one family behind ONNX Runtime.
+
+    Attributes:
+        path: the ``.onnx`` file; ``card`` its :class:`ModelCard`.
+    """
+
+    path: Path
+    card: ModelCard
+
+    @property
+    def family(self) -> str: ...
+
+    @property
+    def vector_field(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def providers(self) -> list[str]: ...
+
+    def embed(self, items: Sequence[Mapping[str, Any]]) -> list[np.ndarray | EmbedRefusal]:
+        """One result per item, in order: a float32 ``(dim,)`` vector or an
+        :class:`EmbedRefusal`. Never raises for one bad item."""
+        ...
+
+
+class OnnxEmbedder:
+    """What every family's runtime shares: the model file and its card (of family
+    :attr:`FAMILY`), the ONNX Runtime session, and the card's properties.
+
+    A runtime calls :meth:`_load_card` first, checks its own inputs (vocabulary, settings), then
+    :meth:`_open_session`.
+    """
+
+    FAMILY: ClassVar[str] = ""
+    path: Path
+    card: ModelCard
+    session: Any
+
+    def _load_card(self, path: str | os.PathLike[str]) -> None:
+        """Read ``path``'s card.
+
+        Raises:
+            ModelCardError: no model file, no card, or a card of another family.
+        """
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise ModelCardError(f"model {self.path} does not exist")
+        self.card = load_card(self.path)
+        if self.FAMILY and self.card.family != self.FAMILY:
+            raise ModelCardError(
+                f"{self.path.name} is a {self.card.family!r} model, not {self.FAMILY}"
+            )
+
+    def _open_session(self, device: str | None, threads: int | None) -> None:
+        from mathsearch.export.runtime import open_session
+
+        self.session = open_session(self.path, device=device or "auto", threads=threads or 0)
+
+    @property
+    def family(self) -> str:
+        return self.card.family
+
+    @property
+    def vector_field(self) -> str:
+        return self.card.vector_field
+
+    @property
+    def dim(self) -> int:
+        return int(self.card.embedding_dim)
+
+    @property
+    def providers(self) -> list[str]:
+        return list(self.session.get_providers())
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({self.path.name}, dim={self.dim}, providers={self.providers})"
+        )

@@ -1,0 +1,170 @@
+"""``mathsearch bench index``: equations/s from LaTeX to searchable, against Approach Zero.
+
+One run, on the same real equations:
+
+1. each stage alone in one process - parse (featurisation), embed (ONNX Runtime, batches of
+   ``batch_size``) and write (bulk upserts of the finished documents into a fresh index, then a
+   refresh) - the limits the pipeline runs against on this machine;
+2. the pipeline end to end: ``inline`` (no broker) and through ``mathsearch worker`` with 1, 2
+   and 4 pool processes, each into a fresh index, from the first batch enqueued until the index
+   is refreshed (searchable); with the time each stage took, summed over the processes;
+3. Approach Zero (pya0) indexing the same equations on the same disk as the OpenSearch data
+   (:mod:`mathsearch.evaluation.pya0_peer`), and the ratio.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from opensearchpy import OpenSearch
+
+from mathsearch.indexer.parse import Featuriser, ParsedEquation
+from mathsearch.indexer.records import EquationRecord
+from mathsearch.opensearch.bulk_writer import BulkWriter
+from mathsearch.opensearch.documents import equation_actions
+from mathsearch.opensearch.equation_index import ensure_equation_index
+from mathsearch.opensearch.schema import VectorSpec
+from mathsearch.opensearch.settings import OpenSearchSettings
+from mathsearch.workers.embedding import process_encoder, vectors_of
+from mathsearch.workers.index_job import run_index
+from mathsearch.workers.settings import WorkerSettings
+from mathsearch.workers.worker_process import start_worker, stop_worker
+
+logger = logging.getLogger(__name__)
+
+
+def stage_limits(
+    client: OpenSearch, records: Sequence[EquationRecord], settings: OpenSearchSettings, size: int
+) -> dict[str, dict[str, float]]:
+    """Each stage alone in this process: equations/s of parse, embed and write."""
+    featuriser = Featuriser()
+    start = time.perf_counter()
+    parsed = [p for p in featuriser.parse_batch(records) if isinstance(p, ParsedEquation)]
+    parse_s = time.perf_counter() - start
+    encoder = process_encoder()
+    start = time.perf_counter()
+    vectors: list[list[float]] = []
+    for first in range(0, len(parsed), size):
+        chunk = parsed[first : first + size]
+        vectors += vectors_of(encoder, chunk)
+    embed_s = time.perf_counter() - start
+    alias = f"{settings.index_prefix}-bench-write-{uuid.uuid4().hex[:6]}"
+    spec = VectorSpec.from_card(encoder.card)
+    ensure_equation_index(client, alias, [spec], settings)
+    docs = [p.to_dict() for p in parsed]
+    try:
+        start = time.perf_counter()
+        BulkWriter(client, settings, refresh="end").write(
+            equation_actions(alias, docs, {spec.field: vectors})
+        )
+        write_s = time.perf_counter() - start
+    finally:
+        _drop(client, alias)
+    n = len(parsed)
+    return {
+        name: {"equations": n, "seconds": round(s, 3), "eq_per_s": round(n / s, 1)}
+        for name, s in (("parse", parse_s), ("embed", embed_s), ("write", write_s))
+    }
+
+
+def pipeline_run(
+    client: OpenSearch,
+    records: Sequence[EquationRecord],
+    settings: OpenSearchSettings,
+    worker_settings: WorkerSettings,
+    *,
+    processes: int | None,
+    batch_size: int,
+) -> dict[str, Any]:
+    """One end-to-end run (``processes=None``: inline) into a fresh index."""
+    alias = f"{settings.index_prefix}-bench-index-{uuid.uuid4().hex[:6]}"
+    worker: subprocess.Popen | None = None
+    ws = dataclasses.replace(worker_settings, queue_prefix=f"bench{uuid.uuid4().hex[:6]}-")
+    try:
+        if processes is not None:
+            worker = start_worker(ws, processes, hostname=f"bench{processes}")
+            time.sleep(2)  # the pool's other processes come up just after the first consumes
+        report = run_index(
+            records,
+            alias,
+            inline=processes is None,
+            client=client,
+            settings=settings,
+            worker_settings=ws,
+            batch_size=batch_size,
+            progress=False,
+        )
+        searchable = client.count(index=alias)["count"]
+    finally:
+        if worker is not None:
+            stop_worker(worker, timeout=120)
+        _drop(client, alias)
+    return {
+        "processes": processes or "inline",
+        "equations": report.equations,
+        "written": report.written,
+        "failed": report.failed,
+        "searchable": searchable,
+        "seconds": round(report.seconds, 2),
+        "eq_per_s": round(report.eq_per_s, 1),
+        "stage_seconds": report.stage_seconds,
+    }
+
+
+def pya0_run(records: Sequence[EquationRecord], workdir: Path) -> dict[str, Any]:
+    from mathsearch.evaluation.pya0_peer import index_with_pya0
+
+    result = index_with_pya0([(r.eq_id, r.latex or "") for r in records], workdir)
+    shutil.rmtree(workdir / "pya0-index", ignore_errors=True)
+    return {**result.to_dict(), "workdir": str(workdir)}
+
+
+def run_bench_index(
+    records: Sequence[EquationRecord],
+    client: OpenSearch,
+    *,
+    processes: Sequence[int] = (1, 2, 4),
+    batch_size: int = 128,
+    pya0_dir: Path | None = None,
+    settings: OpenSearchSettings | None = None,
+    worker_settings: WorkerSettings | None = None,
+) -> dict[str, Any]:
+    """The whole benchmark (see the module docstring); a JSON-ready report."""
+    settings = settings or OpenSearchSettings.from_env()
+    worker_settings = worker_settings or WorkerSettings.from_env()
+    report: dict[str, Any] = {
+        "equations": len(records),
+        "cpus": os.cpu_count(),
+        "batch_size": batch_size,
+        "stage_limits": stage_limits(client, records, settings, batch_size),
+        "runs": [],
+    }
+    for count in (None, *processes):
+        logger.info("pipeline run: %s", count or "inline")
+        report["runs"].append(
+            pipeline_run(
+                client, records, settings, worker_settings, processes=count, batch_size=batch_size
+            )
+        )
+    workdir = pya0_dir or settings.state_dir / "bench-pya0"
+    workdir.mkdir(parents=True, exist_ok=True)
+    logger.info("Approach Zero (pya0) into %s", workdir)
+    report["pya0"] = pya0_run(records, workdir)
+    best = max(report["runs"], key=lambda run: run["eq_per_s"])
+    report["best"] = best["processes"]
+    report["ratio_vs_pya0"] = round(best["eq_per_s"] / max(report["pya0"]["eq_per_s"], 1e-9), 2)
+    return report
+
+
+def _drop(client: OpenSearch, alias: str) -> None:
+    client.indices.delete(index=f"{alias}-0*", ignore_unavailable=True)
+    client.indices.delete_index_template(name=f"{alias}-template", ignore=404)

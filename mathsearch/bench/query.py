@@ -1,0 +1,244 @@
+r"""``mathsearch bench query``: search latency per mode at several index sizes, one node.
+
+The parts:
+
+* the corpus (:mod:`mathsearch.bench.corpus`): the unique real hep-th equations,
+  featurised and
+  embedded with the real model once (cached), :data:`~mathsearch.bench.corpus.HELD_OUT`
+  of them
+  held out as queries; beyond the ~98k real ones, replicas whose identifiers are renamed
+  (:mod:`mathsearch.opensearch.latex_renaming`);
+* the indexes (:mod:`mathsearch.bench.query_index`): one per size behind
+  ``<prefix>-bench-<N>``,
+  reused when they hold the same corpus;
+* the queries: real formula queries, the ARQMath 2020-2022 Task 2 and NTCIR-12 formula-browsing
+  topics, interleaved with the held-out corpus equations; queries that do not parse are skipped
+  and counted;
+* the timings (:mod:`mathsearch.bench.timing`): per mode, warm-up queries then timed
+  ones,
+  sequential, end to end and cluster-side, with the server's ``took``; ``fusion`` and ``rrf``
+  fuse on the cluster, ``fusion-client`` and ``rrf-client`` in the client;
+* the report (:mod:`mathsearch.bench.query_report`).
+
+``max_df`` (when given) is passed to every :class:`~mathsearch.opensearch.searcher.SearchRequest`:
+query
+tokens that occur in more than that share of the index's documents are left out of the BM25
+query.
+
+The goal of the issue (at 1M equations, every hybrid mode - one that uses both BM25 and the
+vector: :data:`GOAL_MODES` - p50 <= 15 ms and p99 <= 50 ms) is checked for every size and
+flagged, but only the 1M row answers it.
+
+Example::
+
+    report = bench_query(connect(settings), settings, sizes=[10_000], queries=50)
+    text = format_bench_query(report)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from mathsearch.bench.corpus import (
+    REPLICA_VECTORS,
+    default_query_sources,
+    default_sources,
+    load_corpus,
+    read_topics,
+)
+from mathsearch.bench.query_index import (
+    bench_alias,
+    build_index,
+    drop_bench_index,
+    index_info,
+    wait_for_merges,
+)
+from mathsearch.bench.timing import (
+    MODES,
+    BenchQuery,
+    interleave,
+    latency_summary,
+    query_features,
+    time_modes,
+)
+from mathsearch.core.errors import MathsearchOpenSearchError
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["DEFAULT_SIZES", "GOAL_MODES", "GOAL_P50_MS", "GOAL_P99_MS", "bench_query", "goal_check"]
+
+DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
+#: The issue's goal at 1M equations for the hybrid modes.
+GOAL_P50_MS = 15.0
+GOAL_P99_MS = 50.0
+#: The hybrid modes: those that use both BM25 and the vector (fused on either side, or rescored).
+GOAL_MODES = ("fusion", "rrf", "fusion-client", "rrf-client", "knn-rescore", "rescore")
+_CORPUS_KEYS = (
+    "sources", "extracted", "duplicates", "failed", "failures", "unique", "indexable",
+    "held_out", "parse_s", "embed_s", "cached",
+)  # fmt: skip
+
+
+def goal_check(modes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Whether the hybrid modes among ``modes`` meet the 1M goal, end to end and cluster-side."""
+    out: dict[str, Any] = {"p50_ms": GOAL_P50_MS, "p99_ms": GOAL_P99_MS, "modes": {}}
+    for row in modes:
+        if row["mode"] not in GOAL_MODES:
+            continue
+        verdict = {}
+        for side in ("end_to_end", "cluster"):
+            stats = row.get(side) or {}
+            verdict[side] = bool(
+                stats.get("n") and stats["p50"] <= GOAL_P50_MS and stats["p99"] <= GOAL_P99_MS
+            )
+        out["modes"][row["mode"]] = verdict
+    return out
+
+
+def _environment(client: Any, settings: Any) -> dict[str, Any]:
+    info = client.info()
+    nodes = client.nodes.stats(metric="jvm")["nodes"]
+    heap = sum(int(n["jvm"]["mem"]["heap_max_in_bytes"]) for n in nodes.values())
+    return {
+        "opensearch": info["version"]["number"],
+        "nodes": len(nodes),
+        "heap_bytes": heap,
+        "cpu_count": os.cpu_count(),
+        "hnsw_m": settings.hnsw_m,
+        "hnsw_ef_construction": settings.hnsw_ef_construction,
+        "shards": settings.shards,
+    }
+
+
+def bench_query(
+    client: Any,
+    settings: Any,
+    *,
+    sizes: Sequence[int] = DEFAULT_SIZES,
+    modes: Sequence[str] = MODES,
+    queries: int = 200,
+    warmup: int = 20,
+    k: int = 10,
+    max_df: float | None = None,
+    sources: Sequence[str] | None = None,
+    fmt: str | None = None,
+    query_sources: Sequence[str] | None = None,
+    replica_vectors: str = "embed",
+    rebuild: bool = False,
+    keep: bool = True,
+    force_merge: bool = False,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Run the benchmark (module docstring); a JSON-able report."""
+    from mathsearch.export.runtime import Encoder
+    from mathsearch.opensearch.searcher import ModelQueryEncoder
+
+    if replica_vectors not in REPLICA_VECTORS:
+        raise ValueError(f"replica vectors must be one of {REPLICA_VECTORS}")
+    unknown = [mode for mode in modes if mode not in MODES]
+    if unknown:
+        raise ValueError(f"unknown mode(s) {', '.join(unknown)}: use {', '.join(MODES)}")
+    environment = _environment(client, settings)
+    encoder = Encoder()
+    corpus = load_corpus(
+        list(sources or default_sources()),
+        fmt,
+        encoder,
+        settings.cache_dir / "bench-query",
+        progress=progress,
+    )
+    model_encoder = ModelQueryEncoder()
+    topics = [
+        BenchQuery(name, latex, "topic")
+        for name, latex in read_topics(query_sources or default_query_sources())
+    ]
+    held = [BenchQuery(doc["eq_id"], doc.get("latex") or "", "held") for doc in corpus.held]
+    topics_ok, features, feature_ms, failed_t = query_features(topics, model_encoder)
+    held_ok, held_features, held_ms, failed_h = query_features(held, model_encoder)
+    features.update(held_features)
+    pool = interleave(topics_ok, held_ok)
+    if not pool:
+        raise MathsearchOpenSearchError("no query could be featurised")
+    all_ms = feature_ms + held_ms
+    report: dict[str, Any] = {
+        "environment": environment,
+        "model": {
+            "name": encoder.card.name,
+            "sha256": encoder.card.sha256,
+            "vector_field": encoder.card.vector_field,
+            "dim": encoder.dim,
+            "providers": encoder.providers,
+        },
+        "corpus": {name: corpus.stats.get(name) for name in _CORPUS_KEYS},
+        "queries": {
+            "topics": len(topics),
+            "topics_ok": len(topics_ok),
+            "topics_failed": failed_t["topic"],
+            "held": len(held),
+            "held_ok": len(held_ok),
+            "held_failed": failed_h["held"],
+            "pool": len(pool),
+            "mean_tokens": {
+                kind: round(float(np.mean([len(features[q.latex].tokens) for q in group])), 1)
+                for kind, group in (("topic", topics_ok), ("held", held_ok))
+                if group
+            },
+            "features_ms": latency_summary(all_ms, sum(all_ms) / 1000),
+        },
+        "k": k,
+        "max_df": max_df,
+        "queries_per_mode": queries,
+        "warmup": warmup,
+        "modes": list(modes),
+        "sizes": [],
+        "notes": [],
+    }
+    for size in sizes:
+        built = build_index(
+            client,
+            settings,
+            corpus,
+            size,
+            encoder=encoder,
+            replica_vectors=replica_vectors,
+            rebuild=rebuild,
+            force_merge=force_merge,
+            progress=progress,
+        )
+        alias = bench_alias(settings.index_prefix, size)
+        built["merge_wait_s"] = round(wait_for_merges(client, built["index"]), 1)
+        built.update(index_info(client, built["index"]))
+        rows = time_modes(
+            client,
+            alias,
+            modes=modes,
+            pool=pool,
+            features=features,
+            model_encoder=model_encoder,
+            k=k,
+            count=queries,
+            warmup=warmup,
+            max_df=max_df,
+            progress=progress,
+        )
+        entry = {
+            "equations": size,
+            **built,
+            "bytes_per_equation": round(built["store_bytes"] / max(size, 1), 1),
+            "modes": rows,
+            "goal": goal_check(rows),
+        }
+        if (built.get("replicas") or {}).get("vectors") == "copy":
+            report["notes"].append(
+                f"{size:,}: replica vectors are copies of the original equations' vectors "
+                "(shortcut), not the model's vectors of the renamed equations"
+            )
+        report["sizes"].append(entry)
+        if not keep:
+            drop_bench_index(client, alias, settings.index_prefix)
+    return report

@@ -1,0 +1,211 @@
+"""The indexes of ``mathsearch bench query``: build, reuse, measure and drop one per size.
+
+One index per size behind the alias ``<prefix>-bench-<N>`` (the normal equation mapping of
+:func:`mathsearch.opensearch.equation_index.ensure_equation_index`: lucene HNSW, ``m`` and
+``ef_construction`` from
+the settings, one shard, no replica). Documents are the normal
+:func:`mathsearch.opensearch.documents.equation_source` documents (MathML and all) of
+:func:`mathsearch.bench.corpus.iter_documents`, written as plain ``index`` actions with
+``opensearchpy.helpers.parallel_bulk`` (2 threads) and the refresh interval off during the load -
+faster than the production :class:`~mathsearch.opensearch.bulk_writer.BulkWriter`, whose upserts
+must read
+each document first; the content is identical. The index's ``_meta`` records what it was built
+from; an index that holds ``N`` documents built from the same model and corpus is reused
+(``rebuild`` drops and rebuilds it). ``force_merge`` merges it to one segment (otherwise it is
+measured as a bulk load leaves it, once :func:`wait_for_merges` saw its background merges end).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+from mathsearch.bench.corpus import (
+    BenchCorpus,
+    ReplicaStats,
+    iter_documents,
+    progress_bar,
+)
+from mathsearch.core.errors import MathsearchOpenSearchError
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["bench_alias", "build_index", "drop_bench_index", "index_info", "wait_for_merges"]
+
+_BULK_CHUNK = 500
+
+
+def bench_alias(prefix: str, size: int) -> str:
+    """The alias of the bench index of ``size`` equations."""
+    return f"{prefix}-bench-{size}"
+
+
+def _index_actions(
+    concrete: str, documents: Iterable[tuple[dict[str, Any], np.ndarray]], field_name: str
+) -> Iterator[dict[str, Any]]:
+    from mathsearch.opensearch.documents import equation_source, now_iso
+
+    stamp = now_iso()
+    for parsed, vector in documents:
+        source = equation_source(parsed, {field_name: vector.tolist()})
+        source["indexed_at"] = stamp
+        yield {"_op_type": "index", "_index": concrete, "_id": source["eq_id"], "_source": source}
+
+
+def _bench_meta(corpus: BenchCorpus, size: int, replica_vectors: str) -> dict[str, Any]:
+    return {
+        "equations": size,
+        "corpus_key": corpus.key,
+        "model_sha256": corpus.stats["model_sha256"],
+        "replica_vectors": replica_vectors if size > len(corpus) else None,
+    }
+
+
+def index_info(client: Any, concrete: str) -> dict[str, Any]:
+    """Documents, store bytes and segments of ``concrete`` (primaries)."""
+    stats = client.indices.stats(index=concrete, metric="store,docs,segments")
+    primaries = stats["indices"][concrete]["primaries"]
+    return {
+        "docs": int(primaries["docs"]["count"]),
+        "store_bytes": int(primaries["store"]["size_in_bytes"]),
+        "segments": int(primaries["segments"]["count"]),
+    }
+
+
+def drop_bench_index(client: Any, alias: str, prefix: str) -> None:
+    """Delete the bench index behind ``alias`` (only ever a ``<prefix>-bench-*`` index)."""
+    from mathsearch.opensearch.schema import resolve_alias
+
+    name = resolve_alias(client, alias)
+    if name is None and client.indices.exists(index=alias):
+        name = alias  # a plain index squatting on the alias's name
+    if name is not None and name.startswith(f"{prefix}-bench-"):
+        logger.info("deleting %s", name)
+        client.indices.delete(index=name)
+
+
+def _force_merge(client: Any, concrete: str) -> None:
+    """Merge ``concrete`` to one segment."""
+    logger.info("force-merging %s to one segment", concrete)
+    client.indices.forcemerge(index=concrete, max_num_segments=1, request_timeout=3600)
+    client.indices.refresh(index=concrete)
+
+
+def build_index(
+    client: Any,
+    settings: Any,
+    corpus: BenchCorpus,
+    size: int,
+    *,
+    encoder: Any,
+    replica_vectors: str,
+    rebuild: bool,
+    force_merge: bool,
+    progress: bool,
+) -> dict[str, Any]:
+    """Build (or reuse) ``<prefix>-bench-<size>``; what it holds and how long it took."""
+    from opensearchpy import helpers
+
+    from mathsearch.opensearch.equation_index import ensure_equation_index
+    from mathsearch.opensearch.schema import VectorSpec, index_meta, resolve_alias
+
+    alias = bench_alias(settings.index_prefix, size)
+    wanted = _bench_meta(corpus, size, replica_vectors)
+    concrete = resolve_alias(client, alias)
+    if concrete is not None and not rebuild:
+        meta = index_meta(client, alias)
+        built = meta.get("bench_query") or {}
+        info = index_info(client, concrete)
+        if {k: built.get(k) for k in wanted} == wanted and info["docs"] == size:
+            logger.info("reusing %s (%d equations)", concrete, size)
+            merged = bool(built.get("force_merged"))
+            if force_merge and info["segments"] > 1:
+                _force_merge(client, concrete)
+                info, merged = index_info(client, concrete), True
+            return {
+                "index": concrete,
+                "reused": True,
+                "force_merged": merged,
+                "build_s": built.get("build_s", 0.0),
+                "replicas": built.get("replicas"),
+                **info,
+            }
+        logger.info("%s does not hold this corpus at this size: rebuilding", alias)
+    drop_bench_index(client, alias, settings.index_prefix)
+    spec = VectorSpec.from_card(encoder.card)
+    concrete = ensure_equation_index(client, alias, [spec], settings)
+    client.indices.put_settings(index=concrete, body={"index": {"refresh_interval": "-1"}})
+    stats = ReplicaStats()
+    started = time.perf_counter()
+    documents = iter_documents(
+        corpus, size, encoder=encoder, replica_vectors=replica_vectors, stats=stats
+    )
+    errors: Counter[str] = Counter()
+    written = 0
+    with progress_bar(progress, total=size, desc=f"bulk load {size:,}", unit="eq") as bar:
+        for ok, item in helpers.parallel_bulk(
+            client,
+            _index_actions(concrete, documents, spec.field),
+            thread_count=2,
+            queue_size=4,
+            chunk_size=_BULK_CHUNK,
+            max_chunk_bytes=settings.bulk_chunk_bytes,
+            raise_on_error=False,
+            request_timeout=300,
+        ):
+            if ok:
+                written += 1
+            else:
+                error = next(iter(item.values())).get("error") or {}
+                errors[str(error.get("type", error))[:80]] += 1
+            bar.update(1)
+    client.indices.put_settings(index=concrete, body={"index": {"refresh_interval": None}})
+    client.indices.refresh(index=concrete, request_timeout=600)
+    if errors:
+        raise MathsearchOpenSearchError(
+            f"{sum(errors.values())} documents refused while loading {concrete}: "
+            + ", ".join(f"{k} x{v}" for k, v in errors.most_common(5))
+        )
+    if force_merge:
+        _force_merge(client, concrete)
+    build_s = time.perf_counter() - started
+    replicas = stats.to_dict(replica_vectors) if size > len(corpus) else None
+    meta = index_meta(client, alias)
+    meta["bench_query"] = {
+        **wanted,
+        "build_s": round(build_s, 1),
+        "replicas": replicas,
+        "force_merged": force_merge,
+    }
+    client.indices.put_mapping(index=concrete, body={"_meta": meta})
+    info = index_info(client, concrete)
+    if info["docs"] != size:
+        raise MathsearchOpenSearchError(f"{concrete} holds {info['docs']} documents, not {size}")
+    logger.info("built %s: %d equations in %.1f s", concrete, written, build_s)
+    return {
+        "index": concrete,
+        "reused": False,
+        "force_merged": force_merge,
+        "build_s": round(build_s, 1),
+        "replicas": replicas,
+        **info,
+    }
+
+
+def wait_for_merges(client: Any, concrete: str, limit_s: float = 900.0) -> float:
+    """Wait until no merge runs on ``concrete`` (a fresh bulk load keeps merging for a while);
+    the seconds waited."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < limit_s:
+        stats = client.indices.stats(index=concrete, metric="merge")
+        if not stats["indices"][concrete]["primaries"]["merges"]["current"]:
+            break
+        time.sleep(2.0)
+    else:
+        logger.warning("%s still merging after %.0f s: timing anyway", concrete, limit_s)
+    return time.perf_counter() - started

@@ -1,0 +1,437 @@
+"""``mathsearch bench serve``: ``mathsearch serve`` under load from another process, on loopback.
+
+The server is a ``mathsearch serve`` process (:class:`ServeProcess`, started by the bench with
+the rate limit, in-flight bound and API keys asked for, or one already running at ``--url``);
+the load comes from this process: ``clients`` closed-loop asyncio clients (httpx), each sending
+``POST /search`` with real formula queries (ARQMath 2020-2022 Task 2 and NTCIR-12 topics,
+:func:`mathsearch.bench.corpus.read_topics`) over the modes, one after the other, for
+``duration`` seconds. A client does not wait after a 429 / 503 (the worst case for the server).
+
+With per-client API keys (the default for a spawned server), each simulated client is one
+client of the rate limiter (its own bucket); with a shared key or none they all share one bucket
+(loopback is one address).
+
+Reported (:func:`summarize`): requests sent and completed, queries/s (200s per second of the
+run), latency p50/p90/p99/max of the 200s and of every answer, counts by status (and connection
+errors / timeouts), the error rate ((5xx + connection errors) / sent), the shed rate ((429 + 503)
+/ sent), ``/health`` before and after, the server's settings and the machine's cpu count.
+
+Example::
+
+    with ServeProcess(alias, env=serve_env(rate=0, inflight=8)) as url:
+        result = asyncio.run(run_load(url, queries, clients=10, duration=10))
+    report = summarize(result)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from mathsearch.bench.corpus import default_query_sources, read_topics
+from mathsearch.bench.timing import percentile
+from mathsearch.core.errors import MathsearchOpenSearchError
+from mathsearch.core.paths import SOURCE_ROOT
+from mathsearch.opensearch.queries import Mode
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "LoadResult",
+    "ServeError",
+    "ServeProcess",
+    "bench_queries",
+    "bench_serve",
+    "ensure_bench_index",
+    "free_port",
+    "run_load",
+    "serve_env",
+    "summarize",
+]
+
+REPO = SOURCE_ROOT
+#: Modes cycled by default (``--mode mix``).
+MIX = tuple(mode.value for mode in Mode)
+#: Seconds a single request may take before it counts as a timeout.
+REQUEST_TIMEOUT_S = 30.0
+
+
+class ServeError(MathsearchOpenSearchError):
+    """The ``mathsearch serve`` process could not be started or never became healthy."""
+
+
+def free_port() -> int:
+    """A free TCP port on loopback."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def serve_env(
+    *,
+    rate: float | None = None,
+    burst: int | None = None,
+    inflight: int | None = None,
+    queue_timeout: float | None = None,
+    keys_file: str | None = None,
+) -> dict[str, str]:
+    """``MATHSEARCH_SERVE_*`` overrides for a spawned server (unset: the server's defaults)."""
+    values = {
+        "MATHSEARCH_SERVE_RATE": rate,
+        "MATHSEARCH_SERVE_BURST": burst,
+        "MATHSEARCH_SERVE_MAX_INFLIGHT": inflight,
+        "MATHSEARCH_SERVE_QUEUE_TIMEOUT": queue_timeout,
+        "MATHSEARCH_SERVE_API_KEYS_FILE": keys_file,
+    }
+    return {name: str(value) for name, value in values.items() if value is not None}
+
+
+class ServeProcess:
+    """``mathsearch serve --index INDEX`` in its own process on 127.0.0.1 until the block ends.
+
+    ``__enter__`` waits until ``/health`` answers 200 (or raises :class:`ServeError` with the
+    tail of the server's log) and returns the base URL.
+    """
+
+    def __init__(
+        self,
+        index: str,
+        *,
+        env: Mapping[str, str] | None = None,
+        port: int | None = None,
+        log_path: Path | None = None,
+        start_timeout: float = 180.0,
+    ) -> None:
+        self.index = index
+        self.env = dict(env or {})
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path or Path(tempfile.mkdtemp(prefix="mathsearch-serve-")) / "log"
+        self.start_timeout = start_timeout
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> str:
+        env = {**os.environ, **self.env}
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+        args = [sys.executable, "-m", "mathsearch", "serve", "--index", self.index]
+        args += ["--host", "127.0.0.1", "--port", str(self.port)]
+        with self.log_path.open("wb") as out:
+            self.process = subprocess.Popen(
+                args, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT
+            )
+        try:
+            self._wait_healthy()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self.url
+
+    def _wait_healthy(self) -> None:
+        if self.process is None:
+            raise ServeError("the server was not started")
+        deadline = time.monotonic() + self.start_timeout
+        while True:
+            if self.process.poll() is not None:
+                raise ServeError(
+                    f"mathsearch serve exited ({self.process.returncode}):\n{self.log}"
+                )
+            try:
+                if httpx.get(f"{self.url}/health", timeout=5).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise ServeError(f"mathsearch serve never became healthy:\n{self.log}")
+            time.sleep(0.25)
+
+    @property
+    def log(self) -> str:
+        """The last lines of the server's output."""
+        if not self.log_path.exists():
+            return ""
+        return self.log_path.read_text(errors="replace")[-3000:]
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=15)
+
+
+def write_keys(count: int, folder: Path) -> tuple[Path, list[str]]:
+    """``count`` fresh random API keys in ``folder/keys.txt`` (mode 600) and the keys."""
+    keys = [secrets.token_urlsafe(24) for _ in range(count)]
+    path = folder / "keys.txt"
+    path.write_text("# mathsearch bench serve: one key per client\n" + "\n".join(keys) + "\n")
+    path.chmod(0o600)
+    return path, keys
+
+
+def bench_queries(paths: Sequence[str] | None = None, limit: int | None = None) -> list[str]:
+    """Real formula queries: the LaTeX of the ARQMath / NTCIR topic files (default: those beside
+    the clone, or the demo's queries when there are none; given files may yield none)."""
+    topics = read_topics(paths if paths is not None else default_query_sources())
+    latex = [text for _, text in topics]
+    if not latex and paths is None:
+        from mathsearch.stack.demo import QUERIES
+
+        latex = list(QUERIES)
+    return latex[:limit] if limit else latex
+
+
+def ensure_bench_index(client: Any, settings: Any, index: str | None = None) -> tuple[str, str]:
+    """The equation alias to serve and how it was found: ``index`` when given, else
+    ``<prefix>-equations`` or ``<prefix>-demo-equations`` when they hold equations, else the
+    bundled demo corpus indexed into ``<prefix>-bench-serve-equations`` (real model vectors)."""
+    if index:
+        return index, "given"
+    prefix = settings.index_prefix
+    for alias in (f"{prefix}-equations", f"{prefix}-demo-equations"):
+        if client.indices.exists(index=alias) and int(client.count(index=alias)["count"]) > 0:
+            return alias, "existing"
+    alias = f"{prefix}-bench-serve-equations"
+    if client.indices.exists(index=alias) and int(client.count(index=alias)["count"]) > 0:
+        return alias, "existing"
+    from mathsearch.export.runtime import Encoder
+    from mathsearch.opensearch.bulk_writer import BulkWriter
+    from mathsearch.opensearch.documents import equation_actions
+    from mathsearch.opensearch.equation_index import ensure_equation_index
+    from mathsearch.opensearch.schema import VectorSpec
+    from mathsearch.stack.demo import demo_records
+    from mathsearch.workers.embedding import vectors_of
+
+    parsed, _ = demo_records()
+    encoder = Encoder()
+    spec = VectorSpec.from_card(encoder.card)
+    ensure_equation_index(client, alias, [spec], settings)
+    vectors = vectors_of(encoder, parsed)
+    dicts = [p.to_dict() for p in parsed]
+    BulkWriter(client, settings, refresh="end").write(
+        equation_actions(alias, dicts, {spec.field: vectors})
+    )
+    return alias, f"indexed the bundled demo corpus ({len(dicts)} equations)"
+
+
+@dataclass
+class LoadResult:
+    """Every answer of one load run: ``(status, seconds)``; status 0 = connection error,
+    -1 = timeout."""
+
+    answers: list[tuple[int, float]] = field(default_factory=list)
+    wall_s: float = 0.0
+    clients: int = 0
+    modes: tuple[str, ...] = ()
+    errors: Counter[str] = field(default_factory=Counter)
+
+
+async def run_load(
+    url: str,
+    queries: Sequence[str],
+    *,
+    clients: int,
+    duration: float,
+    modes: Sequence[str] = MIX,
+    keys: Sequence[str] = (),
+    k: int = 10,
+    timeout: float = REQUEST_TIMEOUT_S,
+) -> LoadResult:
+    """``clients`` closed-loop clients posting ``/search`` for ``duration`` seconds; client
+    ``i`` uses ``keys[i % len(keys)]`` when keys are given."""
+    if not queries:
+        raise ValueError("no queries to send")
+    result = LoadResult(clients=clients, modes=tuple(modes))
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=timeout) as http:
+        started = time.perf_counter()
+        stop = started + duration
+
+        async def client(number: int) -> None:
+            headers = {"authorization": f"Bearer {keys[number % len(keys)]}"} if keys else {}
+            sent = number * 7919  # spread the clients over the queries and modes
+            while time.perf_counter() < stop:
+                body = {
+                    "latex": queries[sent % len(queries)],
+                    "mode": modes[sent % len(modes)],
+                    "k": k,
+                }
+                sent += 1
+                began = time.perf_counter()
+                try:
+                    response = await http.post("/search", json=body, headers=headers)
+                    status = response.status_code
+                except httpx.TimeoutException as exc:
+                    status = -1
+                    result.errors[type(exc).__name__] += 1
+                except httpx.TransportError as exc:
+                    status = 0
+                    result.errors[type(exc).__name__] += 1
+                result.answers.append((status, time.perf_counter() - began))
+                if status <= 0:
+                    await asyncio.sleep(0.05)  # a refused connection answers at once
+
+        await asyncio.gather(*(client(i) for i in range(clients)))
+        result.wall_s = time.perf_counter() - started
+    return result
+
+
+def _latency(seconds: Sequence[float]) -> dict[str, Any]:
+    if not seconds:
+        return {"n": 0}
+    ms = [s * 1000 for s in seconds]
+    return {
+        "n": len(ms),
+        "p50": round(percentile(ms, 50), 2),
+        "p90": round(percentile(ms, 90), 2),
+        "p99": round(percentile(ms, 99), 2),
+        "max": round(max(ms), 2),
+    }
+
+
+def summarize(result: LoadResult) -> dict[str, Any]:
+    """The figures of one run (see the module docstring); pure."""
+    sent = len(result.answers)
+    statuses = Counter(status for status, _ in result.answers)
+    by_status = {str(s): n for s, n in sorted(statuses.items()) if s > 0}
+    connection = statuses.get(0, 0)
+    timeouts = statuses.get(-1, 0)
+    server_errors = sum(n for s, n in statuses.items() if s >= 500 and s != 503)
+    shed = statuses.get(429, 0) + statuses.get(503, 0)
+    ok = [seconds for status, seconds in result.answers if status == 200]
+    answered = [seconds for status, seconds in result.answers if status > 0]
+    return {
+        "clients": result.clients,
+        "modes": list(result.modes),
+        "duration_s": round(result.wall_s, 2),
+        "sent": sent,
+        "completed": len(answered),
+        "ok": len(ok),
+        "queries_per_s": round(len(ok) / result.wall_s, 1) if result.wall_s > 0 else None,
+        "answers_per_s": round(len(answered) / result.wall_s, 1) if result.wall_s > 0 else None,
+        "latency_ms_ok": _latency(ok),
+        "latency_ms_all": _latency(answered),
+        "by_status": by_status,
+        "status_5xx": server_errors,
+        "connection_errors": connection,
+        "timeouts": timeouts,
+        "error_kinds": dict(result.errors),
+        "error_rate": round((server_errors + connection + timeouts) / sent, 4) if sent else None,
+        "shed_rate": round(shed / sent, 4) if sent else None,
+    }
+
+
+def health(url: str, headers: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``GET /health``'s status and body (or why it did not answer)."""
+    try:
+        response = httpx.get(f"{url}/health", timeout=10, headers=dict(headers or {}))
+        return {**response.json(), "http_status": response.status_code}
+    except (httpx.HTTPError, ValueError) as exc:
+        return {"http_status": None, "reason": f"{type(exc).__name__}: {exc}"}
+
+
+def config(url: str, headers: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The server's limits (``GET /config``), ``{}`` when it does not tell."""
+    try:
+        response = httpx.get(f"{url}/config", timeout=10, headers=dict(headers or {}))
+        return dict(response.json().get("limits", {})) if response.status_code == 200 else {}
+    except (httpx.HTTPError, ValueError):
+        return {}
+
+
+def bench_serve(
+    *,
+    url: str | None = None,
+    index: str | None = None,
+    clients: int = 50,
+    duration: float = 60.0,
+    mode: str = "mix",
+    queries: Sequence[str] | None = None,
+    keys: str = "per-client",
+    api_key: str | None = None,
+    rate: float | None = None,
+    burst: int | None = None,
+    inflight: int | None = None,
+    queue_timeout: float | None = None,
+    k: int = 10,
+) -> dict[str, Any]:
+    """One load run against ``url``, or against a ``mathsearch serve`` this starts over
+    ``index`` (see :func:`ensure_bench_index`) with the given overrides; the report.
+
+    ``keys``: ``per-client`` (a spawned server gets one fresh key per client, so each client
+    has its own rate-limit bucket), ``shared`` (one key for all), ``none`` (no auth).
+    """
+    latex = list(queries) if queries else bench_queries()
+    modes = tuple(iter_modes(mode))
+    report: dict[str, Any] = {
+        "machine": {"cpu_count": os.cpu_count(), "python": sys.version.split()[0]},
+        "queries": {"count": len(latex), "source": "given" if queries else "mathir-topics"},
+    }
+    if url:
+        headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+        report["server"] = {"url": url, "spawned": False}
+        report["health_before"] = health(url, headers)
+        report["settings"] = config(url, headers)
+        loaded = asyncio.run(
+            run_load(url, latex, clients=clients, duration=duration, modes=modes,
+                     keys=[api_key] if api_key else [], k=k)
+        )  # fmt: skip
+        report["load"] = summarize(loaded)
+        report["health_after"] = health(url, headers)
+        return report
+    from mathsearch.opensearch.client import connect
+    from mathsearch.opensearch.settings import OpenSearchSettings
+
+    settings = OpenSearchSettings.from_env()
+    alias, how = ensure_bench_index(connect(settings), settings, index)
+    with tempfile.TemporaryDirectory(prefix="mathsearch-bench-serve-") as folder:
+        client_keys: list[str] = []
+        keys_file = None
+        if keys != "none":
+            path, client_keys = write_keys(clients if keys == "per-client" else 1, Path(folder))
+            keys_file = str(path)
+        env = serve_env(rate=rate, burst=burst, inflight=inflight, queue_timeout=queue_timeout,
+                        keys_file=keys_file)  # fmt: skip
+        headers = {"authorization": f"Bearer {client_keys[0]}"} if client_keys else {}
+        server = ServeProcess(alias, env=env, log_path=Path(folder) / "serve.log")
+        with server as base:
+            shown = {n: v for n, v in env.items() if n != "MATHSEARCH_SERVE_API_KEYS_FILE"}
+            report["server"] = {
+                "url": base, "spawned": True, "index": alias, "index_from": how, "keys": keys,
+                "env": shown,
+            }  # fmt: skip
+            report["health_before"] = health(base, headers)
+            report["settings"] = config(base, headers)
+            loaded = asyncio.run(
+                run_load(base, latex, clients=clients, duration=duration, modes=modes,
+                         keys=client_keys, k=k)
+            )  # fmt: skip
+            report["load"] = summarize(loaded)
+            report["health_after"] = health(base, headers)
+            report["server"]["alive_after"] = server.alive
+    return report
+
+
+def iter_modes(mode: str) -> Iterator[str]:
+    """The modes of ``--mode`` (``mix``: all)."""
+    yield from MIX if mode == "mix" else (mode,)

@@ -1,0 +1,326 @@
+"""Timing the searches of ``mathsearch bench query`` on one index, mode by mode.
+
+Each bench mode (:data:`VARIANTS`) is a :class:`~mathsearch.opensearch.queries.Mode` plus, for
+``fusion``
+and ``rrf``, the side that fuses the BM25 and kNN lists:
+
+* ``fusion`` / ``rrf``: on the cluster (neural-search ``hybrid`` query and a search pipeline:
+  one ``_search``);
+* ``fusion-client`` / ``rrf-client``: in the client (:mod:`mathsearch.opensearch.fusion`: both
+  subqueries in
+  one ``_msearch``, the same fusion math as the plugin, then ``mget`` of the k sources).
+
+Each mode runs ``warmup`` queries untimed, then ``count`` timed ones, sequentially from a single
+client:
+
+* *cluster*: each query's :class:`~mathsearch.opensearch.searcher.QueryFeatures` are computed once
+  beforehand, and a :class:`~mathsearch.opensearch.searcher.Searcher` whose encoder returns them
+  times
+  ``Searcher.search``: request building, the cluster round trip(s) and reading the hits;
+* *end to end*: ``Searcher.search`` with the real
+  :class:`~mathsearch.opensearch.searcher.ModelQueryEncoder`
+  (featurisation and embedding of the query included);
+* *took*: the server's own ``took`` (ms) of the same cluster-side requests (the sum of the
+  ``_search`` / ``_msearch`` tooks of a query; ``mget`` reports none).
+
+Latencies are reported as p50 / p95 / p99 (linear interpolation between order statistics) and
+queries/s as the number of timed queries over their wall time.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mathsearch.bench.corpus import progress_bar
+from mathsearch.opensearch.queries import Mode
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "MODES",
+    "VARIANTS",
+    "BenchQuery",
+    "Variant",
+    "interleave",
+    "latency_summary",
+    "percentile",
+    "query_features",
+    "time_modes",
+    "time_searches",
+]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One timed bench mode: a search mode and, for ``fusion`` / ``rrf``, who fuses."""
+
+    name: str
+    mode: Mode
+    fusion_side: str | None = None  # "server" or "client" for fusion and rrf
+
+    def request(self, latex: str, *, k: int, max_df: float | None = None) -> Any:
+        """The :class:`~mathsearch.opensearch.searcher.SearchRequest` of one query in this mode."""
+        from mathsearch.opensearch.search_request import SearchRequest
+
+        extra: dict[str, Any] = {}
+        if self.fusion_side is not None:
+            extra["fusion_side"] = self.fusion_side
+        if max_df is not None:
+            extra["max_df"] = max_df
+        return SearchRequest(latex, mode=self.mode, k=k, **extra)
+
+
+VARIANTS: dict[str, Variant] = {
+    variant.name: variant
+    for variant in (
+        Variant("knn", Mode.KNN),
+        Variant("bm25", Mode.BM25),
+        Variant("rescore", Mode.RESCORE),
+        Variant("knn-rescore", Mode.KNN_RESCORE),
+        Variant("fusion", Mode.FUSION, "server"),
+        Variant("rrf", Mode.RRF, "server"),
+        Variant("fusion-client", Mode.FUSION, "client"),
+        Variant("rrf-client", Mode.RRF, "client"),
+    )
+}
+MODES = tuple(VARIANTS)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0-100) with linear interpolation (numpy's default method).
+
+    Raises:
+        ValueError: no values, or ``q`` outside [0, 100].
+    """
+    if not values:
+        raise ValueError("percentile of no values")
+    if not 0.0 <= q <= 100.0:
+        raise ValueError(f"percentile {q} outside [0, 100]")
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100.0
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def latency_summary(latencies_ms: Sequence[float], wall_s: float) -> dict[str, Any]:
+    """p50 / p95 / p99 / mean / max in ms and queries/s (``len / wall_s``) of one timed run."""
+    if not latencies_ms:
+        return {"n": 0}
+    return {
+        "n": len(latencies_ms),
+        "p50": round(percentile(latencies_ms, 50), 2),
+        "p95": round(percentile(latencies_ms, 95), 2),
+        "p99": round(percentile(latencies_ms, 99), 2),
+        "mean": round(sum(latencies_ms) / len(latencies_ms), 2),
+        "max": round(max(latencies_ms), 2),
+        "qps": round(len(latencies_ms) / wall_s, 1) if wall_s > 0 else None,
+    }
+
+
+class _TookClient:
+    """Delegates to an OpenSearch client and sums the server ``took`` of its searches."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.took = 0.0
+
+    def search(self, *args: Any, **kwargs: Any) -> Any:
+        response = self._client.search(*args, **kwargs)
+        self.took += float(response.get("took") or 0.0)
+        return response
+
+    def msearch(self, *args: Any, **kwargs: Any) -> Any:
+        response = self._client.msearch(*args, **kwargs)
+        self.took += float(response.get("took") or 0.0)
+        return response
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+class _CachedEncoder:
+    """A :class:`~mathsearch.opensearch.searcher.QueryEncoder` answering from precomputed
+    features."""
+
+    def __init__(self, features: Mapping[str, Any]) -> None:
+        self._features = features
+
+    def features(self, latex: str) -> Any:
+        return self._features[latex]
+
+
+@dataclass
+class BenchQuery:
+    """One query formula: its name (topic id or eq_id), LaTeX and kind."""
+
+    name: str
+    latex: str
+    kind: str  # "topic" or "held"
+
+
+def query_features(
+    queries: Sequence[BenchQuery], encoder: Any
+) -> tuple[list[BenchQuery], dict[str, Any], list[float], Counter[str]]:
+    """The queries ``encoder`` can featurise (with tokens), their features by LaTeX, the
+    featurisation times (ms) and the failures by kind."""
+    from mathsearch.core.errors import QueryError
+
+    ok: list[BenchQuery] = []
+    features: dict[str, Any] = {}
+    times: list[float] = []
+    failed: Counter[str] = Counter()
+    for query in queries:
+        tick = time.perf_counter()
+        try:
+            found = encoder.features(query.latex)
+        except QueryError as exc:
+            failed[query.kind] += 1
+            logger.debug("query %s skipped: %s", query.name, exc)
+            continue
+        times.append((time.perf_counter() - tick) * 1000)
+        if not found.tokens:
+            failed[query.kind] += 1
+            continue
+        features[query.latex] = found
+        ok.append(query)
+    return ok, features, times, failed
+
+
+def interleave(first: Sequence[BenchQuery], second: Sequence[BenchQuery]) -> list[BenchQuery]:
+    """``first[0], second[0], first[1], second[1], ...`` (the longer one's rest at the end)."""
+    out: list[BenchQuery] = []
+    for i in range(max(len(first), len(second))):
+        out.extend(group[i] for group in (first, second) if i < len(group))
+    return out
+
+
+@dataclass
+class Timed:
+    """One sequential run: per query its latency (ms; ``None`` when it failed) and took."""
+
+    latencies: list[float | None]
+    tooks: list[float]
+    wall_s: float
+    hits: int
+    fused: Counter[str] = field(default_factory=Counter)  # who fused, per response
+
+    @property
+    def ok(self) -> list[float]:
+        return [ms for ms in self.latencies if ms is not None]
+
+    @property
+    def errors(self) -> int:
+        return sum(ms is None for ms in self.latencies)
+
+
+def time_searches(
+    searcher: Any,
+    took: _TookClient | None,
+    make_request: Callable[[str], Any],
+    latexes: Sequence[str],
+    bar: Any,
+) -> Timed:
+    """Run the searches one after the other, timing each (``time.perf_counter``)."""
+    from mathsearch.core.errors import QueryError
+
+    latencies: list[float | None] = []
+    tooks: list[float] = []
+    fused: Counter[str] = Counter()
+    hits = 0
+    clock = time.perf_counter
+    wall = clock()
+    for latex in latexes:
+        request = make_request(latex)
+        if took is not None:
+            took.took = 0.0
+        tick = clock()
+        try:
+            response = searcher.search(request)
+        except QueryError as exc:
+            latencies.append(None)
+            logger.debug("search failed: %s", exc)
+            bar.update(1)
+            continue
+        latencies.append((clock() - tick) * 1000)
+        hits += len(response.hits)
+        if response.fused:
+            fused[response.fused] += 1
+        if took is not None:
+            tooks.append(took.took)
+        bar.update(1)
+    return Timed(latencies, tooks, clock() - wall, hits, fused)
+
+
+def _without_qps(stats: dict[str, Any]) -> dict[str, Any]:
+    stats.pop("qps", None)
+    return stats
+
+
+def _by_kind(run: Timed, kinds: Sequence[str]) -> dict[str, Any]:
+    """Cluster-side p50 / p99 per query kind (topic formulas, held-out corpus equations)."""
+    out = {}
+    for kind in sorted(set(kinds)):
+        values = [ms for ms, k in zip(run.latencies, kinds, strict=True) if k == kind and ms]
+        out[kind] = _without_qps(latency_summary(values, 0.0))
+    return out
+
+
+def time_modes(
+    client: Any,
+    alias: str,
+    *,
+    modes: Sequence[str],
+    pool: Sequence[BenchQuery],
+    features: Mapping[str, Any],
+    model_encoder: Any,
+    k: int,
+    count: int,
+    warmup: int,
+    max_df: float | None = None,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
+    """One row per mode of ``modes`` (names of :data:`VARIANTS`): the timings on ``alias``."""
+    from mathsearch.opensearch.searcher import Searcher
+
+    chosen = [pool[i % len(pool)] for i in range(count)]
+    timed = [query.latex for query in chosen]
+    kinds = [query.kind for query in chosen]
+    warm = [pool[-1 - (i % len(pool))].latex for i in range(warmup)]
+    took = _TookClient(client)
+    cluster = Searcher(took, alias, encoder=_CachedEncoder(features))  # type: ignore[arg-type]
+    end_to_end = Searcher(client, alias, encoder=model_encoder)
+    cluster.default_field()
+    end_to_end.default_field()
+    rows = []
+    with progress_bar(
+        progress, total=len(modes) * (warmup + 2 * count), desc=f"queries {alias}", unit="q"
+    ) as bar:
+        for name in modes:
+            variant = VARIANTS[name]
+
+            def make(latex: str, variant: Variant = variant) -> Any:
+                return variant.request(latex, k=k, max_df=max_df)
+
+            time_searches(cluster, None, make, warm, bar)
+            side = time_searches(cluster, took, make, timed, bar)
+            e2e = time_searches(end_to_end, None, make, timed, bar)
+            fused = side.fused + e2e.fused
+            rows.append(
+                {
+                    "mode": name,
+                    "fused": "+".join(sorted(fused)) or None,
+                    "end_to_end": latency_summary(e2e.ok, e2e.wall_s),
+                    "cluster": latency_summary(side.ok, side.wall_s),
+                    "took": _without_qps(latency_summary(side.tooks, 0.0)),
+                    "cluster_by_query_kind": _by_kind(side, kinds),
+                    "errors": side.errors + e2e.errors,
+                    "mean_hits": round(side.hits / max(len(side.ok), 1), 2),
+                }
+            )
+    return rows

@@ -1,0 +1,161 @@
+"""``mathsearch bench query`` (command-line parsing and output); the work is in
+:mod:`mathsearch.bench.query`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from mathsearch.bench.corpus import REPLICA_VECTORS
+from mathsearch.bench.query import DEFAULT_SIZES, bench_query
+from mathsearch.bench.query_report import format_bench_query
+from mathsearch.bench.timing import MODES
+from mathsearch.cli.common import RAW_HELP, emit, fail
+from mathsearch.core.errors import MathsearchOpenSearchError
+from mathsearch.export.errors import ExportError
+from mathsearch.indexer.errors import IndexerError
+from mathsearch.indexer.extract import FORMATS
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["add_bench_query", "run_bench_query"]
+
+
+def add_bench_query(bench_cmds: Any) -> None:
+    """Register ``bench query`` on the ``bench`` subparsers."""
+    parser = bench_cmds.add_parser(
+        "query",
+        help="search latency p50/p95/p99 and queries/s per mode at 10k, 100k, 1M equations",
+        description="Index real hep-th equations (vectors from the real model; beyond the "
+        "~98k real ones, replicas with renamed identifiers) at each size into "
+        "<prefix>-bench-<N> on the configured node, then time real formula queries (ARQMath, "
+        "NTCIR topics and held-out equations) in every mode: latency percentiles end to end "
+        "(query featurisation and embedding included) and cluster-side, queries/s from one "
+        "sequential client, and the index size per equation. fusion and rrf fuse on the "
+        "cluster (neural-search pipeline), fusion-client and rrf-client in the client (one "
+        "_msearch, then mget). Indexes are reused when they already hold the same corpus.",
+        epilog=textwrap.dedent("""\
+            examples:
+              mathsearch bench query --sizes 2000 --queries 30        quick smoke run
+              mathsearch bench query --sizes 10000,100000 --json --report bench.json
+              mathsearch bench query --sizes 1000000 --modes fusion,rrf,fusion-client,rrf-client
+              mathsearch bench query --sizes 100000 --max-df 0.2      drop very common tokens
+              mathsearch bench query --sizes 10000 --rebuild --force-merge --no-keep
+            """),
+        formatter_class=RAW_HELP,
+    )
+    parser.add_argument(
+        "sources",
+        nargs="*",
+        metavar="SRC",
+        help="corpus (default: ../shared/data/hepth2003/*.txt and hep_array.txt.xz)",
+    )
+    parser.add_argument("--format", choices=FORMATS, help="format of SRC (default: from the name)")
+    parser.add_argument(
+        "--sizes",
+        default=",".join(str(s) for s in DEFAULT_SIZES),
+        help="comma-separated index sizes in equations (default %(default)s)",
+    )
+    parser.add_argument(
+        "--modes",
+        default=",".join(MODES),
+        help=f"comma-separated modes among {', '.join(MODES)} (default: all)",
+    )
+    parser.add_argument(
+        "--queries", type=int, default=200, help="timed queries per mode (default 200)"
+    )
+    parser.add_argument("--warmup", type=int, default=20, help="untimed queries per mode (20)")
+    parser.add_argument("--k", type=int, default=10, help="hits per query (default 10)")
+    parser.add_argument(
+        "--max-df",
+        type=float,
+        metavar="F",
+        help="leave query tokens that occur in more than F x the index's documents out of the "
+        "BM25 query (default: keep all)",
+    )
+    parser.add_argument(
+        "--keep",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="keep the bench indexes for the next run (default: keep)",
+    )
+    parser.add_argument(
+        "--rebuild", action="store_true", help="rebuild the indexes even when reusable"
+    )
+    parser.add_argument(
+        "--replica-vectors",
+        choices=REPLICA_VECTORS,
+        default="embed",
+        help="vectors of renamed replicas: embed them with the model (default) or copy the "
+        "original's (a shortcut, flagged in the report)",
+    )
+    parser.add_argument(
+        "--force-merge", action="store_true", help="merge each index to one segment first"
+    )
+    parser.add_argument("--report", metavar="JSON", help="also write the JSON report here")
+    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def _check(args: argparse.Namespace) -> tuple[list[int], list[str]] | str:
+    """The sizes and modes of ``args``, or what is wrong with them."""
+    try:
+        sizes = [int(x) for x in str(args.sizes).split(",") if x.strip()]
+    except ValueError:
+        return f"--sizes {args.sizes!r} is not a list of integers"
+    modes = [m.strip() for m in str(args.modes).split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        return f"unknown mode(s) {', '.join(unknown)}: use {', '.join(MODES)}"
+    if not sizes or min(sizes) < 1 or not modes:
+        return "--sizes must be positive integers and --modes not empty"
+    if args.queries < 1 or args.warmup < 0 or not 1 <= args.k <= 10_000:
+        return "--queries must be >= 1, --warmup >= 0 and --k in [1, 10000]"
+    if args.max_df is not None and not 0.0 < args.max_df <= 1.0:
+        return f"--max-df must lie in (0, 1], not {args.max_df}"
+    return sizes, modes
+
+
+def run_bench_query(args: argparse.Namespace) -> int:
+    """Handler of ``mathsearch bench query``."""
+    checked = _check(args)
+    if isinstance(checked, str):
+        return fail(checked)
+    sizes, modes = checked
+    try:
+        from mathsearch.opensearch.client import connect
+        from mathsearch.opensearch.settings import OpenSearchSettings
+
+        settings = OpenSearchSettings.from_env()
+        client = connect(settings, pool_maxsize=4)  # parallel_bulk uses 2 threads
+        report = bench_query(
+            client,
+            settings,
+            sizes=sizes,
+            modes=modes,
+            queries=args.queries,
+            warmup=args.warmup,
+            k=args.k,
+            max_df=args.max_df,
+            sources=args.sources or None,
+            fmt=args.format,
+            replica_vectors=args.replica_vectors,
+            rebuild=args.rebuild,
+            keep=args.keep,
+            force_merge=args.force_merge,
+            progress=not args.no_progress,
+        )
+    except (MathsearchOpenSearchError, ExportError, IndexerError, OSError, ValueError) as exc:
+        return fail(str(exc))
+    except Exception as exc:  # opensearch-py transport errors and the like: one line, no trace
+        if type(exc).__module__.startswith("opensearchpy"):
+            return fail(f"OpenSearch: {exc}")
+        raise
+    if args.report:
+        Path(args.report).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    emit(json.dumps(report, indent=2) if args.json else format_bench_query(report))
+    return 0

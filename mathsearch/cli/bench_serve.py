@@ -1,0 +1,198 @@
+"""``mathsearch bench serve`` and ``mathsearch bench fuzz-api`` (parsing and output); the work
+is in :mod:`mathsearch.bench.serve` and :mod:`mathsearch.bench.fuzz_api`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import textwrap
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from mathsearch.cli.common import RAW_HELP, emit, fail, positive_int
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["add_bench_fuzz_api", "add_bench_serve", "run_bench_fuzz_api", "run_bench_serve"]
+
+_MODES = ("mix", "knn", "bm25", "rescore", "knn-rescore", "fusion", "rrf")
+
+
+def add_bench_serve(bench_cmds: Any) -> None:
+    """Register ``bench serve`` on the ``bench`` subparsers."""
+    parser = bench_cmds.add_parser(
+        "serve",
+        help="`mathsearch serve` under concurrent load from another process: queries/s, "
+        "p50/p99, status counts, error and shed rates",
+        description="Start `mathsearch serve` in its own process (or target one at --url) and "
+        "load it from this process over loopback: CLIENTS closed-loop clients post real "
+        "formula queries (ARQMath / NTCIR topics) to /search for DURATION seconds. Reports "
+        "queries/s, latency percentiles, answers by status, the error rate ((5xx + connection "
+        "errors) / sent) and the shed rate ((429 + 503) / sent), /health before and after. "
+        "A spawned server gets one API key per client by default, so each client has its own "
+        "rate-limit bucket; --rate 0 turns the limit off to see 503 shedding and the most "
+        "the server does. The index: --index, else <prefix>-equations or "
+        "<prefix>-demo-equations, else the bundled demo corpus is indexed first.",
+        epilog=textwrap.dedent("""\
+            examples:
+              mathsearch bench serve --clients 10 --duration 10          quick run
+              mathsearch bench serve --clients 50 --duration 60 --report serve-rate.json
+              mathsearch bench serve --clients 50 --duration 60 --rate 0 --inflight 8
+              mathsearch bench serve --url http://127.0.0.1:8080 --api-key "$KEY" --json
+              mathsearch bench serve --mode bm25 --queries my-topics.txt
+            """),
+        formatter_class=RAW_HELP,
+    )
+    parser.add_argument("--url", help="load a running server instead of starting one")
+    parser.add_argument("--index", help="equation alias a spawned server serves")
+    parser.add_argument("--clients", type=positive_int, default=50, help="concurrent clients (50)")
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds of load (60)")
+    parser.add_argument("--mode", choices=_MODES, default="mix", help="search mode (mix: all)")
+    parser.add_argument("--k", type=positive_int, default=10, help="hits per query (10)")
+    parser.add_argument(
+        "--queries", metavar="FILE", action="append", help="topic file(s) ID<TAB>LaTeX "
+        "(default: ../shared/data/mathir-topics/*.txt)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--keys", choices=("per-client", "shared", "none"), default="per-client",
+        help="API keys of a spawned server: one per client (default), one shared, or no auth",
+    )  # fmt: skip
+    parser.add_argument("--api-key", help="the key for --url (default: none)")
+    parser.add_argument(
+        "--rate", type=float, help="spawned server's requests/s per client (0: off)"
+    )
+    parser.add_argument("--burst", type=positive_int, help="spawned server's burst")
+    parser.add_argument("--inflight", type=positive_int, help="spawned server's in-flight bound")
+    parser.add_argument("--queue-timeout", type=float, help="spawned server's queue wait, s")
+    parser.add_argument("--report", metavar="JSON", help="also write the JSON report here")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def run_bench_serve(args: argparse.Namespace) -> int:
+    """Handler of ``mathsearch bench serve``."""
+    from mathsearch.bench.serve import bench_queries, bench_serve
+    from mathsearch.core.errors import MathsearchOpenSearchError
+
+    if args.duration <= 0:
+        return fail(f"--duration must be positive, not {args.duration}")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
+    try:
+        queries = bench_queries(args.queries) if args.queries else None
+        if args.queries and not queries:
+            return fail(f"no ID<TAB>LaTeX lines in {', '.join(args.queries)}")
+        report = bench_serve(
+            url=args.url, index=args.index, clients=args.clients, duration=args.duration,
+            mode=args.mode, queries=queries, keys=args.keys, api_key=args.api_key,
+            rate=args.rate, burst=args.burst, inflight=args.inflight,
+            queue_timeout=args.queue_timeout, k=args.k,
+        )  # fmt: skip
+    except (MathsearchOpenSearchError, OSError, ValueError) as exc:
+        return fail(str(exc))
+    _write(args, report, format_bench_serve)
+    return 0
+
+
+def format_bench_serve(report: Mapping[str, Any]) -> str:
+    """The report as a few readable lines."""
+    load, server = report["load"], report["server"]
+    ok, every = load["latency_ms_ok"], load["latency_ms_all"]
+    limits = report.get("settings", {})
+
+    def triple(stats: Mapping[str, Any]) -> str:
+        if not stats.get("n"):
+            return "-"
+        return f"p50 {stats['p50']} / p90 {stats['p90']} / p99 {stats['p99']} / max {stats['max']}"
+
+    before, after = report["health_before"], report["health_after"]
+    return "\n".join([
+        f"server   {server['url']} ({'spawned' if server['spawned'] else 'given'}"
+        f"{', index ' + server['index'] if server.get('index') else ''}; "
+        f"keys {server.get('keys', '?')}; cpus {report['machine']['cpu_count']})",
+        f"limits   rate {limits.get('rate_per_s')}/s burst {limits.get('burst')}, in flight "
+        f"{limits.get('max_inflight')}, queue wait {limits.get('queue_timeout_s')} s",
+        f"load     {load['clients']} clients x {load['duration_s']} s, modes "
+        f"{','.join(load['modes'])}, {report['queries']['count']} queries",
+        f"sent     {load['sent']}  completed {load['completed']}  ok {load['ok']}  "
+        f"-> {load['queries_per_s']} queries/s ({load['answers_per_s']} answers/s)",
+        f"200s ms  {triple(ok)}",
+        f"all ms   {triple(every)}",
+        f"status   {json.dumps(load['by_status'])}  connection errors "
+        f"{load['connection_errors']}  timeouts {load['timeouts']}",
+        f"rates    error {load['error_rate']}  shed {load['shed_rate']}",
+        f"health   before {before.get('http_status')} {before.get('load', '')}  after "
+        f"{after.get('http_status')} {after.get('load', '')}",
+    ])  # fmt: skip
+
+
+def add_bench_fuzz_api(bench_cmds: Any) -> None:
+    """Register ``bench fuzz-api`` on the ``bench`` subparsers."""
+    parser = bench_cmds.add_parser(
+        "fuzz-api",
+        help="N generated and mutated requests through the API in-process: 5xx / crashes = 0",
+        description="Mutate real formula queries (byte flips, truncation, inserted JSON / "
+        "Lucene / painless specials, deep nesting, invalid UTF-8, huge inputs, wrong types, "
+        "huge numbers, random content types and methods) into requests for /search, /render, "
+        "/equations/ID and the operations routes, and send them through the API app in this "
+        "process against the configured node (rate limit off). Counts answers by status and "
+        "crashes: an exception, a 5xx other than 503, or an error answer without a JSON "
+        "reason. Exit status 1 when there is a crash.",
+        epilog=textwrap.dedent("""\
+            examples:
+              mathsearch bench fuzz-api --inputs 2000
+              mathsearch bench fuzz-api --inputs 100000 --seed 7 --report fuzz.json
+            """),
+        formatter_class=RAW_HELP,
+    )
+    parser.add_argument("--inputs", type=positive_int, default=100_000, help="requests (100000)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (0)")
+    parser.add_argument("--index", help="equation alias (default: as bench serve picks it)")
+    parser.add_argument("--report", metavar="JSON", help="also write the JSON report here")
+    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def run_bench_fuzz_api(args: argparse.Namespace) -> int:
+    """Handler of ``mathsearch bench fuzz-api``."""
+    from dataclasses import replace
+
+    from mathsearch.bench.fuzz_api import fuzz_api
+    from mathsearch.bench.serve import bench_queries, ensure_bench_index
+    from mathsearch.core.errors import MathsearchOpenSearchError
+    from mathsearch.opensearch.client import connect
+    from mathsearch.opensearch.settings import OpenSearchSettings
+    from mathsearch.serve.http_api import create_app
+
+    try:
+        settings = OpenSearchSettings.from_env()
+        client = connect(settings)
+        alias, how = ensure_bench_index(client, settings, args.index)
+        app = create_app(replace(settings, serve_rate=0), alias, client=client)
+        report = fuzz_api(
+            app, inputs=args.inputs, seeds=bench_queries(), seed=args.seed,
+            max_latex=settings.serve_max_latex, progress=not args.no_progress,
+        )  # fmt: skip
+    except (MathsearchOpenSearchError, OSError, ValueError) as exc:
+        return fail(str(exc))
+    report = {"index": alias, "index_from": how, **report}
+    _write(args, report, format_fuzz_api)
+    return 1 if report["crashes"] else 0
+
+
+def format_fuzz_api(report: Mapping[str, Any]) -> str:
+    lines = [
+        f"fuzz-api {report['inputs']} inputs (seed {report['seed']}) on {report['index']}: "
+        f"{report['crashes']} crashes, {report['requests_per_s']} requests/s",
+        f"status   {json.dumps(report['by_status'])}",
+        f"kinds    {json.dumps(report['by_kind'])}",
+        f"latency  ms {json.dumps(report['latency_ms'])}",
+    ]
+    lines += [f"crash    {json.dumps(example)}" for example in report["crash_examples"]]
+    return "\n".join(lines)
+
+
+def _write(args: argparse.Namespace, report: Mapping[str, Any], text: Any) -> None:
+    if args.report:
+        Path(args.report).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    emit(json.dumps(report, indent=2) if args.json else text(report))

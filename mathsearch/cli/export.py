@@ -1,0 +1,226 @@
+"""``mathsearch export`` and ``mathsearch bench embed`` (command-line parsing and output)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from mathsearch.cli.common import RAW_HELP, emit, fail
+from mathsearch.export.errors import (
+    ExportError,
+    ModelCardError,
+    ModelMismatchError,
+    RuntimeInputError,
+)
+from mathsearch.export.model_card import card_path
+from mathsearch.indexer.errors import IndexerError
+from mathsearch.indexer.extract import FORMATS
+
+__all__ = ["add_bench_embed", "add_export", "run_bench_embed", "run_export"]
+
+
+def _train_extra_missing(exc: ImportError) -> int:
+    return fail(
+        f"this command needs the train extra (torch, torch-geometric): {exc}; "
+        "pip install 'mathsearch[train]'"
+    )
+
+
+def add_export(commands: Any) -> None:
+    """Register ``export`` on the ``mathsearch`` subparsers."""
+    parser = commands.add_parser(
+        "export",
+        help="export a trained encoder to ONNX (+ model card, parity check)",
+        description="Export a `mathsearch train gcn` checkpoint to ONNX with dynamic numbers of "
+        "graphs, nodes and edges, check that ONNX Runtime matches PyTorch (eval mode) on real "
+        "equations, and write MODEL.card.json beside MODEL.onnx.",
+        epilog=textwrap.dedent("""\
+            examples:
+              mathsearch export runs/gcn/checkpoint.pt -o models/gcn-v1.onnx
+              mathsearch export runs/gcn/checkpoint.pt -o gcn-v2.onnx --version 2 \\
+                  --metrics runs/gcn/eval-ranking.json --json
+              mathsearch export runs/gcn/checkpoint.pt -o m.onnx \\
+                  --parity-data corpus.jsonl --format jsonl --parity-equations 5000
+            """),
+        formatter_class=RAW_HELP,
+    )
+    parser.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint.pt of a training run")
+    parser.add_argument("-o", "--out", required=True, metavar="MODEL.onnx", help="ONNX file")
+    parser.add_argument("--name", help="model name (default: gcn-v<version>)")
+    parser.add_argument("--version", type=int, default=1, help="model version (default 1)")
+    parser.add_argument(
+        "--parity-data",
+        nargs="+",
+        metavar="SRC",
+        help="real equations for the parity check (default: ../shared/data/hepth2003)",
+    )
+    parser.add_argument("--format", choices=FORMATS, help="format of --parity-data")
+    parser.add_argument(
+        "--parity-equations", type=int, default=1000, help="equations checked (default 1000)"
+    )
+    parser.add_argument(
+        "--tolerance", type=float, default=1e-4, help="max |onnx - torch| (default 1e-4)"
+    )
+    parser.add_argument(
+        "--metrics", metavar="JSON", help="`mathsearch eval ranking --json` output for the card"
+    )
+    parser.add_argument(
+        "--l2",
+        action="store_true",
+        help="seq2seq: the model outputs unit vectors (h_N / ||h_N||; dot product = cosine)",
+    )
+    parser.add_argument(
+        "--cache-dir", help="featurised-corpus cache for the parity data (default: the run's)"
+    )
+    parser.add_argument(
+        "--int8", action="store_true", help="also write MODEL.int8.onnx, the quantised variant"
+    )
+    parser.add_argument("--json", action="store_true", help="print the card as JSON")
+
+
+def run_export(args: argparse.Namespace) -> int:
+    """Handler of ``mathsearch export``."""
+    try:
+        from mathsearch.encoders.checkpoints import run_dir
+        from mathsearch.export.export_model import export_checkpoint, parity_sample
+    except ImportError as exc:
+        return _train_extra_missing(exc)
+    from mathsearch.bench.corpus import default_bench_sources
+
+    checkpoint = Path(args.checkpoint)
+    if not checkpoint.is_file():
+        return fail(f"checkpoint {checkpoint} does not exist")
+    from mathsearch.cli.families import checkpoint_family
+
+    try:
+        family = checkpoint_family(checkpoint)
+    except Exception as exc:  # torch.load fails in many ways (pickle, zip, struct, OS)
+        return fail(f"cannot read checkpoint {checkpoint}: {exc}")
+    if family != "gcn":
+        try:
+            module = importlib.import_module(f"mathsearch.cli.export_{family}")
+        except ModuleNotFoundError:
+            return fail(f"{checkpoint} is a {family!r} checkpoint, which has no exporter")
+        return int(module.run_export(args))
+    metrics = None
+    try:
+        if args.metrics:
+            metrics = {"eval": json.loads(Path(args.metrics).read_text(encoding="utf-8"))}
+        sources = args.parity_data or default_bench_sources()
+        cache = Path(args.cache_dir) if args.cache_dir else run_dir(checkpoint) / "cache"
+        graphs = parity_sample(sources, args.format, args.parity_equations, cache)
+        card, parity = export_checkpoint(
+            checkpoint,
+            args.out,
+            graphs,
+            name=args.name,
+            version=args.version,
+            tolerance=args.tolerance,
+            metrics=metrics,
+            parity_data=" ".join(str(Path(s).name) for s in sources),
+        )
+        variant = None
+        if args.int8:
+            from mathsearch.export.quantize import int8_path, quantize_int8
+
+            variant, _ = quantize_int8(args.out, graphs, metrics=metrics)
+    except (ExportError, IndexerError, OSError, ValueError) as exc:
+        return fail(str(exc))
+    if args.json:
+        cards = card.to_dict()
+        if variant is not None:
+            cards["int8_variant"] = variant.to_dict()
+        emit(json.dumps(cards, indent=2))
+        return 0
+    emit(f"exported {card.name} ({card.family}, {card.embedding_dim}-d, {card.similarity})")
+    emit(f"  model: {args.out}  (opset {card.opset}, IR {card.ir_version})")
+    emit(f"  card:  {card_path(args.out)}")
+    emit(
+        f"  parity: {parity.equations} real equations, max |onnx - torch| "
+        f"{parity.max_abs_diff:.2e} <= {parity.tolerance:g}"
+    )
+    for key, value in card.metrics.items():
+        if not isinstance(value, dict):
+            emit(f"  {key}: {value}")
+    if variant is not None:
+        emit(
+            f"  int8 variant: {int8_path(args.out)}, max |int8 - float32| "
+            f"{variant.parity['max_abs_diff']:.3g} (judge it with "
+            "`mathsearch eval ranking --onnx`)"
+        )
+    return 0
+
+
+def add_bench_embed(bench_cmds: Any) -> None:
+    """Register ``bench embed`` on the ``bench`` subparsers."""
+    parser = bench_cmds.add_parser(
+        "embed",
+        help="equations/s of ONNX Runtime vs PyTorch eager by batch size",
+        description="Embed the same real equations with ONNX Runtime and PyTorch eager (same "
+        "network, same threads) at each batch size; medians of --repeat runs, end to end "
+        "(batch building included) and the network alone, with the ratio.",
+        epilog=textwrap.dedent("""\
+            examples:
+              mathsearch bench embed                       1,8,64,256,1024 on 1024 hep-th eqs
+              mathsearch bench embed --batch-sizes 256 --equations 4096 --repeat 5 --json
+              mathsearch bench embed --checkpoint runs/gcn/checkpoint.pt --device cuda
+            """),
+        formatter_class=RAW_HELP,
+    )
+    parser.add_argument(
+        "sources",
+        nargs="*",
+        metavar="SRC",
+        help="default: ../shared/data/hepth2003/*.txt, else the bundled sample",
+    )
+    parser.add_argument("--format", choices=FORMATS)
+    parser.add_argument("--equations", type=int, default=1024, help="equations (default 1024)")
+    parser.add_argument(
+        "--batch-sizes", default="1,8,64,256,1024", help="comma-separated (default %(default)s)"
+    )
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs (default 3)")
+    parser.add_argument("--threads", type=int, help="threads of both runtimes (default: all)")
+    parser.add_argument("--checkpoint", help="weights (default: a fresh model, same speed)")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    parser.add_argument("--no-torch", action="store_true", help="ONNX Runtime only")
+    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--json", action="store_true")
+
+
+def run_bench_embed(args: argparse.Namespace) -> int:
+    """Handler of ``mathsearch bench embed``."""
+    try:
+        from mathsearch.bench.embed import bench_embed, format_bench_embed
+        from mathsearch.export.export_model import parity_sample
+    except ImportError as exc:
+        return _train_extra_missing(exc)
+    from mathsearch.bench.corpus import default_bench_sources
+
+    try:
+        sizes = [int(x) for x in args.batch_sizes.split(",") if x.strip()]
+    except ValueError:
+        return fail(f"--batch-sizes {args.batch_sizes!r} is not a list of integers")
+    if not sizes or min(sizes) < 1 or args.equations < 1 or args.repeat < 1:
+        return fail("--batch-sizes, --equations and --repeat must be positive")
+    try:
+        graphs = parity_sample(args.sources or default_bench_sources(), args.format, args.equations)
+        report = bench_embed(
+            graphs,
+            checkpoint=args.checkpoint,
+            batch_sizes=sizes,
+            repeat=args.repeat,
+            threads=args.threads,
+            device=args.device,
+            with_torch=not args.no_torch,
+            progress=not args.no_progress,
+        )
+    except (ExportError, ModelCardError, ModelMismatchError, RuntimeInputError) as exc:
+        return fail(str(exc))
+    except (IndexerError, OSError) as exc:
+        return fail(str(exc))
+    emit(json.dumps(report, indent=2) if args.json else format_bench_embed(report))
+    return 0

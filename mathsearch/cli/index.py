@@ -1,0 +1,379 @@
+"""``mathsearch index`` and ``mathsearch worker`` (command-line parsing and output)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from mathsearch.cli.common import RAW_HELP, emit, fail
+from mathsearch.core.paths import SHARED_DATA
+from mathsearch.workers.queues import QUEUES
+
+__all__ = [
+    "add_bench_index",
+    "add_index",
+    "add_worker",
+    "run_bench_index_command",
+    "run_index_command",
+    "run_worker",
+]
+
+
+def add_index(commands: Any) -> None:
+    """Register ``index`` on the ``mathsearch`` subparsers."""
+    from mathsearch.indexer.extract import FORMATS
+
+    parser = commands.add_parser(
+        "index",
+        help="extract, parse, embed and write a source's equations (Celery workers or inline)",
+        description="Read every equation of the sources (LaTeX files and arXiv tarballs, hep-th "
+        "record files, JSONL, JATS XML, or a library's OpenSearch index), cut them into batches "
+        "and send them through the workers: parse (queue `parse`), embed with the ONNX model "
+        "and write (queue `embed`) into the equation index behind the alias --index. Enqueuing "
+        "waits while too many batches wait in the queues. A source that is an OpenSearch index "
+        "is also enriched: its documents get `math.*` fields by partial updates. Failed "
+        "equations go to the failures index with their stage and reason. Re-running a job "
+        "changes nothing that is already indexed.",
+        epilog=textwrap.dedent("""\
+            examples:
+              mathsearch worker --concurrency 2 &        (once; or several, or in Kubernetes)
+              mathsearch index ../shared/data/hepth2003/equation.txt --index hepth
+              mathsearch index papers/ arxiv/0301004.tar.gz --index library-equations
+              mathsearch index articles/ --format jats --index jats --inline
+              mathsearch index papers --format opensearch --field body --mode text --index papers-eq
+              mathsearch index eq.jsonl --index eq --batch-size 64 --max-queued 8 --json
+              mathsearch index eq.jsonl --index eq --encoders gcn,bitmap,seq2seq
+              mathsearch index eq.jsonl --index eq --encoders gcn,models/gcn-v2.onnx --inline
+
+            With several --encoders every equation gets one vector field per encoder (the
+            first is the primary: its refusal fails the equation; another's is recorded in the
+            document's embed_refusals). The workers must serve the same encoders.
+            """),
+        formatter_class=RAW_HELP,
+    )
+    parser.add_argument("sources", nargs="+", metavar="SRC", help="files, folders or index names")
+    _add_encoders(parser, "encoders whose vector fields the job writes")
+    parser.add_argument(
+        "--index",
+        default=None,
+        help="equation index alias (default: MATHSEARCH_INDEX_PREFIX + '-equations')",
+    )
+    parser.add_argument("--format", choices=FORMATS, help="source format (default: from the name)")
+    parser.add_argument("--inline", action="store_true", help="run in this process, no broker")
+    parser.add_argument(
+        "--workers", action="store_true", help="use the Celery workers (the default)"
+    )
+    parser.add_argument("--batch-size", type=int, help="equations per task (MATHSEARCH_BATCH_SIZE)")
+    parser.add_argument(
+        "--max-queued", type=int, help="batches waiting in the queues before enqueuing pauses"
+    )
+    parser.add_argument("--field", default="latex", help="opensearch source: the field to read")
+    parser.add_argument(
+        "--mode",
+        choices=["latex", "text"],
+        default="latex",
+        help="opensearch source: the field holds LaTeX or full text (default latex)",
+    )
+    parser.add_argument("--id-field", help="opensearch source: document id field (default _id)")
+    parser.add_argument("--no-enrich", action="store_true", help="opensearch source: no math.*")
+    parser.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=600.0,
+        help="give up waiting after this many seconds without progress (default 600)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def add_worker(commands: Any) -> None:
+    """Register ``worker`` on the ``mathsearch`` subparsers."""
+    worker = commands.add_parser(
+        "worker",
+        help="start a Celery worker (parse and embed queues)",
+        description="Start a Celery worker on the Redis broker of MATHSEARCH_REDIS_URL. Each "
+        "pool process loads the featuriser and the ONNX session (MATHSEARCH_MODEL on "
+        "MATHSEARCH_EMBED_DEVICE) once. SIGTERM is a warm shutdown: running batches finish, "
+        "waiting ones stay in Redis. Prometheus metrics are served on --metrics-port.",
+        epilog=textwrap.dedent("""\
+            examples:
+              mathsearch worker                               parse + embed, one process per CPU
+              mathsearch worker --queues parse --concurrency 4
+              MATHSEARCH_EMBED_DEVICE=cuda mathsearch worker --queues embed --concurrency 1
+              mathsearch worker --autoscale 4,1 --metrics-port 9809
+              mathsearch worker --encoders gcn,bitmap,seq2seq   one session each per process
+            """),
+        formatter_class=RAW_HELP,
+    )
+    _add_encoders(worker, "encoders this worker serves (each loaded once per pool process)")
+    worker.add_argument(
+        "--queues", default=",".join(QUEUES), help="comma-separated queues (default: %(default)s)"
+    )
+    worker.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="pool processes (default MATHSEARCH_WORKER_CONCURRENCY, else the CPU count)",
+    )
+    worker.add_argument(
+        "--autoscale", metavar="MAX,MIN", help="grow the pool up to MAX processes under load"
+    )
+    worker.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="Prometheus /metrics port (default MATHSEARCH_METRICS_PORT, 9808; 0: none)",
+    )
+    worker.add_argument("--loglevel", default="INFO")
+    worker.add_argument("--hostname", default=None, help="Celery node name (default: celery@host)")
+
+
+def _add_encoders(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--encoders",
+        metavar="E1,E2",
+        default=None,
+        help=f"{what}: families (gcn, bitmap, seq2seq, figure) or .onnx paths, the primary "
+        "first (default MATHSEARCH_ENCODERS, else gcn)",
+    )
+
+
+def check_encoders(spec: str | None) -> list[str] | None:
+    """``--encoders`` parsed, every model's card read (a missing model fails here, not in a
+    pool process); ``None`` when not given.
+
+    Raises:
+        ModelCardError: an unknown name, or a model or card that is not there.
+    """
+    if spec is None:
+        return None
+    from mathsearch.export.embedders import encoder_card, parse_encoders
+
+    names = parse_encoders(spec)
+    for name in names:
+        encoder_card(name)
+    return names
+
+
+def run_index_command(args: argparse.Namespace) -> int:
+    from mathsearch.core.errors import MathsearchOpenSearchError
+    from mathsearch.export.errors import ExportError, ModelCardError
+    from mathsearch.indexer.extract import extract
+    from mathsearch.opensearch.client import connect
+    from mathsearch.opensearch.schema import equations_alias
+    from mathsearch.opensearch.settings import OpenSearchSettings
+    from mathsearch.workers.index_job import run_index
+
+    if args.inline and args.workers:
+        return fail("--inline and --workers exclude each other")
+    try:
+        encoders = check_encoders(getattr(args, "encoders", None))
+    except (ModelCardError, ExportError) as exc:
+        return fail(f"--encoders: {exc}")
+    settings = OpenSearchSettings.from_env()
+    alias = equations_alias(settings, args.index)
+    items = extract(
+        args.sources,
+        args.format,
+        field=args.field,
+        mode=args.mode,
+        id_field=args.id_field,
+        client=connect(settings) if args.format == "opensearch" else None,
+    )
+    enrich = None
+    if args.format == "opensearch" and not args.no_enrich:
+        if len(args.sources) != 1:
+            return fail("enrichment reads one OpenSearch index at a time (or pass --no-enrich)")
+        enrich = args.sources[0]
+    try:
+        report = run_index(
+            items,
+            alias,
+            inline=args.inline,
+            enrich_index=enrich,
+            settings=settings,
+            batch_size=args.batch_size,
+            max_queued=args.max_queued,
+            stall_timeout=args.stall_timeout,
+            progress=not args.json and sys.stderr.isatty(),
+            encoders=encoders,
+        )
+    except (ModelCardError, ExportError, MathsearchOpenSearchError) as exc:
+        return fail(str(exc))
+    if args.json:
+        emit(json.dumps(report.to_dict(), indent=2))
+    else:
+        stages = ", ".join(f"{n} {stage}" for stage, n in sorted(report.failures_by_stage.items()))
+        emit(
+            f"indexed {report.written} of {report.equations} equations into {report.index} "
+            f"in {report.seconds:.1f} s ({report.eq_per_s:.0f} equations/s, {report.mode}, "
+            f"{report.batches} batches); failure records: {report.failed}"
+            + (f" ({stages})" if stages else "")
+        )
+        if len(report.vector_fields) > 1:
+            refused = ", ".join(f"{k} {v}" for k, v in report.refusals.items()) or "none"
+            emit(f"vector fields {', '.join(report.vector_fields)}; refused: {refused}")
+        if report.enriched_index:
+            emit(f"enriched the documents of {report.enriched_index} with math.*")
+        if report.stage_seconds:
+            busy = ", ".join(f"{k} {v:.1f} s" for k, v in sorted(report.stage_seconds.items()))
+            emit(f"time in the stages (all processes): {busy}")
+        if report.lost_batches:
+            emit(f"batches given up after their retries: {', '.join(report.lost_batches)}")
+        if report.resent_batches:
+            emit(f"batches sent again (the broker lost them): {', '.join(report.resent_batches)}")
+    if report.missing_batches:
+        return fail(
+            f"{len(report.missing_batches)} batches did not finish "
+            f"(first: {', '.join(report.missing_batches[:5])}); are the workers running?"
+        )
+    return 0
+
+
+def run_worker(args: argparse.Namespace) -> int:
+    from mathsearch.core.errors import ConfigurationError
+    from mathsearch.export.errors import ExportError, ModelCardError
+    from mathsearch.workers.settings import WorkerSettings
+
+    try:
+        encoders = check_encoders(getattr(args, "encoders", None))
+        if encoders is not None:  # the pool's processes read it when they load their models
+            os.environ["MATHSEARCH_ENCODERS"] = ",".join(encoders)
+        settings = WorkerSettings.from_env()
+        check_encoders(",".join(settings.encoders))
+    except (ModelCardError, ExportError, ConfigurationError) as exc:
+        return fail(f"--encoders: {exc}")
+    port = settings.metrics_port if args.metrics_port is None else args.metrics_port
+    folder = None
+    if port and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        # before prometheus_client is imported: the pool's processes share their counters there
+        if "prometheus_client" in sys.modules:
+            return fail("prometheus_client was imported before the worker set up its metrics")
+        folder = Path(tempfile.mkdtemp(prefix="mathsearch-metrics-"))
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)
+    import redis
+
+    from mathsearch.workers.app import app
+    from mathsearch.workers.queues import QUEUES as NAMES
+
+    queues = [settings.queue(name) if name in NAMES else name for name in args.queues.split(",")]
+    concurrency = args.concurrency or settings.concurrency
+    if not os.environ.get("MATHSEARCH_EMBED_THREADS"):
+        # one ONNX Runtime thread pool per process, sized so the pool does not oversubscribe
+        top = int(args.autoscale.split(",")[0]) if args.autoscale else concurrency
+        os.environ["MATHSEARCH_EMBED_THREADS"] = str(max(1, (os.cpu_count() or 1) // top))
+    argv = ["worker", f"--queues={','.join(queues)}", f"--loglevel={args.loglevel}"]
+    pool = f"--autoscale={args.autoscale}" if args.autoscale else f"--concurrency={concurrency}"
+    argv.append(pool)
+    if args.hostname:
+        argv.append(f"--hostname={args.hostname}")
+    if port:
+        from mathsearch.workers import metrics
+
+        try:
+            metrics.serve(port, redis.Redis.from_url(settings.redis_url), queues)
+        except OSError as exc:
+            return fail(f"metrics port {port} is taken ({exc}): pass --metrics-port")
+    try:
+        app.worker_main(argv)
+    finally:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+    return 0
+
+
+def add_bench_index(bench_cmds: Any) -> None:
+    """Register ``bench index`` on the ``mathsearch bench`` subparsers."""
+    parser = bench_cmds.add_parser(
+        "index",
+        help="equations/s from LaTeX to searchable: inline, 1/2/4 worker processes, pya0",
+        description="Index the same real equations with each stage alone (parse, embed, "
+        "write: the limits on this machine), end to end inline and through `mathsearch "
+        "worker` with 1, 2 and 4 pool processes (each into a fresh index, until it is "
+        "searchable), and with Approach Zero (pya0) on the same disk; report equations/s, where "
+        "the time goes and the ratio. Needs the stack up and pya0 (the `bench` extra).",
+        epilog=textwrap.dedent("""\
+            examples:
+              mathsearch bench index
+              mathsearch bench index --limit 1000 --processes 1,2 --json
+              mathsearch bench index --source eq.jsonl --pya0-dir /dev/shm/pya0 --report b.json
+            """),
+        formatter_class=RAW_HELP,
+    )
+    parser.add_argument(
+        "--source",
+        default=None,
+        help="equations to index (default: ../shared/data/hepth2003/equation.txt when present, "
+        "else the bundled sample)",
+    )
+    parser.add_argument("--limit", type=int, default=3000, help="equations (default 3000)")
+    parser.add_argument("--processes", default="1,2,4", help="worker pool sizes (default 1,2,4)")
+    parser.add_argument("--batch-size", type=int, default=None, help="equations per task")
+    parser.add_argument("--pya0-dir", help="where pya0 writes (default: beside the node data)")
+    parser.add_argument("--report", help="also write the JSON report here")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def run_bench_index_command(args: argparse.Namespace) -> int:
+    import itertools
+
+    from mathsearch.bench.index import run_bench_index
+    from mathsearch.indexer.extract import extract
+    from mathsearch.indexer.hepth import bundled_sample_lines, iter_hepth
+    from mathsearch.indexer.records import EquationRecord
+    from mathsearch.opensearch.client import connect
+    from mathsearch.workers.settings import WorkerSettings
+
+    try:
+        processes = [int(n) for n in args.processes.split(",") if n]
+    except ValueError:
+        return fail(f"--processes {args.processes!r}: comma-separated integers")
+    source = args.source
+    shared = SHARED_DATA / "hepth2003" / "equation.txt"
+    if source is None and shared.is_file():
+        source = str(shared)
+    items = extract([source]) if source else iter_hepth(bundled_sample_lines())
+    records = list(
+        itertools.islice((i for i in items if isinstance(i, EquationRecord)), args.limit)
+    )
+    if not records:
+        return fail("no equations to index")
+    batch = args.batch_size or WorkerSettings.from_env().batch_size
+    report = run_bench_index(
+        records,
+        connect(),
+        processes=processes,
+        batch_size=batch,
+        pya0_dir=Path(args.pya0_dir) if args.pya0_dir else None,
+    )
+    report["source"] = source or "bundled sample"
+    if args.report:
+        Path(args.report).write_text(json.dumps(report, indent=2))
+    if args.json:
+        emit(json.dumps(report, indent=2))
+        return 0
+    emit(f"{report['equations']} real equations from {report['source']}, {report['cpus']} CPUs")
+    emit("each stage alone, one process (equations/s):")
+    for name, row in report["stage_limits"].items():
+        emit(f"  {name:<6} {row['eq_per_s']:>8.1f}")
+    emit("end to end, LaTeX to searchable:")
+    emit("  processes  eq/s    seconds  written  failed  stage seconds (all processes)")
+    for run in report["runs"]:
+        stages = ", ".join(f"{k} {v:.1f}" for k, v in sorted(run["stage_seconds"].items()))
+        emit(
+            f"  {run['processes']!s:<9} {run['eq_per_s']:>6.1f} {run['seconds']:>9.1f} "
+            f"{run['written']:>8} {run['failed']:>7}  {stages}"
+        )
+    pya0 = report["pya0"]
+    emit(
+        f"Approach Zero (pya0): {pya0['eq_per_s']:.1f} eq/s ({pya0['indexed']} indexed, "
+        f"{pya0['rejected']} rejected, {pya0['seconds']:.1f} s, searchable: {pya0['searchable']})"
+    )
+    emit(f"best mathsearch run ({report['best']}) / pya0: {report['ratio_vs_pya0']:.2f}x")
+    return 0

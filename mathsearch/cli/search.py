@@ -1,0 +1,375 @@
+"""``mathsearch search`` and ``mathsearch models`` (command-line parsing and output)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import textwrap
+from typing import Any
+
+from mathsearch.cli.common import RAW_HELP, emit, fail
+from mathsearch.core.errors import MappingError, MathsearchOpenSearchError
+from mathsearch.opensearch.fusion import Combination, Normalization
+from mathsearch.opensearch.queries import RANGE_FIELDS, Filters, Mode
+from mathsearch.opensearch.search_profile import RANKING_FIELDS
+
+__all__ = ["add_models", "add_search", "run_models", "run_search"]
+
+#: Converters of the ranking flags whose values are enum names.
+_FLAG_TYPES: dict[str, Any] = {
+    "mode": Mode,
+    "normalization": Normalization,
+    "combination": Combination,
+}
+
+
+def add_search(commands: Any) -> None:
+    """Register ``search`` on the ``mathsearch`` subparsers."""
+    parser = commands.add_parser(
+        "search",
+        help="search the equation index with a LaTeX query (every hybrid mode)",
+        description="Featurise the LaTeX query like the indexed equations (math tokens + the "
+        "ONNX model's vector) and search in one mode: knn, bm25, rescore (BM25 window re-ranked "
+        "by (1-alpha)*bm25 + alpha*(1+cos)/2), knn-rescore, fusion (hybrid query + "
+        "normalization-processor) or rrf (score-ranker-processor). With --encoders the query "
+        "is featurised once and embedded by each encoder; every mode then uses each encoder's "
+        "vector field (fusion / rrf: one hybrid query of BM25 + one kNN per field; knn: the "
+        "weighted sum of the per-field kNN scores; rescore: BM25 + the weighted exact cosines). "
+        "See docs/encoders.md.",
+        epilog=textwrap.dedent("""\
+            examples:
+              mathsearch search '\\frac{1}{2} m^2 \\phi^2' --mode fusion
+              mathsearch search 'E = mc^2' --mode rescore --alpha 0.3 --window 100 --explain
+              mathsearch search '\\int d^4x \\sqrt{-g} R' --text 'gravity action' --mode rrf --group
+              mathsearch search 'x^2+y^2' --mode fusion --normalization z_score --fusion-side client
+              mathsearch search 'a_n' --mode knn --doc hep-th/0301001 --range position=0:5 --json
+              mathsearch search 'E = mc^2' --mode fusion --fusion-side client --max-df 0.05
+              mathsearch search 'E = mc^2' --profile report/best_profile.json --k 5
+              mathsearch search 'x^2+y^2' --encoders gcn,bitmap --mode rrf
+              mathsearch search 'x^2+y^2' --encoders gcn,bitmap --mode fusion --weights 0.4,0.3,0.3
+              mathsearch search 'x^2+y^2' --encoders gcn,seq2seq --mode knn --explain
+
+            Without --profile every ranking parameter has the default shown; with it, the
+            profile's value (a flag given explicitly still wins).
+            """),
+        formatter_class=RAW_HELP,
+    )
+    parser.add_argument("latex", metavar="LATEX", help="the query equation (LaTeX)")
+    parser.add_argument("--text", default="", help="words matched against the equations' context")
+    parser.add_argument(
+        "--profile",
+        metavar="P",
+        help="search profile (e.g. best_profile.json of `mathsearch tune`): its parameters are "
+        "the defaults, flags given explicitly win",
+    )
+    parser.add_argument(
+        "--mode", choices=[m.value for m in Mode], help="default fusion (or the profile's)"
+    )
+    parser.add_argument("-k", "--k", type=int, help="results (default 10)")
+    parser.add_argument("--alpha", type=float, help="the vector's share, 0..1 (default 0.5)")
+    parser.add_argument("--window", type=int, help="rescore window (default 100, as the seed)")
+    parser.add_argument("--depth", type=int, help="hits per subquery in fusion / rrf (default 100)")
+    parser.add_argument(
+        "--normalization",
+        choices=[n.value for n in Normalization],
+        help="fusion normalisation (default min_max)",
+    )
+    parser.add_argument(
+        "--combination",
+        choices=[c.value for c in Combination],
+        help="fusion combination (default arithmetic_mean)",
+    )
+    parser.add_argument("--rank-constant", type=int, help="RRF constant (default 60)")
+    parser.add_argument(
+        "--fusion-side",
+        choices=("auto", "server", "client"),
+        default="auto",
+        help="where fusion / rrf run: server (neural-search pipeline) or client (one _msearch, "
+        "same ranking, faster); auto = client",
+    )
+    parser.add_argument("--doc", action="append", default=[], help="only this document (repeat)")
+    parser.add_argument(
+        "--filter",
+        action="append",
+        default=[],
+        metavar="FIELD=V1,V2",
+        help="keyword filter, e.g. symbols=α,β or section=Introduction (repeat)",
+    )
+    parser.add_argument(
+        "--range",
+        action="append",
+        default=[],
+        metavar="FIELD=LOW:HIGH",
+        help=f"range filter on {', '.join(RANGE_FIELDS)} (either bound may be empty)",
+    )
+    parser.add_argument(
+        "--max-df",
+        type=float,
+        metavar="F",
+        help="leave out of BM25 the query tokens found in more than F of the equations "
+        "(e.g. 0.05; default: keep all)",
+    )
+    parser.add_argument("--group", action="store_true", help="group results by document")
+    parser.add_argument("--explain", action="store_true", help="per-subquery score breakdown")
+    parser.add_argument("--field", help="vector field (default: the index's default)")
+    parser.add_argument(
+        "--encoders",
+        metavar="E1,E2",
+        help="encoders whose vector fields the search uses: families (gcn, bitmap, seq2seq) or "
+        ".onnx paths (default: --field, else the index's default field)",
+    )
+    parser.add_argument(
+        "--weights",
+        metavar="W0,W1,...",
+        help="each subquery's share, BM25 first then one per vector field, summing to 1 "
+        "(default: 1-alpha for BM25, alpha split evenly over the fields)",
+    )
+    parser.add_argument("--index", help="equation index alias (default <prefix>-equations)")
+    parser.add_argument("--model", help="ONNX model for the query (default MATHSEARCH_MODEL)")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def parse_filters(docs: list[str], terms: list[str], ranges: list[str]) -> Filters:
+    """``--doc``, ``--filter`` and ``--range`` values as :class:`Filters`.
+
+    >>> parse_filters(["d1"], ["symbols=x,y"], ["position=:3"]).clauses()[-1]
+    {'range': {'position': {'lte': 3}}}
+    """
+    parsed_terms: dict[str, tuple[str, ...]] = {}
+    for item in terms:
+        name, sep, values = item.partition("=")
+        if not sep or not values:
+            raise ValueError(f"--filter {item!r} must look like FIELD=V1,V2")
+        parsed_terms[name.strip()] = tuple(v for v in values.split(",") if v)
+    parsed_ranges: dict[str, tuple[Any, Any]] = {}
+    for item in ranges:
+        name, sep, bounds = item.partition("=")
+        low, colon, high = bounds.partition(":")
+        if not sep or not colon:
+            raise ValueError(f"--range {item!r} must look like FIELD=LOW:HIGH")
+        parsed_ranges[name.strip()] = (_bound(low), _bound(high))
+    return Filters(doc_ids=tuple(docs), terms=parsed_terms, ranges=parsed_ranges)
+
+
+def _bound(text: str) -> Any:
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return text  # dates stay strings
+
+
+def ranking_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The ranking parameters given explicitly on the command line (``None`` = not given).
+
+    >>> ranking_flags(argparse.Namespace(mode="rrf", k=5, alpha=None))
+    {'mode': <Mode.RRF: 'rrf'>, 'k': 5}
+    """
+    out: dict[str, Any] = {}
+    for name in RANKING_FIELDS:
+        value = getattr(args, name, None)
+        if value is not None:
+            convert = _FLAG_TYPES.get(name)
+            out[name] = convert(value) if convert else value
+    return out
+
+
+def parse_weights(text: str | None) -> tuple[float, ...] | None:
+    """``--weights`` as floats.
+
+    >>> parse_weights("0.5,0.25,0.25")
+    (0.5, 0.25, 0.25)
+    """
+    if text is None:
+        return None
+    try:
+        return tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError as exc:
+        raise ValueError(f"--weights {text!r}: comma-separated numbers") from exc
+
+
+def run_search(args: argparse.Namespace) -> int:
+    """Handler of ``mathsearch search``."""
+    from mathsearch.export.embedders import parse_encoders
+    from mathsearch.opensearch.client import connect
+    from mathsearch.opensearch.schema import equations_alias
+    from mathsearch.opensearch.search_profile import SearchProfile
+    from mathsearch.opensearch.searcher import ModelQueryEncoder, Searcher
+    from mathsearch.opensearch.settings import OpenSearchSettings
+
+    try:
+        filters = parse_filters(args.doc, args.filter, args.range)
+        settings = OpenSearchSettings.from_env()
+        alias = equations_alias(settings, args.index)
+        searcher = Searcher(connect(settings), alias, encoder=ModelQueryEncoder(args.model))
+        profile = SearchProfile.load(args.profile) if args.profile else SearchProfile.default()
+        request = profile.request(
+            args.latex,
+            text=args.text,
+            filters=filters,
+            group=args.group,
+            explain=args.explain,
+            vector_field=args.field,
+            fusion_side=args.fusion_side,
+            encoders=tuple(parse_encoders(args.encoders)) if args.encoders else (),
+            weights=parse_weights(args.weights),
+            **ranking_flags(args),
+        )
+        response = searcher.search(request)
+    except MappingError as exc:
+        return fail(f"{exc}{_demo_hint(settings, args.index)}")
+    except (MathsearchOpenSearchError, ValueError) as exc:
+        return fail(str(exc))
+    except Exception as exc:
+        from mathsearch.export.errors import ExportError
+
+        if isinstance(exc, ExportError):
+            return fail(str(exc))
+        raise
+    if args.json:
+        emit(json.dumps(response.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        emit(format_response(response, explain=args.explain))
+    return 0
+
+
+def _demo_hint(settings: Any, index: str | None) -> str:
+    """A pointer to the demo's index when the default one does not exist yet."""
+    if index:
+        return ""
+    return (
+        f" (after `mathsearch demo`, search its index: --index {settings.index_prefix}"
+        "-demo-equations)"
+    )
+
+
+def format_response(response: Any, *, explain: bool = False) -> str:
+    """A person's view of a :class:`~mathsearch.opensearch.results.SearchResponse`."""
+    params = ", ".join(f"{k}={v}" for k, v in response.parameters.items())
+    where = f", fused {response.fused}-side" if response.fused else ""
+    fields = response.vector_fields or ([response.vector_field] if response.vector_field else [])
+    field = f", vectors {', '.join(fields)}" if fields else ""
+    lines = [f"mode {response.mode} ({params}{field}{where}) - {response.took_ms:.0f} ms"]
+    if response.groups is not None:
+        if not response.groups:
+            lines.append("no results")
+        for group in response.groups:
+            lines.append(f"{group.rank:>3}. {group.doc_id}  (best {group.score:.4f})")
+            for hit in group.hits:
+                lines.extend(_hit_lines(hit, explain, indent="       "))
+        return "\n".join(lines)
+    if not response.hits:
+        lines.append("no results")
+    for hit in response.hits:
+        lines.extend(_hit_lines(hit, explain, indent="", rank=hit.rank))
+    return "\n".join(lines)
+
+
+def _hit_lines(hit: Any, explain: bool, *, indent: str, rank: int | None = None) -> list[str]:
+    latex = " ".join(hit.latex.split())
+    latex = latex if len(latex) <= 100 else latex[:97] + "..."
+    head = f"{rank:>3}. " if rank is not None else ""
+    lines = [f"{indent}{head}{hit.score:9.4f}  {hit.eq_id:<18} {latex}"]
+    pad = indent + " " * (len(head) + 11)
+    if hit.matched_tokens:
+        shown = " ".join(hit.matched_tokens[:12])
+        more = f" (+{len(hit.matched_tokens) - 12})" if len(hit.matched_tokens) > 12 else ""
+        lines.append(f"{pad}matched: {shown}{more}")
+    if explain and hit.explanation is not None:
+        e = hit.explanation
+        parts = [
+            f"bm25 {_num(e.bm25)}"
+            + (f" -> {_num(e.bm25_normalized)}" if e.bm25_normalized else ""),
+            f"knn {_num(e.knn)}" + (f" -> {_num(e.knn_normalized)}" if e.knn_normalized else ""),
+        ]
+        if e.fields:
+            parts = [parts[0]] + [
+                f"{f.field} {_num(f.raw)}" + (f" -> {_num(f.normalized)}" if f.normalized else "")
+                for f in e.fields
+            ]
+        lines.append(f"{pad}{'; '.join(parts)}; {e.formula} = {e.score:.4f}")
+    return lines
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def add_models(commands: Any) -> None:
+    """Register ``models`` (vector fields of the equation index) on the subparsers."""
+    parser = commands.add_parser(
+        "models",
+        help="vector fields of the equation index: list, add (re-embed), use, drop",
+        description="Zero-downtime re-embedding: `add` puts a new model version's field beside "
+        "the old one and fills it while the old field keeps serving; `use` switches the "
+        "default field search uses (one atomic mapping update); `drop` rebuilds the index "
+        "without an old field and swaps the alias.",
+        epilog=textwrap.dedent("""\
+            examples:
+              mathsearch models list
+              mathsearch models add models/gcn-v2.onnx        fill vec_gcn_v2 beside vec_gcn_v1
+              mathsearch models use vec_gcn_v2
+              mathsearch models drop vec_gcn_v1
+            """),
+        formatter_class=RAW_HELP,
+    )
+    sub = parser.add_subparsers(dest="models_command", required=True, metavar="ACTION")
+    listing = sub.add_parser("list", help="vector fields, their models and the default")
+    add = sub.add_parser("add", help="add a model version's field and re-embed every equation")
+    add.add_argument("model", metavar="MODEL.onnx", help="the ONNX model (its card beside it)")
+    add.add_argument("--use", action="store_true", help="make it the default when done")
+    use = sub.add_parser("use", help="make FIELD the default vector field")
+    use.add_argument("field", metavar="FIELD")
+    drop = sub.add_parser("drop", help="rebuild the index without FIELD, swap the alias")
+    drop.add_argument("field", metavar="FIELD")
+    for action in (listing, add, use, drop):
+        action.add_argument("--index", help="equation index alias (default <prefix>-equations)")
+        action.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def run_models(args: argparse.Namespace) -> int:
+    """Handler of ``mathsearch models``."""
+    from mathsearch.opensearch import vector_fields as vf
+    from mathsearch.opensearch.client import connect
+    from mathsearch.opensearch.schema import equations_alias
+    from mathsearch.opensearch.settings import OpenSearchSettings
+
+    try:
+        settings = OpenSearchSettings.from_env()
+        alias = equations_alias(settings, args.index)
+        client = connect(settings)
+        if args.models_command == "list":
+            fields = vf.vector_fields(client, alias)
+            default = vf.default_vector_field(client, alias) if fields else None
+            result: dict[str, Any] = {"index": alias, "default": default, "fields": fields}
+            text = "\n".join(
+                f"{'*' if name == default else ' '} {name:<16} {spec.get('dimension')}-d "
+                f"{spec.get('space_type')}  {spec.get('model', '')}"
+                for name, spec in fields.items()
+            )
+        elif args.models_command == "add":
+            from mathsearch.export.runtime import Encoder
+            from mathsearch.workers.reembed import reembed
+
+            report = reembed(
+                client, alias, Encoder(args.model), make_default=args.use, progress=True
+            )
+            result = report.to_dict()
+            text = (
+                f"{report.field}: {report.equations} equations embedded ({report.updated} "
+                f"written, {report.unchanged} unchanged, failures {report.failures or 'none'})"
+            )
+        elif args.models_command == "use":
+            vf.set_default_vector_field(client, alias, args.field)
+            result = {"index": alias, "default": args.field}
+            text = f"{alias} now searches {args.field} by default"
+        else:
+            new = vf.drop_vector_field(client, alias, args.field)
+            result = {"index": alias, "dropped": args.field, "now": new}
+            text = f"dropped {args.field}: {alias} -> {new}"
+    except MathsearchOpenSearchError as exc:
+        return fail(str(exc))
+    emit(json.dumps(result, indent=2) if args.json else text)
+    return 0

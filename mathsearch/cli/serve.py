@@ -1,0 +1,110 @@
+"""``mathsearch serve``: run the HTTP API and the search page (uvicorn)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import textwrap
+from typing import Any
+
+from mathsearch.cli.common import RAW_HELP, fail
+
+__all__ = ["add_serve", "run_serve"]
+
+logger = logging.getLogger(__name__)
+
+
+def add_serve(commands: Any) -> None:
+    """Register ``serve`` on the ``mathsearch`` subparsers."""
+    parser = commands.add_parser(
+        "serve",
+        help="HTTP API (POST /search, /render, GET /equations/ID, /health, /metrics) + page",
+        description="Serve one equation index over HTTP: the JSON API (schema at "
+        "/openapi.json) and the search page at / (LaTeX box with live MathML preview, mode and "
+        "weight controls, results grouped by document with their score breakdown). Limits, "
+        "rate, load shedding and API keys come from MATHSEARCH_SERVE_* (docs/serving.md).",
+        epilog=textwrap.dedent("""\
+            limits (environment; docs/serving.md):
+              MATHSEARCH_SERVE_MAX_BODY=16384      bytes per POST body (411 / 413)
+              MATHSEARCH_SERVE_MAX_LATEX=2000      characters of LaTeX / words (422)
+              MATHSEARCH_SERVE_MAX_K=100           results per search (422)
+              MATHSEARCH_SERVE_RATE=10 / _BURST=20 requests/s per client or API key (429)
+              MATHSEARCH_SERVE_MAX_INFLIGHT=8      API requests at once; as many more wait
+              MATHSEARCH_SERVE_QUEUE_TIMEOUT=1.0   seconds of waiting, then 503 + Retry-After
+
+            API keys (off unless set):
+              MATHSEARCH_SERVE_API_KEYS_FILE=FILE  one key a line (16+ characters, # comments)
+              MATHSEARCH_SERVE_API_KEY=KEY         one key
+              with keys on, every route but GET /health, / (the page), /static/* and
+              /openapi.json needs "Authorization: Bearer KEY" or "X-API-Key: KEY" (401
+              otherwise); keys are compared in constant time, logged only as key-<sha256[:12]>,
+              and each key gets its own rate-limit bucket.
+
+            examples:
+              mathsearch serve                                   http://127.0.0.1:8080/
+              mathsearch serve --index mathsearch-demo-equations --port 9000
+              mathsearch serve --profile report/best_profile.json --host 0.0.0.0
+              curl -s localhost:8080/search -H 'content-type: application/json' \\
+                  -d '{"latex": "E = mc^2", "mode": "rrf", "k": 5}'
+              MATHSEARCH_SERVE_API_KEYS_FILE=keys.txt mathsearch serve
+              curl -s localhost:8080/search -H "Authorization: Bearer $KEY" \\
+                  -H 'content-type: application/json' -d '{"latex": "x^2"}'
+            """),
+        formatter_class=RAW_HELP,
+    )
+    parser.add_argument("--index", help="equation index alias (default <prefix>-equations)")
+    parser.add_argument("--host", help="listen address (default MATHSEARCH_SERVE_HOST, 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port (default MATHSEARCH_SERVE_PORT, 8080)")
+    parser.add_argument(
+        "--profile", metavar="P", help="search profile (JSON from `mathsearch tune`)"
+    )
+    parser.add_argument("--model", help="ONNX model for the queries (default MATHSEARCH_MODEL)")
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Handler of ``mathsearch serve``: serves until interrupted."""
+    from dataclasses import replace
+
+    import uvicorn
+
+    from mathsearch.core.errors import MathsearchOpenSearchError
+    from mathsearch.opensearch.query_encoder import ModelQueryEncoder
+    from mathsearch.opensearch.schema import equations_alias
+    from mathsearch.opensearch.search_profile import SearchProfile
+    from mathsearch.opensearch.settings import OpenSearchSettings
+    from mathsearch.serve.http_api import create_app
+
+    try:
+        settings = OpenSearchSettings.from_env()
+        if args.host:
+            settings = replace(settings, serve_host=args.host)
+        if args.port is not None:
+            settings = replace(settings, serve_port=args.port)
+        profile = SearchProfile.load(args.profile) if args.profile else SearchProfile.default()
+        index = equations_alias(settings, args.index)
+        encoder = ModelQueryEncoder(args.model)
+        encoder.features("x")  # load the model now: a missing model fails here, not per query
+        app = create_app(settings, index, profile=profile, encoder=encoder)
+    except MathsearchOpenSearchError as exc:
+        return fail(str(exc))
+    except Exception as exc:
+        from mathsearch.export.errors import ExportError
+
+        if isinstance(exc, ExportError):
+            return fail(str(exc))
+        raise
+    logger.info(
+        "serving %s on http://%s:%d/ (profile: %s; rate %g/s burst %d; %d in flight, wait %g s; "
+        "API keys %s)",
+        index,
+        settings.serve_host,
+        settings.serve_port,
+        args.profile or profile.label,
+        settings.serve_rate,
+        settings.serve_burst,
+        settings.serve_max_inflight,
+        settings.serve_queue_timeout,
+        "on" if settings.serve_api_keys_file or settings.serve_api_key else "off",
+    )
+    uvicorn.run(app, host=settings.serve_host, port=settings.serve_port, log_level="warning")
+    return 0

@@ -1,0 +1,166 @@
+"""``mathsearch train bitmap``: the ECML 2019 bitmap CNN on one proxy task (plug-in of
+:mod:`mathsearch.cli.families`; no torch at import time).
+
+Outputs in ``--out DIR``: ``checkpoint.pt`` (the input of ``mathsearch export``), ``train.json``
+(config, corpus counts, loss and hold-out metrics per epoch) and, unless ``--cache-dir`` says
+otherwise, ``cache/bitmaps-*.npz`` (the rendered crops, reused by the next run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from mathsearch.cli.common import RAW_HELP, emit, fail, positive_int, unit_fraction
+from mathsearch.indexer.errors import IndexerError
+from mathsearch.indexer.extract import FORMATS
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["register", "run"]
+
+_TASKS = (
+    "symbols",
+    "keywords",
+    "context",
+)  # mathsearch.encoders.bitmap_training.TASKS, without torch
+
+
+def register(kinds: Any) -> None:
+    """Add ``bitmap`` to ``train``'s sub-parsers."""
+    parser = kinds.add_parser(
+        "bitmap",
+        help="the ECML 2019 bitmap CNN (symbols / keywords / document-context tasks)",
+        description="Train the bitmap CNN of the ECML 2019 seed on rendered 333x32 equation "
+        "crops: LaTeX symbols or RAKE keywords as labels (negative sampling, logistic loss), or "
+        "the document context (same paper = similar) with the triplet (anchor swap) or Siamese "
+        "loss, squared hinges. Adam, lr 0.00025 x0.1 every 10 epochs, batches of 100. Papers "
+        "are split into train and test; hold-out metrics are logged after every epoch.",
+        epilog=textwrap.dedent("""\
+            examples:
+              mathsearch train bitmap ../shared/data/hepth2003/*.txt --format hepth \\
+                  --task context --loss triplet --net small --out runs/bitmap
+              mathsearch train bitmap papers/ --format tex --task keywords --out runs/kw
+              mathsearch train bitmap eq.txt --format hepth --task symbols --out runs/sym \\
+                  --epochs 2 --steps-per-epoch 50 --limit 3000
+              mathsearch train bitmap eq.txt --format hepth --task context --out runs/sym+tri \\
+                  --pretrained runs/sym/checkpoint.pt        SYMBOLS+TRIPLES transfer
+            """),
+        formatter_class=RAW_HELP,
+    )
+    parser.add_argument("sources", nargs="+", metavar="SRC", help="files or folders to train on")
+    parser.add_argument("--format", choices=FORMATS, help="source format (default: from the name)")
+    parser.add_argument("--out", required=True, help="output folder (checkpoint.pt, train.json)")
+    parser.add_argument("--task", choices=_TASKS, default="context", help="default context")
+    parser.add_argument("--loss", choices=("triplet", "siamese"), default="triplet",
+                        help="context task loss (default triplet)")  # fmt: skip
+    parser.add_argument("--net", choices=("small", "large"), default="small", help="default small")
+    parser.add_argument("--epochs", type=positive_int, default=30, help="default 30 (the seed)")
+    parser.add_argument(
+        "--steps-per-epoch", type=positive_int, help="default: anchors / batch size"
+    )
+    parser.add_argument("--batch-size", type=positive_int, default=100, help="default 100")
+    parser.add_argument("--lr", type=float, default=2.5e-4, help="initial learning rate")
+    parser.add_argument("--lr-step", type=positive_int, default=10, help="epochs per x0.1 (10)")
+    parser.add_argument(
+        "--freeze-bn-epoch",
+        type=int,
+        default=1,
+        help="large net: batch norm frozen after this epoch (1; 0 = never)",
+    )
+    parser.add_argument("--pretrained", metavar="CKPT", help="start from this run's encoder")
+    parser.add_argument("--min-label-count", type=positive_int, default=2, help="default 2")
+    parser.add_argument("--limit", type=positive_int, help="use at most N equations")
+    parser.add_argument("--test-fraction", type=unit_fraction, default=0.2,
+                        help="papers held out for the metrics (0.2; 0 = none)")  # fmt: skip
+    parser.add_argument("--eval-triplets", type=positive_int, default=2000, help="default 2000")
+    parser.add_argument("--seed", type=int, default=0, help="seed of everything random (0)")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    parser.add_argument("--workers", type=positive_int, default=1, help="render processes (1)")
+    parser.add_argument("--cache-dir", help="rendered-crop cache (default OUT/cache)")
+    parser.add_argument("--no-cache", action="store_true", help="always render again")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Handler of ``mathsearch train bitmap``; 0 on success, 1 with a one-line reason."""
+    try:
+        from mathsearch.encoders.bitmap_data import BitmapCorpus, BitmapCorpusError
+        from mathsearch.encoders.bitmap_training import (
+            BitmapTrainConfig,
+            BitmapTrainingError,
+            train_bitmap,
+        )
+    except ImportError as exc:
+        return fail(f"training needs the train extra (torch): {exc}")
+    out = Path(args.out)
+    try:
+        config = BitmapTrainConfig(
+            task=args.task,
+            loss=args.loss,
+            net=args.net,
+            epochs=args.epochs,
+            steps_per_epoch=args.steps_per_epoch,
+            batch_size=args.batch_size,
+            lr=args.lr,
+            lr_step=args.lr_step,
+            freeze_bn_epoch=args.freeze_bn_epoch,
+            min_label_count=args.min_label_count,
+            eval_triplets=args.eval_triplets,
+            seed=args.seed,
+            threads=args.threads,
+            progress=not args.no_progress,
+            pretrained=args.pretrained,
+        )
+        if args.no_cache:
+            corpus = BitmapCorpus.from_sources(args.sources, args.format, args.limit,
+                                               workers=args.workers)  # fmt: skip
+        else:
+            cache = Path(args.cache_dir) if args.cache_dir else out / "cache"
+            corpus = BitmapCorpus.cached(args.sources, args.format, cache, args.limit,
+                                         workers=args.workers)  # fmt: skip
+        if len(corpus) == 0:
+            return fail("no equation could be rendered from the sources")
+        if args.test_fraction > 0:
+            train, test = corpus.split_by_paper(args.test_fraction, args.seed)
+        else:
+            train, test = corpus, None
+        summary = train_bitmap(config, train, test, out)
+    except (BitmapTrainingError, BitmapCorpusError, IndexerError, OSError, ValueError) as exc:
+        return fail(str(exc))
+    summary.pop("model", None)
+    summary["config"] = config.to_dict()
+    summary["corpus"] = {
+        "all": corpus.summary(),
+        "train": train.summary(),
+        "test": test.summary() if test is not None else None,
+        "split": {"test_fraction": args.test_fraction, "seed": args.seed, "limit": args.limit},
+        "sources": [str(s) for s in args.sources],
+    }
+    report = out / "train.json"
+    out.mkdir(parents=True, exist_ok=True)
+    summary["report"] = str(report)
+    report.write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    if args.json:
+        emit(json.dumps(summary, indent=2))
+        return 0
+    emit(
+        f"trained bitmap/{args.net} on {args.task}"
+        f"{'/' + args.loss if args.task == 'context' else ''}: {summary['steps']} steps in "
+        f"{summary['seconds']:.1f} s on {train.summary()['equations']} equations of "
+        f"{train.num_papers} papers"
+    )
+    for entry in summary["history"]["evaluations"]:
+        if "holdout_ranking" in entry:
+            emit(
+                f"  epoch {entry['epoch']:>3}: hold-out ranking {entry['holdout_ranking']:.4f}"
+                f"  triples {entry['holdout_triples']:.4f}  siamese {entry['holdout_siamese']:.4f}"
+            )
+    emit(f"checkpoint: {summary['checkpoint']}")
+    emit(f"report: {report}")
+    return 0

@@ -1,0 +1,50 @@
+"""Evaluation and tuning: topics, qrels and runs (TREC files), IR metrics, the retrieval
+evaluation of every mode beside Approach Zero, the tuning grid and its reports.
+
+Room above the pipeline (see docs/architecture.md); names load on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "Topic": "mathsearch.evaluation.trec_files",
+    "read_topics": "mathsearch.evaluation.trec_files",
+    "write_topics": "mathsearch.evaluation.trec_files",
+    "read_qrels": "mathsearch.evaluation.trec_files",
+    "write_qrels": "mathsearch.evaluation.trec_files",
+    "read_run": "mathsearch.evaluation.trec_files",
+    "write_run": "mathsearch.evaluation.trec_files",
+    "search_topics": "mathsearch.evaluation.topic_runs",
+    "Evaluation": "mathsearch.evaluation.ir_metrics",
+    "evaluate": "mathsearch.evaluation.ir_metrics",
+    "parse_grid": "mathsearch.evaluation.tuning_grid",
+    "expand": "mathsearch.evaluation.tuning_grid",
+    "index_with_pya0": "mathsearch.evaluation.pya0_peer",
+    "Pya0Result": "mathsearch.evaluation.pya0_peer",
+}
+
+__all__ = [
+    "Evaluation",
+    "Pya0Result",
+    "Topic",
+    "evaluate",
+    "expand",
+    "index_with_pya0",
+    "parse_grid",
+    "read_qrels",
+    "read_run",
+    "read_topics",
+    "search_topics",
+    "write_qrels",
+    "write_run",
+    "write_topics",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,400 @@
+"""``mathsearch eval retrieval --task ...``: every ranking mode against Approach Zero, on real data.
+
+One evaluation, from relevance data (:mod:`mathsearch.evaluation.relevance_sets`) to a side-by-side
+table:
+
+1. the collection is indexed into ``<prefix>-eval-<task>`` with the default model
+   (:func:`mathsearch.evaluation.eval_index.ensure_eval_index`: reused when it already holds exactly
+   this
+   collection and model);
+2. the topics are split by paper / class (seeded) into a tuning half and a test half, so no
+   paper or class has topics in both;
+3. the tuning half runs the default grid of ``mathsearch tune``
+   (:data:`~mathsearch.evaluation.tuning_grid.DEFAULT_GRID`: every mode, alpha 0.1 .. 0.9, three
+   normalisations; k = ``k``; or ``grid``) and picks the best by ``metric``;
+4. on the test half: BM25 only, kNN only, rescore, knn-rescore, fusion and rrf with the
+   parameters of the shipped default profile (:meth:`SearchProfile.default`: what a user gets
+   without ``--profile``), that profile itself (``default``), the tuned best, Approach Zero
+   (pya0, indexed in its own workdir and searched in a child process; equations and queries
+   its parser refuses are counted) and a
+   seeded random ranking (the trivial baseline), each evaluated with
+   :func:`mathsearch.evaluation.ir_metrics.evaluate` (P@5, P@10, P@100, nDCG@10, MAP, uMAP,
+   Hoeffding
+   widths).
+
+Files (``out_dir``): ``collection.jsonl``, ``topics.jsonl`` (all), ``topics-tune.jsonl``,
+``topics-test.jsonl``, ``qrels.txt``, ``runs/<system>.txt`` (test half), ``tune/`` (the tune
+report of the tuning half), ``report.json`` and ``report.md``
+(:mod:`mathsearch.evaluation.retrieval_report`).
+
+Example::
+
+    data = build_same_document(["equation.txt"], papers=100, topics=200, seed=0)
+    result = run_retrieval_eval(data, "eval-same-document", seed=0)
+    result.systems[0].name, result.systems[0].evaluation.means["nDCG@10"]
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import random
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from opensearchpy import OpenSearch
+from tqdm import tqdm
+
+from mathsearch.core.errors import ClusterUnavailableError, EvaluationError
+from mathsearch.core.redact import redact_url
+from mathsearch.evaluation.eval_index import EvalIndex, ensure_eval_index, eval_alias, fingerprint
+from mathsearch.evaluation.ir_metrics import DEFAULT_DELTA, Evaluation, evaluate
+from mathsearch.evaluation.relevance_sets import RelevanceSet
+from mathsearch.evaluation.trec_files import (
+    Qrels,
+    Run,
+    Topic,
+    write_qrels,
+    write_run,
+    write_topics,
+)
+from mathsearch.evaluation.tuning import DEFAULT_METRIC
+from mathsearch.opensearch.queries import Mode
+from mathsearch.opensearch.search_profile import SearchProfile
+from mathsearch.opensearch.settings import OpenSearchSettings
+
+logger = logging.getLogger(__name__)
+
+PYA0_HINT = "install it with `pip install pya0==0.3.7` (the `bench` extra) or pass --no-pya0"
+BASELINES: tuple[Mode, ...] = (
+    Mode.BM25, Mode.KNN, Mode.RESCORE, Mode.KNN_RESCORE, Mode.FUSION, Mode.RRF,
+)  # fmt: skip
+
+
+@dataclass
+class SystemResult:
+    """One system on the test half: its run file, evaluation, failed topics and wall time."""
+
+    name: str
+    parameters: dict[str, Any]
+    evaluation: Evaluation
+    run_path: Path
+    failures: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RetrievalEval:
+    """Everything one evaluation measured; :mod:`mathsearch.evaluation.retrieval_report` writes
+    it."""
+
+    task: str
+    out_dir: Path
+    k: int
+    seed: int
+    metric: str
+    index: EvalIndex | None
+    data_info: dict[str, Any]
+    split: dict[str, int]
+    systems: list[SystemResult]
+    tuned: dict[str, Any] = field(default_factory=dict)
+    pya0: dict[str, Any] | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+    delta: float = DEFAULT_DELTA
+
+
+def pya0_available() -> bool:
+    """Whether pya0 (Approach Zero) can be imported here."""
+    return importlib.util.find_spec("pya0") is not None
+
+
+def split_topics(
+    data: RelevanceSet, seed: int, tune_fraction: float = 0.5
+) -> tuple[list[Topic], list[Topic]]:
+    """(tuning topics, test topics): groups (papers, classes) in a seeded order, whole groups to
+    the tuning half until it holds ``tune_fraction`` of the topics.
+
+    Raises:
+        EvaluationError: fewer than two groups (one half would be empty).
+    """
+    groups = sorted({data.groups.get(t.qid, t.qid) for t in data.topics})
+    if len(groups) < 2:
+        raise EvaluationError(f"{len(groups)} paper/class among the topics: cannot split in two")
+    random.Random(seed).shuffle(groups)
+    size: dict[str, int] = {}
+    for topic in data.topics:
+        group = data.groups.get(topic.qid, topic.qid)
+        size[group] = size.get(group, 0) + 1
+    tuning: set[str] = set()
+    taken = 0
+    for group in groups[:-1]:  # the last group always goes to the test half
+        if taken >= tune_fraction * len(data.topics):
+            break
+        tuning.add(group)
+        taken += size[group]
+    tune = [t for t in data.topics if data.groups.get(t.qid, t.qid) in tuning]
+    test = [t for t in data.topics if data.groups.get(t.qid, t.qid) not in tuning]
+    return tune, test
+
+
+def random_run(data: RelevanceSet, topics: Sequence[Topic], k: int, seed: int) -> Run:
+    """The trivial baseline: ``k`` collection ids in a seeded random order per topic."""
+    ids = [e.eq_id for e in data.collection]
+    run: Run = {}
+    for topic in topics:
+        rng = random.Random(f"{seed}:{topic.qid}")
+        excluded = set(topic.exclude)
+        drawn = rng.sample(ids, min(len(ids), k + len(excluded)))
+        kept = [eq_id for eq_id in drawn if eq_id not in excluded][:k]
+        run[topic.qid] = [(eq_id, float(-rank)) for rank, eq_id in enumerate(kept, start=1)]
+    return run
+
+
+def _subset(qrels: Qrels, topics: Sequence[Topic]) -> Qrels:
+    return {t.qid: qrels[t.qid] for t in topics if t.qid in qrels}
+
+
+def check_cluster(client: OpenSearch, settings: OpenSearchSettings) -> None:
+    """Raise :class:`ClusterUnavailableError` (with how to start one) unless the node answers."""
+    try:
+        client.info()
+    except Exception as exc:  # opensearch-py raises several unrelated classes here
+        raise ClusterUnavailableError(
+            f"OpenSearch at {redact_url(settings.url)} does not answer ({type(exc).__name__}): "
+            "start it with `mathsearch stack up` or set MATHSEARCH_OPENSEARCH_URL"
+        ) from exc
+
+
+def run_retrieval_eval(
+    data: RelevanceSet,
+    out_dir: str | Path,
+    *,
+    index: str | None = None,
+    k: int = 100,
+    seed: int = 0,
+    metric: str = DEFAULT_METRIC,
+    pya0: bool = True,
+    pya0_dir: str | Path | None = None,
+    grid: dict[str, tuple[Any, ...]] | None = None,
+    client: OpenSearch | None = None,
+    settings: OpenSearchSettings | None = None,
+    encoder: Any = None,
+    progress: bool = True,
+) -> RetrievalEval:
+    """Run one evaluation (see the module docstring) and write its files; returns the result.
+
+    ``grid`` replaces the default tuning grid (a
+    :func:`~mathsearch.evaluation.tuning_grid.parse_grid`
+    result; its ``k`` is always ``k``). ``pya0_dir`` is pya0's workdir (default
+    ``out_dir/pya0``; its index is reused when it holds the same collection).
+
+    Raises:
+        ClusterUnavailableError: the cluster does not answer.
+        MappingError: ``index`` names an index that is not an eval index.
+        EvaluationError: too few topics or groups to split, or no judged topic.
+        Pya0Unavailable, Pya0Error: pya0 is asked for but missing, or failed to index.
+    """
+    from mathsearch.evaluation.retrieval_report import write_report
+    from mathsearch.evaluation.topic_runs import run_topics
+    from mathsearch.evaluation.tune_report import write_report as write_tune_report
+    from mathsearch.evaluation.tuning import tune
+    from mathsearch.evaluation.tuning_grid import DEFAULT_GRID, expand
+    from mathsearch.opensearch.client import connect
+    from mathsearch.opensearch.query_encoder import ModelQueryEncoder
+    from mathsearch.opensearch.searcher import Searcher
+
+    if pya0 and not pya0_available():
+        from mathsearch.evaluation.pya0_peer import Pya0Unavailable
+
+        raise Pya0Unavailable(f"pya0 is not importable; {PYA0_HINT}")
+    started = time.perf_counter()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    settings = settings or OpenSearchSettings.from_env()
+    client = client or connect(settings)
+    check_cluster(client, settings)
+    tune_topics, test_topics = split_topics(data, seed)
+    _write_inputs(out, data, tune_topics, test_topics)
+    clock: dict[str, float] = {}
+
+    alias = index or eval_alias(settings, data.task)
+    built = ensure_eval_index(client, alias, data.collection, settings=settings, progress=progress)
+    clock["index"] = built.seconds
+    searcher = Searcher(client, alias, encoder=encoder or ModelQueryEncoder())
+
+    tick = time.perf_counter()
+    configs = expand({**(grid or DEFAULT_GRID), "k": (k,)})
+    tuned = tune(
+        searcher, tune_topics, _subset(data.qrels, tune_topics), configs,
+        out_dir=out / "tune", metric=metric, progress=progress,
+    )  # fmt: skip
+    write_tune_report(tuned, topics_path=out / "topics-tune.jsonl", qrels_path=out / "qrels.txt")
+    clock["tune"] = time.perf_counter() - tick
+    best = tuned.best
+    tuned_info = {
+        "configuration": best.config.name,
+        "parameters": best.config.parameters(),
+        "tuning_value": best.score(metric),
+        "configurations": len(configs),
+        "tuning_topics": tuned.topics,
+        "report": "tune/report.json",
+    }
+
+    test_qrels = _subset(data.qrels, test_topics)
+    _featurise(searcher, test_topics)  # the timings below are searches, not featurisation
+    systems: list[SystemResult] = []
+    # every mode with the parameters users get without --profile (the shipped default
+    # profile's alpha, normalisation, ...), the default profile itself, and the tuned best
+    default = replace(SearchProfile.default(), k=k)
+    profiles = [(mode.value, replace(default, mode=mode)) for mode in BASELINES]
+    profiles.append(("default", default))
+    profiles.append(("tuned", replace(best.config.profile, k=k)))
+    tick = time.perf_counter()
+    with tqdm(
+        total=len(profiles) * len(test_topics), desc="test half", unit="query",
+        file=sys.stderr, disable=not progress,
+    ) as bar:  # fmt: skip
+        for name, profile in profiles:
+            bar.set_postfix_str(name, refresh=False)
+            begun = time.perf_counter()
+            found = run_topics(searcher, test_topics, profile, progress=bar.update)
+            parameters = {"mode": profile.mode.value, **profile.request("x").parameters()}
+            systems.append(
+                _system(
+                    out, name, parameters=parameters, run=found.run, qrels=test_qrels,
+                    failures=found.failures, seconds=time.perf_counter() - begun,
+                )
+            )  # fmt: skip
+    clock["test"] = time.perf_counter() - tick
+
+    pya0_info: dict[str, Any] | None = None
+    if pya0:
+        tick = time.perf_counter()
+        workdir = Path(pya0_dir) if pya0_dir else out / "pya0"
+        system, pya0_info = _pya0_system(
+            out, data, topics=test_topics, qrels=test_qrels, workdir=workdir, k=k,
+            progress=progress,
+        )  # fmt: skip
+        systems.append(system)
+        clock["pya0"] = time.perf_counter() - tick
+    begun = time.perf_counter()
+    trivial = random_run(data, test_topics, k, seed)
+    systems.append(
+        _system(
+            out, "random", parameters={"k": k, "seed": seed}, run=trivial, qrels=test_qrels,
+            failures={}, seconds=time.perf_counter() - begun,
+        )
+    )  # fmt: skip
+    clock["total"] = time.perf_counter() - started
+    result = RetrievalEval(
+        task=data.task, out_dir=out, k=k, seed=seed, metric=metric, index=built,
+        data_info=data.info,
+        split={"topics": len(data.topics), "tune": len(tune_topics), "test": len(test_topics)},
+        systems=systems, tuned=tuned_info, pya0=pya0_info,
+        seconds={name: round(value, 2) for name, value in clock.items()},
+    )  # fmt: skip
+    write_report(result)
+    return result
+
+
+def _featurise(searcher: Any, topics: Sequence[Topic]) -> None:
+    from mathsearch.core.errors import QueryError
+    from mathsearch.evaluation.topic_runs import cache_features
+
+    cache = cache_features(searcher)
+    for topic in topics:
+        try:
+            cache.features(topic.latex)
+        except QueryError:
+            continue  # cached as a failure; run_topics records it per system
+
+
+def _write_inputs(
+    out: Path, data: RelevanceSet, tune_topics: list[Topic], test_topics: list[Topic]
+) -> None:
+    with (out / "collection.jsonl").open("w", encoding="utf-8") as handle:
+        for equation in data.collection:
+            handle.write(json.dumps(equation.to_dict(), ensure_ascii=False) + "\n")
+    write_topics(out / "topics.jsonl", data.topics)
+    write_topics(out / "topics-tune.jsonl", tune_topics)
+    write_topics(out / "topics-test.jsonl", test_topics)
+    write_qrels(out / "qrels.txt", data.qrels)
+
+
+def _system(
+    out: Path,
+    name: str,
+    *,
+    parameters: dict[str, Any],
+    run: Run,
+    qrels: Qrels,
+    failures: dict[str, str],
+    seconds: float,
+) -> SystemResult:
+    path = write_run(out / "runs" / f"{name}.txt", run, tag=name)
+    evaluation = evaluate(qrels, run)
+    logger.info("%s: %s", name, {m: round(v, 4) for m, v in evaluation.means.items()})
+    return SystemResult(name, parameters, evaluation, path, failures, seconds)
+
+
+def _pya0_system(
+    out: Path,
+    data: RelevanceSet,
+    *,
+    topics: list[Topic],
+    qrels: Qrels,
+    workdir: Path,
+    k: int,
+    progress: bool,
+) -> tuple[SystemResult, dict[str, Any]]:
+    """Index the collection with pya0 (reused when its stamp matches), search the test half."""
+    from mathsearch.evaluation.pya0_peer import INDEX_DIR, index_with_pya0
+    from mathsearch.evaluation.pya0_search import search_with_pya0
+
+    stamp, stats = workdir / "collection.sha256", workdir / "index.json"
+    expected = fingerprint(data.collection, "pya0", "0.3.7")
+    reused = (
+        stamp.is_file()
+        and stamp.read_text(encoding="utf-8").strip() == expected
+        and stats.is_file()
+        and (workdir / INDEX_DIR).is_dir()
+    )
+    if reused:
+        indexed: dict[str, Any] = json.loads(stats.read_text(encoding="utf-8"))
+        logger.info("pya0 index in %s reused", workdir)
+    else:
+        stamp.unlink(missing_ok=True)
+        logger.info("pya0: indexing %d equations in %s", len(data.collection), workdir)
+        pairs = [(e.eq_id, e.latex) for e in data.collection]
+        indexed = index_with_pya0(pairs, workdir).to_dict()
+        stats.write_text(json.dumps(indexed, indent=2) + "\n", encoding="utf-8")
+        stamp.write_text(expected + "\n", encoding="utf-8")
+    with tqdm(
+        total=len(topics), desc="pya0 search", unit="query", file=sys.stderr,
+        disable=not progress,
+    ) as bar:  # fmt: skip
+        found = search_with_pya0(workdir, topics, k=k, progress=bar.update)
+    system = _system(
+        out, "pya0", parameters={"k": k}, run=found.run, qrels=qrels, failures=found.failures,
+        seconds=found.seconds,
+    )  # fmt: skip
+    info = {
+        "workdir": str(workdir),
+        "reused": reused,
+        "equations": indexed["equations"],
+        "indexed": indexed["indexed"],
+        "rejected": indexed["rejected"],
+        "index_seconds": round(float(indexed["seconds"]), 2),
+        "unparsed_topics": len(found.unparsed),
+        "failed_topics": len(found.failures),
+        "crashes": found.crashes,
+        "search_seconds": round(found.seconds, 3),
+    }
+    system.notes = info
+    return system, info

@@ -1,0 +1,154 @@
+"""Tuning: every configuration of a grid against the live index, evaluated on judged topics.
+
+:func:`tune` runs each :class:`~mathsearch.evaluation.tuning_grid.Configuration` over every topic
+(:func:`~mathsearch.evaluation.topic_runs.run_topics`: a topic's query is featurised once for the
+whole
+grid), writes the TREC run ``runs/<name>.txt`` under the report folder, evaluates it
+(:func:`~mathsearch.evaluation.ir_metrics.evaluate`) and returns the results best first by the
+chosen
+metric. :mod:`mathsearch.evaluation.tune_report` turns a :class:`TuneResult` into the report folder.
+
+Example::
+
+    searcher = Searcher(connect(), "mathsearch-equations")
+    result = tune(searcher, read_topics("t.jsonl"), read_qrels("q.txt"),
+                  expand(DEFAULT_GRID), out_dir="report", metric="nDCG@10")
+    result.best.config.profile        # the SearchProfile that scored highest
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from mathsearch.core.errors import EvaluationError
+from mathsearch.evaluation.ir_metrics import (
+    DEFAULT_DELTA,
+    DEFAULT_MEASURES,
+    Evaluation,
+    evaluate,
+    hoeffding_width,
+    parse_measures,
+)
+from mathsearch.evaluation.topic_runs import cache_features, run_topics
+from mathsearch.evaluation.trec_files import Qrels, Topic, write_run
+from mathsearch.evaluation.tuning_grid import Configuration
+from mathsearch.opensearch.searcher import Searcher
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_METRIC = "nDCG@10"
+RUNS_DIR = "runs"
+
+
+@dataclass
+class ConfigResult:
+    """One configuration's run file, evaluation, failed topics and wall time."""
+
+    config: Configuration
+    evaluation: Evaluation
+    run_path: Path
+    failures: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def score(self, metric: str) -> float:
+        return self.evaluation.means[metric]
+
+
+@dataclass
+class TuneResult:
+    """All configurations' results, best first by ``metric`` (grid order breaks ties)."""
+
+    metric: str
+    results: list[ConfigResult]
+    topics: int
+    out_dir: Path
+    delta: float = DEFAULT_DELTA
+    seconds: float = 0.0
+    unjudged: tuple[str, ...] = ()
+    untopiced: tuple[str, ...] = ()
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def best(self) -> ConfigResult:
+        return self.results[0]
+
+
+def tune(
+    searcher: Searcher,
+    topics: Sequence[Topic],
+    qrels: Qrels,
+    configs: Sequence[Configuration],
+    *,
+    out_dir: str | Path,
+    metric: str = DEFAULT_METRIC,
+    measures: Sequence[str] = DEFAULT_MEASURES,
+    delta: float = DEFAULT_DELTA,
+    progress: bool = True,
+) -> TuneResult:
+    """Run, write and evaluate every configuration; see the module docstring.
+
+    Raises:
+        EvaluationError: an unknown measure, no configurations or topics, or no topic both
+            asked and judged.
+        MappingError, ClusterUnavailableError: the index is missing or the cluster is down.
+    """
+    measures = tuple(dict.fromkeys([*measures, metric]))
+    parse_measures(measures)
+    hoeffding_width(1, delta)  # refuses a delta outside (0, 1) before any search
+    if not configs:
+        raise EvaluationError("the grid has no configurations")
+    if not topics:
+        raise EvaluationError("no topics")
+    asked = {topic.qid for topic in topics}
+    judged = {qid: rels for qid, rels in qrels.items() if qid in asked}
+    if not any(grade > 0 for rels in judged.values() for grade in rels.values()):
+        raise EvaluationError("no topic has a relevant document in the qrels")
+    untopiced = tuple(sorted(set(qrels) - asked))
+    if untopiced:
+        logger.warning("%d qrels topics are not in the topics file: ignored", len(untopiced))
+    unasked = sorted(asked - set(qrels))
+    if unasked:
+        logger.warning("%d topics have no qrels: searched, not evaluated", len(unasked))
+    searcher.default_field()  # fail fast on a missing index, before the first search
+    cache_features(searcher)
+    runs_dir = Path(out_dir) / RUNS_DIR
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    results: list[ConfigResult] = []
+    with tqdm(
+        total=len(configs) * len(topics),
+        desc="tune",
+        unit="query",
+        file=sys.stderr,
+        disable=not progress,
+    ) as bar:
+        for config in configs:
+            bar.set_postfix_str(config.name, refresh=False)
+            config_started = time.perf_counter()
+            topic_run = run_topics(searcher, topics, config.profile, progress=bar.update)
+            seconds = time.perf_counter() - config_started
+            path = write_run(runs_dir / f"{config.name}.txt", topic_run.run, tag=config.name)
+            evaluation = evaluate(judged, topic_run.run, measures, delta=delta)
+            results.append(ConfigResult(config, evaluation, path, topic_run.failures, seconds))
+            logger.debug("%s: %s=%.4f", config.name, metric, evaluation.means[metric])
+    ranked = sorted(results, key=lambda r: -r.score(metric))
+    first = ranked[0].evaluation
+    return TuneResult(
+        metric=metric,
+        results=ranked,
+        topics=first.topics,
+        out_dir=Path(out_dir),
+        delta=delta,
+        seconds=time.perf_counter() - started,
+        unjudged=first.unjudged,
+        untopiced=untopiced,
+        meta={"index": searcher.index, "vector_field": searcher.default_field()},
+    )

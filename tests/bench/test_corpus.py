@@ -1,0 +1,52 @@
+"""The bench query corpus: topic files and the documents beyond the real equations."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mathsearch.bench.corpus import (
+    BenchCorpus,
+    ReplicaStats,
+    iter_documents,
+    read_topics,
+)
+from mathsearch.indexer.parse import Featuriser
+from mathsearch.indexer.records import Failure
+from mathsearch.opensearch.latex_renaming import letter_permutation, rename_latex
+
+
+def test_read_topics(tmp_path) -> None:
+    path = tmp_path / "topics.txt"
+    path.write_text("B.1 \t f(x)=x^2\nB.2\t\\frac{a}{b}\n\nbroken line\nB.3\t  \n", "utf-8")
+    assert read_topics([path]) == [("B.1", "f(x)=x^2"), ("B.2", r"\frac{a}{b}")]
+
+
+def test_iter_documents_adds_renamed_replicas(tmp_path) -> None:
+    featuriser = Featuriser()
+    docs = []
+    for i, latex in enumerate([r"x^2 + \frac{a}{b} = c", r"\sqrt{p^2 + m^2} \leq E", "f(t)"]):
+        parsed = featuriser.parse_latex(latex)
+        assert not isinstance(parsed, Failure)
+        docs.append(
+            {
+                "eq_id": f"e{i}",
+                "doc_id": "d",
+                "position": i,
+                "latex": latex,
+                "math_tokens": parsed.math_tokens,
+                "source": "test",
+            }
+        )
+    featuriser.close()
+    vectors = np.arange(12, dtype=np.float32).reshape(3, 4)
+    corpus = BenchCorpus(docs, vectors, [], {}, tmp_path, "key")
+    stats = ReplicaStats()
+    out = list(iter_documents(corpus, 7, encoder=None, replica_vectors="copy", stats=stats))
+    assert [doc["eq_id"] for doc, _ in out] == [
+        "e0", "e1", "e2", "e0~r1", "e1~r1", "e2~r1", "e0~r2",
+    ]  # fmt: skip
+    assert out[3][0]["latex"] == rename_latex(docs[0]["latex"], letter_permutation(1))
+    assert out[6][0]["latex"] == rename_latex(docs[0]["latex"], letter_permutation(2))
+    assert np.array_equal(out[4][1], vectors[1])  # "copy": the original's vector
+    assert (stats.documents, stats.skipped, stats.consistent) == (4, 0, 4)
+    assert stats.to_dict("copy")["tokens_consistent"] == 1.0

@@ -1,0 +1,108 @@
+"""``mathsearch bench serve`` / ``bench fuzz-api``: the figures (pure), the request generator,
+the command line, and one short real run against a spawned ``mathsearch serve``."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from opensearchpy import OpenSearch
+
+from mathsearch.bench.fuzz_api import fuzz_requests, is_crash
+from mathsearch.bench.serve import (
+    LoadResult,
+    bench_queries,
+    bench_serve,
+    ensure_bench_index,
+    summarize,
+)
+from mathsearch.cli.main import main
+from mathsearch.opensearch import OpenSearchSettings
+from tests.opensearch.conftest import drop_alias
+
+
+def test_summary_counts_statuses_rates_and_latency_of_the_200s() -> None:
+    answers = [(200, 0.010)] * 6 + [(429, 0.001)] * 2 + [(503, 0.002), (500, 0.5), (0, 0.0)]
+    answers += [(-1, 30.0)]
+    result = LoadResult(answers=answers, wall_s=2.0, clients=3, modes=("bm25",))
+    result.errors.update({"ConnectError": 1, "ReadTimeout": 1})
+    report = summarize(result)
+    assert (report["sent"], report["completed"], report["ok"]) == (12, 10, 6)
+    assert report["queries_per_s"] == 3.0 and report["answers_per_s"] == 5.0
+    assert report["by_status"] == {"200": 6, "429": 2, "500": 1, "503": 1}
+    assert (report["status_5xx"], report["connection_errors"], report["timeouts"]) == (1, 1, 1)
+    assert report["error_rate"] == round(3 / 12, 4) and report["shed_rate"] == 0.25
+    assert report["latency_ms_ok"]["p99"] == pytest.approx(10.0)
+    assert report["latency_ms_all"]["max"] == pytest.approx(500.0)
+    assert summarize(LoadResult())["error_rate"] is None
+
+
+def test_fuzz_requests_are_reproducible_and_varied() -> None:
+    seeds = bench_queries(limit=20)  # the bundled queries when ../shared/data is not there
+    assert 3 <= len(seeds) <= 20 and all(seeds)
+    first = list(fuzz_requests(seeds, 300, seed=3))
+    assert first == list(fuzz_requests(seeds, 300, seed=3))
+    assert first != list(fuzz_requests(seeds, 300, seed=4))
+    kinds = Counter(r.kind for r in first)
+    assert set(kinds) == {"search", "render", "raw", "equation", "get", "method"}
+    assert any(len(r.body) > 2000 for r in first)  # huge inputs
+    assert any(b"\xff" in r.body or b"\xed" in r.body for r in first)  # invalid UTF-8
+
+
+def test_is_crash_wants_json_reasons_and_no_5xx_but_503() -> None:
+    good = json.dumps({"error": {"status": 422, "reason": "k: too big"}}).encode()
+    assert is_crash(422, "application/json", good) is None
+    assert is_crash(503, "application/json", good) is None
+    assert is_crash(200, "text/html", b"<html>") is None
+    assert is_crash(500, "application/json", good) == "status 500"
+    assert "without JSON" in str(is_crash(404, "text/plain", b"Not Found"))
+    assert "without error.reason" in str(is_crash(400, "application/json", b"{}"))
+
+
+def test_bad_input_is_one_line_and_exit_1(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main(["bench", "serve", "--duration", "0"]) == 1
+    assert "--duration must be positive" in capsys.readouterr().err
+    empty = tmp_path / "topics.txt"
+    empty.write_text("no tabs here\n")
+    assert main(["bench", "serve", "--queries", str(empty)]) == 1
+    assert "no ID<TAB>LaTeX lines" in capsys.readouterr().err
+
+
+@pytest.mark.services
+def test_a_short_run_against_a_spawned_server(equation_alias: str) -> None:
+    report = bench_serve(
+        index=equation_alias, clients=3, duration=2.0, mode="bm25", rate=0.5, burst=1,
+        inflight=4, queries=bench_queries(limit=30),
+    )  # fmt: skip
+    load = report["load"]
+    assert report["server"]["spawned"] and report["server"]["alive_after"]
+    assert report["health_before"]["http_status"] == report["health_after"]["http_status"] == 200
+    assert report["health_after"]["load"]["in_flight"] == 0
+    assert report["settings"]["max_inflight"] == 4 and report["settings"]["api_keys"] is True
+    assert load["sent"] == load["completed"] > 0 and load["error_rate"] == 0.0
+    # one key per client: each client got its own burst of 1 before its 429s
+    assert load["by_status"].get("200", 0) >= 3 and load["by_status"].get("429", 0) > 0
+    assert report["machine"]["cpu_count"] >= 1
+
+
+@pytest.mark.services
+def test_without_an_index_the_demo_corpus_is_indexed_first(
+    client: OpenSearch, settings: OpenSearchSettings, equation_alias: str
+) -> None:
+    prefix = f"{settings.index_prefix}-test-bs{uuid.uuid4().hex[:6]}"
+    local = replace(settings, index_prefix=prefix)
+    alias = f"{prefix}-bench-serve-equations"
+    try:
+        assert ensure_bench_index(client, local, equation_alias) == (equation_alias, "given")
+        found, how = ensure_bench_index(client, local)
+        assert found == alias and "bundled demo corpus" in how
+        assert int(client.count(index=alias)["count"]) >= 200
+        assert ensure_bench_index(client, local) == (alias, "existing")  # reused, not rebuilt
+    finally:
+        drop_alias(client, alias)

@@ -1,0 +1,120 @@
+"""Timing the bench query searches: percentiles, the mode variants, one sequential run."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from mathsearch.bench.timing import (
+    MODES,
+    VARIANTS,
+    BenchQuery,
+    _TookClient,
+    interleave,
+    latency_summary,
+    percentile,
+    time_searches,
+)
+from mathsearch.core.errors import QueryError
+from mathsearch.opensearch.queries import Mode
+
+# -- percentiles -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("q", [0, 1, 25, 50, 90, 95, 99, 100])
+def test_percentile_matches_numpy_linear(q: float) -> None:
+    values = [float(v) for v in np.random.default_rng(7).exponential(5.0, size=137)]
+    assert percentile(values, q) == pytest.approx(float(np.percentile(values, q)))
+
+
+def test_percentile_small_cases() -> None:
+    assert percentile([3.0], 99) == 3.0
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert percentile([4.0, 1.0, 3.0, 2.0], 0) == 1.0  # unsorted input
+    assert percentile([10.0, 20.0], 95) == pytest.approx(19.5)
+    with pytest.raises(ValueError):
+        percentile([], 50)
+    with pytest.raises(ValueError):
+        percentile([1.0], 101)
+
+
+def test_latency_summary() -> None:
+    stats = latency_summary([1.0, 2.0, 3.0, 4.0, 100.0], wall_s=0.5)
+    assert stats["n"] == 5
+    assert stats["p50"] == 3.0
+    assert stats["p99"] == pytest.approx(96.16)
+    assert stats["mean"] == 22.0
+    assert stats["max"] == 100.0
+    assert stats["qps"] == 10.0
+    assert latency_summary([], 1.0) == {"n": 0}
+
+
+# -- renaming ----------------------------------------------------------------------------------
+
+
+def test_variants_cover_every_mode_and_both_fusion_sides() -> None:
+    assert MODES == (
+        "knn", "bm25", "rescore", "knn-rescore", "fusion", "rrf", "fusion-client", "rrf-client",
+    )  # fmt: skip
+    assert {VARIANTS[name].mode for name in MODES} == set(Mode)
+    for name, mode, side in [
+        ("fusion", Mode.FUSION, "server"),
+        ("rrf", Mode.RRF, "server"),
+        ("fusion-client", Mode.FUSION, "client"),
+        ("rrf-client", Mode.RRF, "client"),
+    ]:
+        request = VARIANTS[name].request("x^2", k=7)
+        assert (request.mode, request.fusion_side, request.k) == (mode, side, 7)
+        request.validate()
+    assert VARIANTS["knn"].request("x", k=3).fusion_side == "auto"  # not a fusion mode
+
+
+def test_variant_request_passes_max_df() -> None:
+    request = VARIANTS["rrf-client"].request("x^2", k=10, max_df=0.25)
+    assert request.max_df == 0.25
+    assert VARIANTS["bm25"].request("x^2", k=10).max_df is None
+
+
+def test_interleave() -> None:
+    a = [BenchQuery(f"a{i}", "x", "topic") for i in range(3)]
+    b = [BenchQuery("b0", "y", "held")]
+    assert [q.name for q in interleave(a, b)] == ["a0", "b0", "a1", "a2"]
+
+
+class _Bar:
+    def __init__(self) -> None:
+        self.n = 0
+
+    def update(self, n: int) -> None:
+        self.n += n
+
+
+class _FakeSearcher:
+    """Answers like a Searcher whose client is a _TookClient over a fake cluster."""
+
+    def __init__(self, took: _TookClient) -> None:
+        self.took = took
+
+    def search(self, request: Any) -> Any:
+        if request == "bad":
+            raise QueryError("refused")
+        self.took.msearch(index="i", body=[])
+        self.took.mget(index="i", body={"ids": []})
+        return SimpleNamespace(hits=[1, 2], fused="client")
+
+
+def test_time_searches_sums_msearch_took_and_counts_fused_sides() -> None:
+    cluster = SimpleNamespace(
+        msearch=lambda **_: {"took": 4, "responses": []}, mget=lambda **_: {"docs": []}
+    )
+    took = _TookClient(cluster)
+    bar = _Bar()
+    run = time_searches(_FakeSearcher(took), took, lambda latex: latex, ["a", "bad", "c"], bar)
+    assert bar.n == 3
+    assert run.errors == 1 and len(run.ok) == 2
+    assert run.tooks == [4.0, 4.0]  # one _msearch took per query; the mget has none
+    assert run.hits == 4
+    assert run.fused == {"client": 2}

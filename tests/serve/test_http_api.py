@@ -1,0 +1,210 @@
+"""``mathsearch serve``'s API against the real node (the 206 sample equations), in-process ASGI."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from opensearchpy import OpenSearch
+
+from mathsearch.opensearch import OpenSearchSettings
+from mathsearch.opensearch.client import connect
+from mathsearch.opensearch.queries import Mode
+from mathsearch.opensearch.search_profile import SearchProfile
+from mathsearch.serve.http_api import create_app
+from tests.conftest import DEFAULT_FIELD
+
+
+@pytest.fixture(scope="module")
+def api(settings: OpenSearchSettings, client: OpenSearch, equation_alias: str) -> TestClient:
+    app = create_app(replace(settings, serve_rate=0), equation_alias, client=client)
+    return TestClient(app)
+
+
+@pytest.fixture(scope="module")
+def indexed(client: OpenSearch, equation_alias: str) -> dict[str, Any]:
+    """A real equation of the index (one with some structure)."""
+    found = client.search(
+        index=equation_alias,
+        body={"size": 50, "sort": [{"eq_id": "asc"}], "_source": ["eq_id", "doc_id", "latex"]},
+    )
+    sources = [hit["_source"] for hit in found["hits"]["hits"]]
+    return next(s for s in sources if 20 <= len(s["latex"]) <= 120)
+
+
+def _post(api: TestClient, path: str, body: dict[str, Any]) -> Any:
+    return api.post(path, json=body)
+
+
+def test_search_finds_the_indexed_equation_with_mathml_groups_and_breakdown(
+    api: TestClient, indexed: dict[str, Any]
+) -> None:
+    response = _post(api, "/search", {"latex": indexed["latex"], "mode": "bm25", "k": 5})
+    assert response.status_code == 200, response.text
+    top = response.json()["hits"][0]
+    assert top["eq_id"] == indexed["eq_id"]
+    assert top["mathml"].startswith("<math") and "</math>" in top["mathml"]
+    knn = _post(api, "/search", {"latex": indexed["latex"], "mode": "knn", "explain": True})
+    top = knn.json()["hits"][0]
+    assert top["explanation"]["knn"] == pytest.approx(top["score"], rel=1e-4)
+    grouped = _post(
+        api, "/search", {"latex": indexed["latex"], "k": 3, "group": True, "explain": True}
+    ).json()
+    assert grouped["mode"] == "fusion"  # the default profile's mode
+    assert grouped["groups"][0]["doc_id"] == indexed["doc_id"]
+    assert len(grouped["groups"]) <= 3
+    assert "bm25" in grouped["groups"][0]["hits"][0]["explanation"]["formula"]
+
+
+def test_profile_supplies_defaults_and_the_body_overrides_them(
+    settings: OpenSearchSettings, client: OpenSearch, equation_alias: str, indexed: dict
+) -> None:
+    profile = SearchProfile(mode=Mode.BM25, k=4)
+    api = TestClient(create_app(settings, equation_alias, client=client, profile=profile))
+    data = api.post("/search", json={"latex": indexed["latex"]}).json()
+    assert (data["mode"], data["k"], len(data["hits"])) == ("bm25", 4, 4)
+    assert data["vector_field"] is None
+    data = api.post("/search", json={"latex": indexed["latex"], "mode": "rrf", "k": 2}).json()
+    assert (data["mode"], len(data["hits"])) == ("rrf", 2)
+    assert api.get("/config").json()["defaults"]["mode"] == "bm25"
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "words"),
+    [
+        ({"latex": "x", "k": 0}, "k", "greater than or equal to 1"),
+        ({"latex": "x", "alpha": 1.5}, "alpha", "less than or equal to 1"),
+        ({"latex": "x", "mode": "dense"}, "mode", "knn"),
+        ({"latex": "x", "colour": "red"}, "colour", "Extra inputs"),
+        ({"latex": "x", "filters": {"ranges": {"position": [0]}}}, "filters", ""),
+    ],
+)
+def test_invalid_bodies_are_422_with_the_field_and_reason(
+    api: TestClient, body: dict, field: str, words: str
+) -> None:
+    response = api.post("/search", json=body)
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["status"] == 422 and error["reason"].startswith(field)
+    assert words in error["reason"]
+    assert any(d["field"].startswith(field) for d in error["details"])
+
+
+def test_semantic_errors_are_422_with_a_reason(api: TestClient, settings: Any) -> None:
+    cases = {
+        "empty query": {"latex": "  "},
+        f"the limit is {settings.serve_max_latex}": {"latex": "x" * (settings.serve_max_latex + 1)},
+        f"at most {settings.serve_max_k}": {"latex": "x", "k": settings.serve_max_k + 1},
+        "cannot read the query": {"latex": r"\frac{a}{", "mode": "knn"},
+        "cannot filter on 'latex'": {"latex": "x", "filters": {"terms": {"latex": ["x"]}}},
+    }
+    for words, body in cases.items():
+        response = api.post("/search", json=body)
+        assert response.status_code == 422, (body, response.text)
+        assert words in response.json()["error"]["reason"]
+
+
+def test_body_size_and_length_limits(
+    settings: OpenSearchSettings, client: OpenSearch, equation_alias: str
+) -> None:
+    api = TestClient(
+        create_app(replace(settings, serve_max_body=300), equation_alias, client=client)
+    )
+    big = json.dumps({"latex": "x" * 400})
+    response = api.post("/search", content=big, headers={"content-type": "application/json"})
+    assert response.status_code == 413
+    assert "limit is 300" in response.json()["error"]["reason"]
+    chunked = api.post(
+        "/search", content=iter([b'{"latex": "x"}']), headers={"content-type": "application/json"}
+    )
+    assert chunked.status_code == 411
+
+
+def test_rate_limit_answers_429_with_retry_after(
+    settings: OpenSearchSettings, client: OpenSearch, equation_alias: str
+) -> None:
+    api = TestClient(
+        create_app(replace(settings, serve_rate=0.01, serve_burst=2), equation_alias, client=client)
+    )
+    codes = [api.post("/render", json={"latex": "x^2"}).status_code for _ in range(3)]
+    assert codes == [200, 200, 429]
+    refused = api.post("/render", json={"latex": "x^2"})
+    assert int(refused.headers["retry-after"]) >= 1
+    assert api.get("/health").status_code == 200  # operations routes are not limited
+    metrics = api.get("/metrics").text
+    assert 'mathsearch_http_rejected_total{reason="rate"} 2.0' in metrics
+
+
+def test_render_equation_health_metrics_and_openapi(
+    api: TestClient, indexed: dict[str, Any], equation_alias: str
+) -> None:
+    rendered = api.post("/render", json={"latex": r"\frac{a}{b} + \sqrt{x}"}).json()
+    assert "<mfrac>" in rendered["mathml"] and "<msqrt>" in rendered["mathml"]
+    bad = api.post("/render", json={"latex": r"\frac{a}{"})
+    assert bad.status_code == 422 and "unbalanced-braces" in bad.json()["error"]["reason"]
+
+    eq_id = indexed["eq_id"]
+    stored = api.get(f"/equations/{eq_id.replace('#', '%23')}").json()
+    assert stored["latex"] == indexed["latex"] and stored["mathml"].startswith("<math")
+    assert not any(name.startswith("vec_") for name in stored)
+    missing = api.get("/equations/no-such-equation")
+    assert missing.status_code == 404 and "no-such-equation" in missing.json()["error"]["reason"]
+
+    health = api.get("/health").json()
+    assert health["status"] == "ok" and health["equations"] == 206
+    assert health["index"] == equation_alias and health["vector_field"] == DEFAULT_FIELD
+
+    api.post("/search", json={"latex": "x^2", "mode": "bm25"})
+    metrics = api.get("/metrics").text
+    assert 'mathsearch_http_requests_total{method="POST",route="/search",status="200"}' in metrics
+    assert 'mathsearch_search_seconds_count{mode="bm25"}' in metrics
+
+    schema = api.get("/openapi.json").json()
+    assert {"/search", "/render", "/equations/{eq_id}", "/health", "/metrics"} <= set(
+        schema["paths"]
+    )
+    body = schema["components"]["schemas"]["SearchBody"]["properties"]
+    assert {"latex", "text", "mode", "alpha", "k", "filters", "explain"} <= set(body)
+    assert "422" in schema["paths"]["/search"]["post"]["responses"]
+    assert api.get("/docs").status_code == 404  # Swagger UI would load from a CDN
+    assert "default-src 'self'" in api.get("/").headers["content-security-policy"]
+
+
+@pytest.fixture
+def unreachable(settings: OpenSearchSettings) -> Iterator[TestClient]:
+    dead = replace(settings, url="http://127.0.0.1:9", timeout=2.0)
+    yield TestClient(create_app(dead, "mathsearch-equations", client=connect(dead)))
+
+
+def test_cluster_down_or_missing_index_is_503_with_the_reason(
+    unreachable: TestClient, settings: OpenSearchSettings, client: OpenSearch
+) -> None:
+    health = unreachable.get("/health")
+    assert health.status_code == 503 and "does not answer" in health.json()["reason"]
+    search = unreachable.post("/search", json={"latex": "x", "mode": "bm25"})
+    assert search.status_code == 503 and search.json()["error"]["status"] == 503
+    assert search.headers["retry-after"] == "1"
+    missing = TestClient(create_app(settings, "mathsearch-no-such-index", client=client))
+    health = missing.get("/health")
+    assert health.status_code == 503 and "no such index" in health.json()["reason"]
+    search = missing.post("/search", json={"latex": "x", "mode": "bm25"})
+    assert search.status_code == 503 and "no index" in search.json()["error"]["reason"]
+
+
+class _Broken:
+    def features(self, latex: str) -> Any:
+        raise RuntimeError("a bug in the featuriser")
+
+
+def test_an_unexpected_error_is_a_json_500_without_internals(
+    settings: OpenSearchSettings, client: OpenSearch, equation_alias: str
+) -> None:
+    app = create_app(settings, equation_alias, client=client, encoder=_Broken())
+    response = TestClient(app, raise_server_exceptions=False).post("/search", json={"latex": "x"})
+    assert response.status_code == 500
+    assert response.json()["error"]["reason"] == "internal error (RuntimeError)"
+    assert "featuriser" not in response.text
