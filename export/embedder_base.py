@@ -7,6 +7,7 @@ name them without a circle. Nothing here imports torch.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,7 +19,9 @@ import numpy as np
 from mathsearch.export.errors import ModelCardError
 from mathsearch.export.model_card import ModelCard, load_card
 
-__all__ = ["EmbedRefusal", "Embedder", "OnnxEmbedder"]
+_log = logging.getLogger(__name__)
+
+__all__ = ["EmbedRefusal", "Embedder", "OnnxEmbedder", "embed_safely"]
 
 
 @dataclass(frozen=True)
@@ -111,3 +114,28 @@ class OnnxEmbedder:
         return (
             f"{type(self).__name__}({self.path.name}, dim={self.dim}, providers={self.providers})"
         )
+
+
+def embed_safely(
+    embedder: Embedder, items: Sequence[Mapping[str, Any]]
+) -> list[np.ndarray | EmbedRefusal]:
+    """``embedder.embed(items)``, with a model fault kept as data: an embedder that raises, or
+    returns another number of results, refuses every item (``encoder-error``, with the
+    exception). The one place the workers and the query encoder run an encoder.
+
+    >>> class Broken:
+    ...     vector_field = "vec_x_v1"
+    ...     def embed(self, items):
+    ...         raise RuntimeError("no session")
+    >>> embed_safely(Broken(), [{}, {}])[1]
+    EmbedRefusal(reason='encoder-error', detail='RuntimeError: no session')
+    """
+    try:
+        results = list(embedder.embed(items))
+    except Exception as exc:  # the model's fault, not one item's: every item refused
+        _log.exception("%s failed on a batch of %d", embedder.vector_field, len(items))
+        return [EmbedRefusal("encoder-error", f"{type(exc).__name__}: {exc}")] * len(items)
+    if len(results) != len(items):
+        detail = f"{len(results)} results for {len(items)} items"
+        return [EmbedRefusal("encoder-error", detail)] * len(items)
+    return results

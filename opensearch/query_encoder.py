@@ -99,13 +99,10 @@ class ModelQueryEncoder:
         item = parsed.to_dict()
         vectors: dict[str, list[float]] = {}
         refusals: dict[str, str] = {}
-        for embedder in embedders:
-            from mathsearch.export.embedders import EmbedRefusal
+        from mathsearch.export.embedder_base import EmbedRefusal, embed_safely
 
-            try:
-                result = embedder.embed([item])[0]
-            except Exception as exc:  # a model fault: this field has no query vector
-                result = EmbedRefusal("encoder-error", f"{type(exc).__name__}: {exc}")
+        for embedder in embedders:
+            (result,) = embed_safely(embedder, [item])  # a model fault: no vector for its field
             if isinstance(result, EmbedRefusal):
                 refusals[embedder.vector_field] = f"{result.reason} {result.detail}".strip()
             else:

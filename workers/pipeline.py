@@ -45,7 +45,7 @@ from typing import Any
 
 from opensearchpy import OpenSearch
 
-from mathsearch.export.embedders import Embedder, EmbedRefusal
+from mathsearch.export.embedder_base import Embedder, EmbedRefusal, embed_safely
 from mathsearch.indexer.records import Failure, scrub_surrogates, storable_id
 from mathsearch.opensearch.bulk_writer import BulkWriter
 from mathsearch.opensearch.documents import equation_actions, failure_actions, failure_id
@@ -189,17 +189,9 @@ def embed(parsed: Sequence[dict[str, Any]], embedders: Sequence[Embedder]) -> Em
 def _embed_with(
     embedder: Embedder, items: Sequence[dict[str, Any]]
 ) -> list[list[float] | EmbedRefusal]:
-    """One embedder's results, rounded; an embedder that raises refuses the whole batch (its
-    contract is never to raise for one item, so this is a fault of the model, kept as data)."""
-    try:
-        results = embedder.embed(items)
-    except Exception as exc:
-        logger.exception("%s failed on a batch of %d", embedder.vector_field, len(items))
-        return [EmbedRefusal("encoder-error", f"{type(exc).__name__}: {exc}")] * len(items)
-    if len(results) != len(items):
-        detail = f"{len(results)} results for {len(items)} items"
-        return [EmbedRefusal("encoder-error", detail)] * len(items)
-    return [rounded(result) for result in results]
+    """One embedder's results, rounded; an embedder that raises refuses the whole batch
+    (:func:`~mathsearch.export.embedder_base.embed_safely`)."""
+    return [rounded(result) for result in embed_safely(embedder, items)]
 
 
 def job_embedders(

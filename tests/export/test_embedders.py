@@ -107,3 +107,29 @@ def test_checkpoint_family_reads_the_family_entry(tmp_path: Path) -> None:
     torch.save({"model": {}}, tmp_path / "g.pt")
     assert checkpoint_family(tmp_path / "b.pt") == "bitmap"
     assert checkpoint_family(tmp_path / "g.pt") == "gcn"
+
+
+class _Fake:
+    vector_field = "vec_fake_v1"
+
+    def __init__(self, behaviour: str) -> None:
+        self.behaviour = behaviour
+
+    def embed(self, items: list) -> list:
+        if self.behaviour == "raise":
+            raise RuntimeError("session lost")
+        if self.behaviour == "short":
+            return [np.zeros(2, dtype=np.float32)]
+        return [np.full(2, i, dtype=np.float32) for i, _ in enumerate(items)]
+
+
+def test_embed_safely_keeps_a_model_fault_as_refusals() -> None:
+    from mathsearch.export.embedder_base import EmbedRefusal, embed_safely
+
+    items = [{"latex": "x"}, {"latex": "y"}, {"latex": "z"}]
+    good = embed_safely(_Fake("ok"), items)
+    assert [float(v[0]) for v in good] == [0.0, 1.0, 2.0]
+    raised = embed_safely(_Fake("raise"), items)
+    assert raised == [EmbedRefusal("encoder-error", "RuntimeError: session lost")] * 3
+    short = embed_safely(_Fake("short"), items)
+    assert short == [EmbedRefusal("encoder-error", "1 results for 3 items")] * 3
