@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from mathsearch.encoders.expemb import EOE, PAD, SOE, ExpEmb
+from mathsearch.encoders.seq2seq import EOE, PAD, SOE, ExpEmb
 
 logger = logging.getLogger(__name__)
 

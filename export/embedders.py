@@ -26,14 +26,14 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from mathsearch.export.embedder_base import Embedder, EmbedRefusal, OnnxEmbedder
 from mathsearch.export.errors import ModelCardError
+from mathsearch.export.families import FAMILY_REGISTRY
+from mathsearch.export.gcn_runtime import GcnEmbedder
 from mathsearch.export.model_card import ModelCard, load_card
 
 logger = logging.getLogger(__name__)
@@ -55,14 +55,9 @@ __all__ = [
 #: Where the shipped default models live.
 MODELS_DIR = Path(__file__).resolve().parent / "models"
 
-#: Family -> ``module:Class`` of its runtime (a class with the :class:`Embedder` interface whose
-#: constructor takes ``(path, *, device=None, threads=None, settings=None)``).
-FAMILY_RUNTIMES: dict[str, str] = {
-    "gcn": "mathsearch.export.embedders:GcnEmbedder",
-    "bitmap": "mathsearch.export.bitmap_runtime:BitmapEmbedder",
-    "seq2seq": "mathsearch.export.seq2seq_runtime:Seq2SeqEmbedder",
-    "figure": "mathsearch.export.figure_runtime:FigureEmbedder",
-}
+#: Family -> ``module:Class`` of its runtime (from :data:`~mathsearch.export.families.
+#: FAMILY_REGISTRY`, the one registry of the families).
+FAMILY_RUNTIMES: dict[str, str] = {name: f.runtime for name, f in FAMILY_REGISTRY.items()}
 FAMILIES = tuple(FAMILY_RUNTIMES)
 
 
@@ -154,52 +149,3 @@ def load_embedder(
     module_name, class_name = target.split(":")
     runtime = getattr(importlib.import_module(module_name), class_name)
     return runtime(path, device=device, threads=threads, settings=settings)
-
-
-class GcnEmbedder(OnnxEmbedder):
-    """The graph CNN (:class:`mathsearch.export.runtime.Encoder`) behind the :class:`Embedder`
-    interface:
-    items carry ``graph`` (an :class:`~mathsearch.indexer.mathml_graph.EquationGraph` dict)."""
-
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        device: str | None = None,
-        threads: int | None = None,
-        settings: Any = None,
-    ) -> None:
-        from mathsearch.export.runtime import Encoder
-
-        self.encoder = Encoder(path, device=device, threads=threads, settings=settings)
-        self.path = self.encoder.path
-        self.card = self.encoder.card
-        self.session = self.encoder.session
-
-    def embed(self, items: Sequence[Mapping[str, Any]]) -> list[np.ndarray | EmbedRefusal]:
-        from mathsearch.indexer.mathml_graph import EquationGraph, MathMLError
-
-        out: list[np.ndarray | EmbedRefusal] = [EmbedRefusal("no-graph")] * len(items)
-        graphs: list[EquationGraph] = []
-        where: list[int] = []
-        for n, item in enumerate(items):
-            try:
-                graphs.append(EquationGraph.from_dict(item["graph"]))
-                where.append(n)
-            except (MathMLError, KeyError, TypeError) as exc:
-                out[n] = EmbedRefusal("invalid-graph", f"{type(exc).__name__}: {exc}")
-        if not graphs:
-            return out
-        try:
-            vectors = self.encoder.encode(graphs)
-            for n, vector in zip(where, vectors, strict=True):
-                out[n] = vector
-            return out
-        except Exception:  # one bad graph must not sink the batch: find it
-            logger.warning("batch of %d failed to embed; embedding one by one", len(graphs))
-        for n, graph in zip(where, graphs, strict=True):
-            try:
-                out[n] = self.encoder.encode([graph])[0]
-            except Exception as exc:
-                out[n] = EmbedRefusal("encoder-error", f"{type(exc).__name__}: {exc}")
-        return out

@@ -3,7 +3,7 @@
 The exported graph takes ``tokens`` (``B x S`` int64 ids, right-padded with 0) and ``lengths``
 (``B`` int64, >= 1) and returns ``embedding`` (``B x H`` float32): embedding layer, the GRU
 (ONNX ``GRU``), and a gather of the output at ``lengths - 1``
-(:func:`mathsearch.encoders.expemb.last_hidden`).
+(:func:`mathsearch.encoders.seq2seq.last_hidden`).
 The decoder is not exported: search needs only the vector.
 
 :func:`export_seq2seq` writes ``MODEL.onnx``, ``MODEL.vocab.json`` (the token vocabulary, whose
@@ -26,8 +26,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from mathsearch.encoders.expemb import ExpEmb
-from mathsearch.encoders.expemb_data import TokenVocabulary, pad_ids
+from mathsearch.encoders.seq2seq import ExpEmb
+from mathsearch.encoders.seq2seq_data import TokenVocabulary, pad_ids
 from mathsearch.export.errors import ParityError
 from mathsearch.export.model_card import ModelCard, beside, file_sha256
 from mathsearch.export.onnx_file import IR_VERSION, OPSET, software_versions, write_onnx

@@ -62,7 +62,7 @@ DEFAULT_BATCH = 256
 
 def vocab_hash(tokens: Sequence[str]) -> str:
     """SHA-256 of a token list (same as
-    :attr:`mathsearch.encoders.expemb_data.TokenVocabulary.hash`)."""
+    :attr:`mathsearch.encoders.seq2seq_data.TokenVocabulary.hash`)."""
     text = json.dumps(list(tokens), ensure_ascii=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

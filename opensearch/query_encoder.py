@@ -94,7 +94,9 @@ class ModelQueryEncoder:
         if not names:
             return self._graph_cnn(latex)
         embedders = [self._embedder(name) for name in names]
-        with_prefix = any(embedder.family == "seq2seq" for embedder in embedders)
+        from mathsearch.export.families import needs_prefix
+
+        with_prefix = needs_prefix([embedder.family for embedder in embedders])
         parsed = self._parse(latex, with_prefix)
         item = parsed.to_dict()
         vectors: dict[str, list[float]] = {}

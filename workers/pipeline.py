@@ -46,6 +46,7 @@ from typing import Any
 from opensearchpy import OpenSearch
 
 from mathsearch.export.embedder_base import Embedder, EmbedRefusal, embed_safely
+from mathsearch.export.families import needs_prefix
 from mathsearch.indexer.records import Failure, scrub_surrogates, storable_id
 from mathsearch.opensearch.bulk_writer import BulkWriter
 from mathsearch.opensearch.documents import equation_actions, failure_actions, failure_id
@@ -102,7 +103,7 @@ class JobSpec:
     @property
     def needs_prefix(self) -> bool:
         """Whether an encoder of the job reads SymPy prefix tokens (a ``seq2seq`` field)."""
-        return any(name.startswith("vec_seq2seq_") for name in self.fields)
+        return needs_prefix(self.fields)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

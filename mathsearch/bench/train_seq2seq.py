@@ -3,7 +3,7 @@
 Same split as :mod:`mathsearch.bench.train_gcn` (the graph CNN): a step is *data* (cutting a
 batch of
 pairs, looking the tokens up, padding) and *network* (teacher-forced forward, backward, gradient
-clipping, AdamW: :func:`mathsearch.encoders.expemb_training.optimise_step`). Three timings on the
+clipping, AdamW: :func:`mathsearch.encoders.seq2seq_training.optimise_step`). Three timings on the
 same
 batches, threads and model:
 
@@ -34,8 +34,8 @@ from typing import Any
 import torch
 
 from mathsearch.bench.train_gcn import step_rate
-from mathsearch.encoders.expemb import ExpEmb, ExpEmbConfig
-from mathsearch.encoders.expemb_data import (
+from mathsearch.encoders.seq2seq import ExpEmb, ExpEmbConfig
+from mathsearch.encoders.seq2seq_data import (
     Batch,
     Pair,
     TokenVocabulary,
@@ -43,7 +43,7 @@ from mathsearch.encoders.expemb_data import (
     encode_pairs,
     make_batch,
 )
-from mathsearch.encoders.expemb_training import _batches, optimise_step
+from mathsearch.encoders.seq2seq_training import _batches, optimise_step
 
 logger = logging.getLogger(__name__)
 

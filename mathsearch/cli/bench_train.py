@@ -119,7 +119,7 @@ def _run_seq2seq(args: argparse.Namespace) -> int:
             bench_train_seq2seq,
             format_bench_train_seq2seq,
         )
-        from mathsearch.encoders.expemb_data import semvec_pairs
+        from mathsearch.encoders.seq2seq_data import semvec_pairs
     except ImportError as exc:
         return fail(f"this command needs the train extra (torch): {exc}; pip install '.[train]'")
     from mathsearch.cli.train_seq2seq import SHARED_DATA

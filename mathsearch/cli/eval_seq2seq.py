@@ -3,7 +3,7 @@
 Plug-in of :mod:`mathsearch.cli.families` (one module, three sub-commands; :func:`run`
 dispatches on
 ``args.eval_command``). No torch at import time. The metrics are in
-:mod:`mathsearch.encoders.expemb_eval`.
+:mod:`mathsearch.encoders.seq2seq_eval`.
 """
 
 from __future__ import annotations
@@ -132,14 +132,14 @@ def _default_onnx() -> str:
 
 
 def _embedders(args: argparse.Namespace, baselines: bool = False) -> dict[str, Any]:
-    from mathsearch.encoders.expemb_eval import bag_of_tokens, checkpoint_embedder, onnx_embedder
+    from mathsearch.encoders.seq2seq_eval import bag_of_tokens, checkpoint_embedder, onnx_embedder
 
     out: dict[str, Any] = {}
     if args.checkpoint:
         import torch
 
-        from mathsearch.encoders.expemb import ExpEmb
-        from mathsearch.encoders.expemb_training import load_expemb
+        from mathsearch.encoders.seq2seq import ExpEmb
+        from mathsearch.encoders.seq2seq_training import load_expemb
 
         torch.set_num_threads(max(1, args.threads))
         model, vocab, _ = load_expemb(args.checkpoint)
@@ -161,7 +161,7 @@ def _embedders(args: argparse.Namespace, baselines: bool = False) -> dict[str, A
 def _score_k(args: argparse.Namespace) -> dict[str, Any]:
     from tqdm import tqdm
 
-    from mathsearch.encoders.expemb_eval import semvec_score_k
+    from mathsearch.encoders.seq2seq_eval import semvec_score_k
     from mathsearch.indexer.semvec import set_name
     from mathsearch.indexer.semvec_prefix import read_semvec_prefix
 
@@ -189,9 +189,9 @@ def _generation(args: argparse.Namespace) -> dict[str, Any]:
     import torch
     from tqdm import tqdm
 
-    from mathsearch.encoders.expemb_data import read_egen
-    from mathsearch.encoders.expemb_eval import generation_accuracy
-    from mathsearch.encoders.expemb_training import load_expemb
+    from mathsearch.encoders.seq2seq_data import read_egen
+    from mathsearch.encoders.seq2seq_eval import generation_accuracy
+    from mathsearch.encoders.seq2seq_training import load_expemb
 
     if not args.checkpoint:
         raise ValueError("eval generation needs --checkpoint (the decoder is not exported)")
@@ -219,8 +219,8 @@ def _generation(args: argparse.Namespace) -> dict[str, Any]:
 
 def _analogies(args: argparse.Namespace) -> dict[str, Any]:
     from mathsearch.cli.train_seq2seq import default_egen
-    from mathsearch.encoders.expemb_data import read_egen
-    from mathsearch.encoders.expemb_eval import analogies
+    from mathsearch.encoders.seq2seq_data import read_egen
+    from mathsearch.encoders.seq2seq_eval import analogies
 
     clusters = read_egen(default_egen(), 64)
     pool = [s for c in clusters for s in c]

@@ -29,7 +29,7 @@ _SHARED = SHARED_DATA
 
 def parity_sequences(sources: list[str], limit: int, seed: int = 0) -> list[tuple[str, ...]]:
     """Up to ``limit`` real prefix sequences from E-Gen files and SemVec sets (a random draw)."""
-    from mathsearch.encoders.expemb_data import read_egen
+    from mathsearch.encoders.seq2seq_data import read_egen
     from mathsearch.indexer.semvec_prefix import read_semvec_prefix
 
     sequences: list[tuple[str, ...]] = []
@@ -46,7 +46,7 @@ def parity_sequences(sources: list[str], limit: int, seed: int = 0) -> list[tupl
 def run_export(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch export`` for seq2seq checkpoints."""
     try:
-        from mathsearch.encoders.expemb_training import Seq2SeqCheckpointError, load_expemb
+        from mathsearch.encoders.seq2seq_training import Seq2SeqCheckpointError, load_expemb
         from mathsearch.export.errors import ExportError
         from mathsearch.export.seq2seq_onnx import export_seq2seq, vocab_path
     except ImportError as exc:

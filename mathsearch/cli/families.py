@@ -21,6 +21,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from mathsearch.export.families import FAMILY_REGISTRY
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
@@ -33,8 +35,9 @@ __all__ = [
     "train_module",
 ]
 
-#: Families trained by a plug-in module ``mathsearch.cli.train_<family>``.
-TRAIN_FAMILIES = ("bitmap", "seq2seq", "figure")
+#: Families trained by a plug-in module ``mathsearch.cli.train_<family>``: every family of the
+#: registry but the graph CNN, whose ``train gcn`` is built in.
+TRAIN_FAMILIES = tuple(name for name in FAMILY_REGISTRY if name != "gcn")
 #: ``eval`` sub-commands from plug-in modules (name -> module).
 EVAL_MODULES: dict[str, str] = {
     "score-k": "mathsearch.cli.eval_seq2seq",

@@ -130,9 +130,9 @@ def register(kinds: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Handler of ``train seq2seq``."""
     try:
-        from mathsearch.encoders.expemb import ExpEmbConfigError
-        from mathsearch.encoders.expemb_data import VocabularyError
-        from mathsearch.encoders.expemb_training import RunConfig, train_expemb
+        from mathsearch.encoders.seq2seq import ExpEmbConfigError
+        from mathsearch.encoders.seq2seq_data import VocabularyError
+        from mathsearch.encoders.seq2seq_training import RunConfig, train_expemb
     except ImportError as exc:
         return fail(f"this command needs the train extra (torch): {exc}")
     named = [name for name in args.semvec if name in SEMVEC_SETS]

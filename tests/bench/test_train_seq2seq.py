@@ -11,7 +11,7 @@ import torch
 
 from mathsearch.bench.train_seq2seq import bench_train_seq2seq, format_bench_train_seq2seq
 from mathsearch.cli.main import main
-from mathsearch.encoders.expemb_data import (
+from mathsearch.encoders.seq2seq_data import (
     TokenVocabulary,
     batch_of_ids,
     encode_pairs,

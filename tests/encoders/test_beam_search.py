@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from mathsearch.encoders.beam_search import beam_search
-from mathsearch.encoders.expemb import EOE, SOE, ExpEmb, ExpEmbConfig, sequence_nll
+from mathsearch.encoders.seq2seq import EOE, SOE, ExpEmb, ExpEmbConfig, sequence_nll
 
 
 @pytest.fixture(autouse=True)

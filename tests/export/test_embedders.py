@@ -133,3 +133,24 @@ def test_embed_safely_keeps_a_model_fault_as_refusals() -> None:
     assert raised == [EmbedRefusal("encoder-error", "RuntimeError: session lost")] * 3
     short = embed_safely(_Fake("short"), items)
     assert short == [EmbedRefusal("encoder-error", "1 results for 3 items")] * 3
+
+
+def test_every_family_of_the_registry_has_its_modules_and_plug_ins() -> None:
+    import importlib
+    import importlib.util
+
+    from mathsearch.export.embedders import FAMILY_RUNTIMES
+    from mathsearch.export.families import FAMILY_REGISTRY, family_of_field, needs_prefix
+
+    assert set(FAMILY_REGISTRY) == {"gcn", "bitmap", "seq2seq", "figure"} == set(FAMILY_RUNTIMES)
+    for name, family in FAMILY_REGISTRY.items():
+        module, cls = family.runtime.split(":")
+        assert getattr(importlib.import_module(module), cls).__name__ == cls
+        for other in (family.exporter, family.trainer, f"mathsearch.cli.export_{name}"):
+            if name == "gcn" and other.startswith("mathsearch.cli."):
+                continue  # gcn's export and train commands are built in
+            assert importlib.util.find_spec(other) is not None, other
+        if name != "gcn":
+            assert importlib.util.find_spec(f"mathsearch.cli.train_{name}") is not None
+        assert family_of_field(f"vec_{name}_v3") is family
+    assert needs_prefix(["vec_gcn_v2", "vec_seq2seq_v2"]) and not needs_prefix(["gcn", "bitmap"])

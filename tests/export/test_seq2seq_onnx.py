@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from mathsearch.encoders.expemb import ExpEmb, ExpEmbConfig
-from mathsearch.encoders.expemb_data import TokenVocabulary, read_egen
+from mathsearch.encoders.seq2seq import ExpEmb, ExpEmbConfig
+from mathsearch.encoders.seq2seq_data import TokenVocabulary, read_egen
 from mathsearch.export.errors import ModelMismatchError
 from mathsearch.export.model_card import load_card
 from mathsearch.export.seq2seq_onnx import check_seq2seq_parity, export_seq2seq, vocab_path
@@ -60,7 +60,7 @@ def test_runtime_matches_pytorch(exported: tuple[ExpEmb, TokenVocabulary, Path])
     embedder = Seq2SeqEmbedder(out, device="cpu")
     sequences = _real_sequences()[:40]
     got = embedder.embed([{"prefix": list(s)} for s in sequences])
-    from mathsearch.encoders.expemb_eval import checkpoint_embedder
+    from mathsearch.encoders.seq2seq_eval import checkpoint_embedder
 
     expected = checkpoint_embedder(model, vocab)(sequences)
     assert np.allclose(np.stack(got), expected, atol=1e-4)

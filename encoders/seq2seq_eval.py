@@ -145,10 +145,10 @@ def bag_of_tokens(vocabulary: Sequence[str]) -> EmbedFn:
 
 
 def checkpoint_embedder(model: Any, vocab: Any, batch_size: int = 256) -> EmbedFn:
-    """PyTorch embeddings ``h_N`` of a trained :class:`~mathsearch.encoders.expemb.ExpEmb`."""
+    """PyTorch embeddings ``h_N`` of a trained :class:`~mathsearch.encoders.seq2seq.ExpEmb`."""
     import torch
 
-    from mathsearch.encoders.expemb_data import pad_ids
+    from mathsearch.encoders.seq2seq_data import pad_ids
 
     def embed(sequences: Sequence[Sequence[str]]) -> np.ndarray:
         parts = []

@@ -33,8 +33,8 @@ from typing import Any, TypeVar
 import torch
 from tqdm import tqdm
 
-from mathsearch.encoders.expemb import ExpEmb, ExpEmbConfig
-from mathsearch.encoders.expemb_data import (
+from mathsearch.encoders.seq2seq import ExpEmb, ExpEmbConfig
+from mathsearch.encoders.seq2seq_data import (
     Batch,
     EncodedPair,
     Pair,
@@ -208,7 +208,7 @@ class _Validator:
     def check(
         self, model: ExpEmb, step: int, epoch: float, history: dict[str, Any], run: RunConfig
     ) -> None:
-        from mathsearch.encoders.expemb_eval import checkpoint_embedder, semvec_score_k
+        from mathsearch.encoders.seq2seq_eval import checkpoint_embedder, semvec_score_k
 
         embed = checkpoint_embedder(model, self.vocab)
         per_set = {

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from mathsearch.encoders.expemb import EOE, PAD, SOE, UNK
+from mathsearch.encoders.seq2seq import EOE, PAD, SOE, UNK
 from mathsearch.indexer.prefix import PrefixError, parse_prefix_line
 from mathsearch.indexer.semvec_prefix import SemvecPrefixClass
 

@@ -46,7 +46,7 @@ __all__ = [
     "sequence_nll",
 ]
 
-#: Vocabulary ids every ExpEmb vocabulary reserves (:mod:`mathsearch.encoders.expemb_data`).
+#: Vocabulary ids every ExpEmb vocabulary reserves (:mod:`mathsearch.encoders.seq2seq_data`).
 PAD, SOE, EOE, UNK = 0, 1, 2, 3
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mathsearch.encoders.expemb import EOE, PAD, SOE, UNK
-from mathsearch.encoders.expemb_data import (
+from mathsearch.encoders.seq2seq import EOE, PAD, SOE, UNK
+from mathsearch.encoders.seq2seq_data import (
     SPECIALS,
     TokenVocabulary,
     VocabularyError,

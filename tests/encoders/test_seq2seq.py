@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from mathsearch.encoders.expemb import (
+from mathsearch.encoders.seq2seq import (
     PAD,
     ExpEmb,
     ExpEmbConfig,

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mathsearch.encoders.expemb_eval import (
+from mathsearch.encoders.seq2seq_eval import (
     SEED_ANALOGIES,
     analogies,
     bag_of_tokens,

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from mathsearch.cli.main import main
-from mathsearch.encoders.expemb import ExpEmb
-from mathsearch.encoders.expemb_eval import checkpoint_embedder, semvec_score_k
-from mathsearch.encoders.expemb_training import RunConfig, collect_pairs, load_expemb
+from mathsearch.encoders.seq2seq import ExpEmb
+from mathsearch.encoders.seq2seq_eval import checkpoint_embedder, semvec_score_k
+from mathsearch.encoders.seq2seq_training import RunConfig, collect_pairs, load_expemb
 from mathsearch.indexer.semvec_prefix import read_semvec_prefix
 
 RESOURCES = Path(__file__).resolve().parents[1] / "resources"
@@ -86,7 +86,7 @@ def test_appendix_c_pairs_reproduce_the_seeds_table_8() -> None:
     import itertools
     import random
 
-    from mathsearch.encoders.expemb_data import _unrank_pair, all_class_pairs, semvec_pairs
+    from mathsearch.encoders.seq2seq_data import _unrank_pair, all_class_pairs, semvec_pairs
 
     pairs = semvec_pairs(read_semvec_prefix(BOOLEAN5), random.Random(0), all_pairs=True)
     assert len(pairs) == 17_934
