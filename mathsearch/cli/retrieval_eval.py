@@ -32,6 +32,8 @@ INDEX_EXAMPLES = """\
   mathsearch eval retrieval --task same-document -o eval-sd --papers 100 --topics 200
   mathsearch eval retrieval --task equivalence -o eval-eq --topics 30 \\
       --sets boolean10,poly8,simplepoly8 --pya0-dir /dev/shm/pya0-eq
+  mathsearch eval retrieval --task equivalence -o eval-eq-s2s --encoders seq2seq \\
+      --index mathsearch-eval-equivalence-seq2seq   (every mode over the seq2seq vectors)
   mathsearch eval retrieval --task same-document -o eval-small --papers 10 --topics 20 \\
       --grid mode=fusion,rescore alpha=0.3,0.7 --no-pya0 --json
 """
@@ -103,6 +105,12 @@ def add_index_options(parser: argparse.ArgumentParser) -> None:
         help="tuning grid as in `mathsearch tune` (default: its default grid)",
     )
     group.add_argument("--no-pya0", action="store_true", help="leave Approach Zero out")
+    group.add_argument(
+        "--encoders",
+        metavar="E1,E2",
+        help="index and embed with these encoders (families or .onnx paths; the first is the "
+        "field every mode searches) instead of the default model, e.g. seq2seq",
+    )
     group.add_argument("--pya0-dir", metavar="DIR", help="pya0 workdir (default DIR/pya0)")
 
 
@@ -154,6 +162,13 @@ def run_index_form(
         return fail(f"pya0 (Approach Zero) is not importable; {PYA0_HINT}")
     try:
         grid = parse_grid(args.grid) if args.grid else None
+        encoders = None
+        if getattr(args, "encoders", None):
+            from mathsearch.export.embedders import encoder_card, parse_encoders
+
+            encoders = parse_encoders(args.encoders)
+            for name in encoders:
+                encoder_card(name)  # an unknown family or a missing model fails here, not later
         settings = OpenSearchSettings.from_env()
         client = connect(settings)
         check_cluster(client, settings)  # before minutes of featurisation
@@ -179,7 +194,7 @@ def run_index_form(
         result = run_retrieval_eval(
             data, args.out, index=args.index, k=args.depth, seed=args.seed, metric=args.metric,
             pya0=not args.no_pya0, pya0_dir=args.pya0_dir, grid=grid, client=client,
-            settings=settings, progress=progress,
+            settings=settings, progress=progress, encoders=encoders,
         )  # fmt: skip
     except Pya0Unavailable:
         return fail(f"pya0 (Approach Zero) is not importable; {PYA0_HINT}")

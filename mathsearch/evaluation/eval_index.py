@@ -136,22 +136,30 @@ def ensure_eval_index(
     *,
     settings: OpenSearchSettings | None = None,
     progress: bool = True,
+    encoders: Sequence[str] | None = None,
 ) -> EvalIndex:
     """Reuse or (re)build the eval index of ``collection``; see the module docstring.
+
+    ``encoders`` (families or ``.onnx`` paths, the first the index's default vector field)
+    replace the default model (``MATHSEARCH_MODEL``): each fills its own vector field.
 
     Raises:
         MappingError: ``alias`` names an index that is not an eval index.
         ClusterUnavailableError: the cluster does not answer.
     """
+    from mathsearch.export.embedders import encoder_card
     from mathsearch.export.model_card import load_card
     from mathsearch.export.settings import ExportSettings
+    from mathsearch.indexer.settings import IndexerSettings
     from mathsearch.workers.index_job import run_index
 
     settings = settings or OpenSearchSettings.from_env()
-    card = load_card(ExportSettings.from_env().model)
-    from mathsearch.indexer.settings import IndexerSettings
-
+    names = list(encoders or [])
+    cards = [encoder_card(n) for n in names] or [load_card(ExportSettings.from_env().model)]
+    card = cards[0]
     featurisation = f"v{FEATURISATION_VERSION}:{IndexerSettings.from_env().canonical_form}"
+    for extra in cards[1:]:
+        featurisation += f":{extra.vector_field}:{extra.sha256}"
     print_ = fingerprint(collection, card.vector_field, card.sha256, featurisation)
     built = EvalIndex(alias, print_, card.vector_field, card.name, len(collection), reused=True)
     try:
@@ -166,7 +174,7 @@ def ensure_eval_index(
         started = time.perf_counter()
         report = run_index(
             _records(collection), alias, inline=True, client=client, settings=settings,
-            progress=progress,
+            progress=progress, encoders=names or None,
         )  # fmt: skip
         built.written, built.failed = report.written, report.failed
         built.failures_by_stage = dict(report.failures_by_stage)

@@ -186,13 +186,16 @@ def run_retrieval_eval(
     settings: OpenSearchSettings | None = None,
     encoder: Any = None,
     progress: bool = True,
+    encoders: Sequence[str] | None = None,
 ) -> RetrievalEval:
     """Run one evaluation (see the module docstring) and write its files; returns the result.
 
     ``grid`` replaces the default tuning grid (a
     :func:`~mathsearch.evaluation.tuning_grid.parse_grid`
     result; its ``k`` is always ``k``). ``pya0_dir`` is pya0's workdir (default
-    ``out_dir/pya0``; its index is reused when it holds the same collection).
+    ``out_dir/pya0``; its index is reused when it holds the same collection). ``encoders``
+    (families or ``.onnx`` paths) index and embed the queries with these encoders instead of
+    the default model; the first is the vector field every mode searches.
 
     Raises:
         ClusterUnavailableError: the cluster does not answer.
@@ -224,9 +227,12 @@ def run_retrieval_eval(
     clock: dict[str, float] = {}
 
     alias = index or eval_alias(settings, data.task)
-    built = ensure_eval_index(client, alias, data.collection, settings=settings, progress=progress)
+    built = ensure_eval_index(
+        client, alias, data.collection, settings=settings, progress=progress, encoders=encoders
+    )
     clock["index"] = built.seconds
-    searcher = Searcher(client, alias, encoder=encoder or ModelQueryEncoder())
+    query_encoder = encoder or ModelQueryEncoder(encoders=list(encoders or []) or None)
+    searcher = Searcher(client, alias, encoder=query_encoder)
 
     tick = time.perf_counter()
     configs = expand({**(grid or DEFAULT_GRID), "k": (k,)})

@@ -125,6 +125,27 @@ def test_equivalence_index_form(
         assert {class_of[eq_id] for eq_id in relevant} == {class_of[qid]}
 
 
+def test_equivalence_over_the_seq2seq_vectors(
+    tmp_path: Path, eval_alias: str, capsys: pytest.CaptureFixture[str], client: Any
+) -> None:
+    from mathsearch.export.embedders import encoder_card
+
+    out = tmp_path / "eq-s2s"
+    argv = ["--task", "equivalence", "-o", str(out), "--semvec", str(SEMVEC), "--topics", "4"]
+    argv += ["--sets", "boolean5,oneVarPoly10", "--index", eval_alias, "--no-pya0"]
+    report = run_cli([*argv, "--encoders", "seq2seq", *GRID], capsys)
+    field = encoder_card("seq2seq").vector_field
+    assert report["index"]["vector_field"] == field and report["index"]["reused"] is False
+    mapping = next(iter(client.indices.get_mapping(index=eval_alias).values()))["mappings"]
+    assert mapping["_meta"]["default_vector_field"] == field
+    assert not any(name.startswith("vec_gcn") for name in mapping["properties"])
+    knn = read_run(out / report["systems"]["knn"]["run"])
+    assert knn and all(ranking for ranking in knn.values())
+    again = run_cli([*argv, "--encoders", "seq2seq", *GRID], capsys)
+    assert again["index"]["reused"] is True
+    assert run_cli([*argv, *GRID], capsys)["index"]["reused"] is False  # the default model
+
+
 def test_split_keeps_papers_together() -> None:
     from mathsearch.evaluation.relevance_sets import build_same_document
 
