@@ -24,8 +24,8 @@ __all__ = ["LOSSES", "TrainConfig", "TrainingError"]
 #: ``histogram`` (KDD 2020 eq. 2, the full model), ``triplet`` (KDD 2020 eq. 1, the "No
 #: Histogram Loss" ablation), ``ecml`` (ECML 2019: triplet loss with anchor swap, squared hinge),
 #: ``infonce`` (in-batch negatives, :mod:`mathsearch.encoders.losses.info_nce_loss`; beyond the
-# seeds: each
-#: step draws (anchor, positive) pairs and every other positive of the batch is a negative).
+#: seeds: each step draws (anchor, positive) pairs and every other positive of the batch is a
+#: negative).
 LOSSES = ("histogram", "triplet", "ecml", "infonce")
 
 
@@ -61,9 +61,9 @@ class TrainConfig:
     eval_every: int | None = None  # steps; None: after every epoch
     eval_triplets: int = 10_000
     progress: bool = True
-    #: Batches cut from the packed corpus (:class:`~mathsearch.encoders.packed_corpus.PackedCorpus`)
-    # and the
-    #: model's id path; False: the older per-graph collate (kept to measure against).
+    #: Batches cut from the packed corpus
+    #: (:class:`~mathsearch.encoders.packed_corpus.PackedCorpus`) and the model's id path;
+    #: False: the older per-graph collate (kept to measure against).
     packed: bool = True
     #: Seconds of training after which the run stops (the learning rate then decreases linearly
     #: over this time instead of over the steps); None: ``epochs`` decide.

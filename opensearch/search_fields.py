@@ -76,9 +76,8 @@ class SearchFields:
 #: The equation index (``<prefix>-equations``).
 EQUATION_FIELDS = SearchFields()
 
-#: The figures index (:mod:`mathsearch.opensearch.figure_index`): captions and mentions, one figure
-# vector
-#: field, figures identified by ``fig_id``.
+#: The figures index (:mod:`mathsearch.opensearch.figure_index`): captions and mentions, one
+#: figure vector field, figures identified by ``fig_id``.
 FIGURE_FIELDS = SearchFields(
     text=("caption", "mentions"),
     context=None,

@@ -108,8 +108,8 @@ def add_index_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--encoders",
         metavar="E1,E2",
-        help="index and embed with these encoders (families or .onnx paths; the first is the "
-        "field every mode searches) instead of the default model, e.g. seq2seq",
+        help="embed the queries with these encoders (families or .onnx paths; every mode "
+        "searches the first one's field), indexed beside the default model, e.g. seq2seq",
     )
     group.add_argument("--pya0-dir", metavar="DIR", help="pya0 workdir (default DIR/pya0)")
 

@@ -194,8 +194,9 @@ def run_retrieval_eval(
     :func:`~mathsearch.evaluation.tuning_grid.parse_grid`
     result; its ``k`` is always ``k``). ``pya0_dir`` is pya0's workdir (default
     ``out_dir/pya0``; its index is reused when it holds the same collection). ``encoders``
-    (families or ``.onnx`` paths) index and embed the queries with these encoders instead of
-    the default model; the first is the vector field every mode searches.
+    (families or ``.onnx`` paths): the queries are embedded with these and every mode searches
+    the first one's vector field; the collection is indexed with the default model first (so
+    that an equation these encoders refuse is still indexed, with its refusal) and then them.
 
     Raises:
         ClusterUnavailableError: the cluster does not answer.
@@ -210,6 +211,7 @@ def run_retrieval_eval(
     from mathsearch.evaluation.tuning_grid import DEFAULT_GRID, expand
     from mathsearch.opensearch.client import connect
     from mathsearch.opensearch.query_encoder import ModelQueryEncoder
+    from mathsearch.opensearch.search_fields import EQUATION_FIELDS
     from mathsearch.opensearch.searcher import Searcher
 
     if pya0 and not pya0_available():
@@ -227,12 +229,22 @@ def run_retrieval_eval(
     clock: dict[str, float] = {}
 
     alias = index or eval_alias(settings, data.task)
+    fields = EQUATION_FIELDS
+    index_encoders = None
+    if encoders:
+        from mathsearch.export.embedders import encoder_card
+        from mathsearch.export.settings import ExportSettings
+
+        default = str(ExportSettings.from_env().model)
+        index_encoders = list(dict.fromkeys([default, *encoders]))
+        fields = replace(EQUATION_FIELDS, vectors=(encoder_card(encoders[0]).vector_field,))
     built = ensure_eval_index(
-        client, alias, data.collection, settings=settings, progress=progress, encoders=encoders
-    )
+        client, alias, data.collection, settings=settings, progress=progress,
+        encoders=index_encoders,
+    )  # fmt: skip
     clock["index"] = built.seconds
     query_encoder = encoder or ModelQueryEncoder(encoders=list(encoders or []) or None)
-    searcher = Searcher(client, alias, encoder=query_encoder)
+    searcher = Searcher(client, alias, encoder=query_encoder, fields=fields)
 
     tick = time.perf_counter()
     configs = expand({**(grid or DEFAULT_GRID), "k": (k,)})
