@@ -137,6 +137,9 @@ class Searcher(SearchCalls):
         tokens = features.tokens if features else []
         if request.max_df is not None and request.mode is not Mode.KNN and tokens:
             tokens = self.call(lambda: self.token_stats.prune(tokens, request.max_df))
+        fallback = self._refused_everywhere(request, features)
+        if fallback:  # a hybrid mode whose every vector the encoders refused: BM25 alone
+            request = replace(request, mode=Mode.BM25)
         plan = self.plan(request, features)
         # grouping ranks documents by their best equation: fetch a deeper list to fill k groups
         size = max(request.k, min(request.depth, request.window)) if request.group else request.k
@@ -164,10 +167,28 @@ class Searcher(SearchCalls):
             hits=hits if request.group else hits[: request.k],
             groups=groups,
             fused=fused_side,
-            parameters=request.parameters(),
+            parameters={**request.parameters(), **({"fallback": fallback} if fallback else {})},
             query_tokens=tokens,
             vector_fields=fields,
         )
+
+    def _refused_everywhere(
+        self, request: SearchRequest, features: QueryFeatures | None
+    ) -> str | None:
+        """Why a hybrid request falls back to BM25: every vector field it searches has no query
+        vector because its encoder refused the query (e.g. SymPy cannot read it for
+        ``seq2seq``); None when it does not. ``knn`` has no BM25 side and keeps the error."""
+        if request.mode in (Mode.KNN, Mode.BM25) or features is None:
+            return None
+        refusals = features.refusals or {}
+        if not refusals:
+            return None
+        fields = requested_fields(request) or list(self.fields.vectors) or [self.default_field()]
+        vectors = features.by_field()
+        if any(name in vectors or name not in refusals for name in fields):
+            return None
+        reasons = "; ".join(f"{name}: {refusals[name]}" for name in fields)
+        return f"bm25 (the encoders refused the query: {reasons})"
 
     def plan(self, request: SearchRequest, features: QueryFeatures | None) -> VectorPlan:
         """The request's vector fields, query vectors and weights (empty for ``bm25``).

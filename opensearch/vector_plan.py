@@ -72,6 +72,8 @@ def plan_vectors(
         QueryError: no LaTeX to embed, a field the index lacks, a field without a query vector,
             or weights that do not fit the fields.
     """
+    if features is not None and not features.by_field() and features.refusals and fields:
+        raise QueryError(_no_vector(features, fields[0]))
     if features is None or not features.by_field():
         raise QueryError(f"mode {request.mode.value} needs a LaTeX query to embed")
     vectors = features.by_field()

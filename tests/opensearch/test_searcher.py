@@ -202,3 +202,39 @@ def test_search_command_prints_json_and_text(
     assert "unbalanced" in capsys.readouterr().err
     assert main(["models", "list", "--index", equation_alias]) == 0
     assert f"* {DEFAULT_FIELD}" in capsys.readouterr().out
+
+
+class _RefusingEncoder:
+    """Query features whose every vector the encoder refused (as seq2seq does for a formula
+    SymPy cannot read): tokens only."""
+
+    def __init__(self, searcher: Searcher) -> None:
+        self.inner = searcher.encoder
+
+    def features(self, latex: str) -> object:
+        from mathsearch.opensearch.query_encoder import QueryFeatures
+
+        real = self.inner.features(latex)
+        return QueryFeatures(
+            tokens=real.tokens,
+            vector=None,
+            vector_field=DEFAULT_FIELD,
+            vectors={},
+            refusals={DEFAULT_FIELD: "sympy-unparsable no prefix"},
+        )
+
+
+@pytest.mark.parametrize("mode", [Mode.RRF, Mode.FUSION, Mode.RESCORE, Mode.KNN_RESCORE])
+def test_a_hybrid_mode_whose_vectors_were_all_refused_falls_back_to_bm25(
+    searcher: Searcher, demo_parsed: list, mode: Mode
+) -> None:
+    latex = demo_parsed[QUERY].record.latex
+    refusing = Searcher(searcher.client, searcher.index, encoder=_RefusingEncoder(searcher))
+    response = refusing.search(SearchRequest(latex, mode=mode, k=5))
+    bm25 = searcher.search(SearchRequest(latex, mode=Mode.BM25, k=5))
+    assert response.mode == "bm25" and response.vector_fields == []
+    assert "sympy-unparsable" in response.parameters["fallback"]
+    assert [h.eq_id for h in response.hits] == [h.eq_id for h in bm25.hits]
+    with pytest.raises(QueryError, match="refused"):  # knn has no BM25 side
+        refusing.search(SearchRequest(latex, mode=Mode.KNN, k=5))
+    assert "fallback" not in searcher.search(SearchRequest(latex, mode=mode, k=5)).parameters
