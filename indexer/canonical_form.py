@@ -27,9 +27,8 @@ Readers:
   took 3-10 ms. An equation ``a = b`` is ``a - b`` with its sign fixed, so ``b = a`` agrees.
   Powers take the principal branch, so ``\\sqrt{x^2}`` and ``x`` differ, as they do over C;
 * with ``sympy=True`` (``MATHSEARCH_CANONICAL_FORM=sympy``), a formula neither takes goes to
-  SymPy's LaTeX parser (:func:`mathsearch.indexer.prefix.latex_to_expr_untimed`, under the SymPy
-  time
-  limit) and is evaluated at the same points, so its forms agree with the fast readers'.
+  SymPy's LaTeX parser (:func:`mathsearch.indexer.prefix.latex_to_expr_untimed`, under the
+  SymPy time limit) and is evaluated at the same points, so its forms agree with the fast readers'.
 
 A formula neither reader takes raises :class:`CanonicalFormError` with a reason
 (``sympy-unparsable``, ``timeout``, ``too-large``); the featuriser keeps the reason and indexes
@@ -53,6 +52,15 @@ from functools import lru_cache
 import numpy as np
 
 from mathsearch.indexer.errors import IndexerError
+from mathsearch.indexer.logic_formula import (
+    IGNORED_COMMANDS,
+    LOGIC_COMMANDS,
+    LogicFormulaError,
+    LogicParser,
+    is_logic,
+    logic_formula,
+    logic_tokens,
+)
 from mathsearch.indexer.settings import IndexerSettings
 
 logger = logging.getLogger(__name__)
@@ -77,108 +85,6 @@ def _digest(text: str) -> str:
 
 
 # ----------------------------------------------------------------------------- logic
-
-#: LaTeX command -> operator of the logic reader.
-LOGIC_COMMANDS = {
-    "land": "&",
-    "wedge": "&",
-    "lor": "|",
-    "vee": "|",
-    "lnot": "~",
-    "neg": "~",
-    "oplus": "^",
-    "Rightarrow": ">",
-    "implies": ">",
-    "Leftrightarrow": "=",
-    "iff": "=",
-    "top": "1",
-    "bot": "0",
-}
-_LOGIC_OPERATORS = {"&", "|", "~", "^", ">", "="}
-_LOGIC_TOKEN = re.compile(r"\s*(?:\\([a-zA-Z]+)|([A-Za-z])|([01])|([()\[\]{}])|(\S))")
-_IGNORED = {"left", "right", "big", "Big", "bigl", "bigr", "Bigl", "Bigr"}
-#: Binding power of the binary operators (higher binds tighter); ``>`` is right-associative.
-_POWER = {"&": 4, "^": 3, "|": 2, ">": 1, "=": 0}
-
-
-def _logic_tokens(latex: str) -> list[str] | None:
-    """The logic reader's tokens, or None when ``latex`` is not propositional logic."""
-    tokens: list[str] = []
-    for match in _LOGIC_TOKEN.finditer(latex):
-        command, letter, bit, bracket, other = match.groups()
-        if command is not None:
-            if command in _IGNORED:
-                continue
-            if command not in LOGIC_COMMANDS:
-                return None
-            tokens.append(LOGIC_COMMANDS[command])
-        elif letter is not None:
-            tokens.append(letter)
-        elif bit is not None:
-            tokens.append(bit)
-        elif bracket is not None:
-            tokens.append("(" if bracket in "([{" else ")")
-        elif other in {"&", "|"}:
-            tokens.append(other)
-        else:
-            return None
-    return tokens
-
-
-def is_logic(latex: str) -> bool:
-    """Whether ``latex`` is a propositional formula (a logic operator and nothing else)."""
-    return _logic_formula(latex) is not None
-
-
-def _logic_formula(latex: str) -> list[str] | None:
-    """The logic reader's tokens when ``latex`` is a propositional formula, else None."""
-    tokens = _logic_tokens(latex)
-    return tokens if tokens and any(t in _LOGIC_OPERATORS for t in tokens) else None
-
-
-class _LogicParser:
-    """Precedence climbing over the logic tokens into nested tuples."""
-
-    def __init__(self, tokens: list[str]) -> None:
-        self.tokens = tokens
-        self.at = 0
-
-    def parse(self) -> object:
-        tree = self.binary(0)
-        if self.at != len(self.tokens):
-            raise CanonicalFormError(f"unexpected {self.tokens[self.at]!r}", "sympy-unparsable")
-        return tree
-
-    def peek(self) -> str | None:
-        return self.tokens[self.at] if self.at < len(self.tokens) else None
-
-    def take(self) -> str:
-        token = self.peek()
-        if token is None:
-            raise CanonicalFormError("formula ends early", "sympy-unparsable")
-        self.at += 1
-        return token
-
-    def binary(self, least: int) -> object:
-        left = self.unary()
-        while (op := self.peek()) in _POWER and _POWER[op] >= least:
-            self.at += 1
-            right = self.binary(_POWER[op] if op == ">" else _POWER[op] + 1)
-            left = (op, left, right)
-        return left
-
-    def unary(self) -> object:
-        token = self.take()
-        if token == "~":
-            return ("~", self.unary())
-        if token == "(":
-            inner = self.binary(0)
-            if self.take() != ")":
-                raise CanonicalFormError("unbalanced parentheses", "sympy-unparsable")
-            return inner
-        if token in _LOGIC_OPERATORS or token == ")":
-            raise CanonicalFormError(f"operand expected, got {token!r}", "sympy-unparsable")
-        return token
 
 
 def _variables(tree: object, found: set[str]) -> set[str]:
@@ -223,14 +129,17 @@ def truth_table(latex: str) -> tuple[tuple[str, ...], np.ndarray]:
         CanonicalFormError: not propositional logic, unreadable, or more than
             :data:`MAX_VARIABLES` variables.
     """
-    tokens = _logic_tokens(latex)
+    tokens = logic_tokens(latex)
     if not tokens:
         raise CanonicalFormError("not a propositional formula", "sympy-unparsable")
     return _truth_table(tokens)
 
 
 def _truth_table(tokens: list[str]) -> tuple[tuple[str, ...], np.ndarray]:
-    tree = _LogicParser(tokens).parse()
+    try:
+        tree = LogicParser(tokens).parse()
+    except LogicFormulaError as exc:
+        raise CanonicalFormError(str(exc), exc.reason) from exc
     names = sorted(_variables(tree, set()))
     if len(names) > MAX_VARIABLES:
         raise CanonicalFormError(f"{len(names)} variables > {MAX_VARIABLES}", "too-large")
@@ -489,7 +398,7 @@ def _algebra_tokens(latex: str) -> list[str] | None:
         if space is not None or trailing is not None:
             continue  # \, \; and the comma or full stop that ends a displayed formula
         if command is not None:
-            if command in _IGNORED:
+            if command in IGNORED_COMMANDS:
                 continue
             if command in GREEK:
                 tokens.append("@" + command)
@@ -636,7 +545,7 @@ MAX_FAST_TOKENS = 40
 
 
 _KNOWN_COMMANDS = frozenset(
-    set(LOGIC_COMMANDS) | set(_ALGEBRA_COMMANDS) | GREEK | set(FUNCTIONS) | _IGNORED
+    set(LOGIC_COMMANDS) | set(_ALGEBRA_COMMANDS) | GREEK | set(FUNCTIONS) | IGNORED_COMMANDS
 )
 
 
@@ -675,7 +584,7 @@ def canonical_tokens(
     limit = settings.sympy_timeout if timeout is None else timeout
     fast = _fast_readers_may_take(latex)
     try:
-        logic = _logic_formula(latex) if fast else None
+        logic = logic_formula(latex) if fast else None
         if logic is not None:  # NumPy over the truth table: no time limit needed
             return _logic_tokens_of(logic)
         found = evaluate_algebra(latex) if fast else None

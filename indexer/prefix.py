@@ -47,6 +47,7 @@ from sympy.core.function import AppliedUndef
 from sympy.utilities.exceptions import SymPyDeprecationWarning
 
 from mathsearch.indexer.errors import IndexerError
+from mathsearch.indexer.logic_formula import LogicFormulaError, logic_prefix
 from mathsearch.indexer.settings import IndexerSettings
 from mathsearch.indexer.sympy_latex import known_commands, parse_latex
 from mathsearch.indexer.time_limit import run_with_time_limit
@@ -375,6 +376,10 @@ def latex_to_prefix(
 ) -> list[str]:
     """Prefix tokens of a LaTeX formula read by SymPy; raises :class:`PrefixError`.
 
+    A propositional formula (``\\land``, ``\\lor``, ``\\lnot``, ...), which SymPy's LaTeX
+    grammar does not read, goes to :func:`mathsearch.indexer.logic_formula.logic_prefix`
+    instead: the SemVec boolean tokens (``and or xor implies not``) the seq2seq model trained on.
+
     ``timeout`` defaults to ``settings.sympy_timeout`` (``MATHSEARCH_SYMPY_TIMEOUT``);
     ``evaluate=False`` keeps the tree as written (no canonical ordering or folding).
     """
@@ -383,6 +388,14 @@ def latex_to_prefix(
         raise PrefixError("empty formula", "sympy-unparsable")
     if len(latex) > settings.max_equation_chars:
         raise PrefixError(f"{len(latex)} characters > {settings.max_equation_chars}", "too-large")
+    try:
+        logic = logic_prefix(latex)  # SymPy has no logic: the SemVec tokens and/or/xor/not
+    except LogicFormulaError as exc:
+        raise PrefixError(str(exc), "sympy-unparsable") from exc
+    if logic is not None:
+        if len(logic) > settings.max_nodes:
+            raise PrefixError(f"{len(logic)} tokens > {settings.max_nodes}", "too-large")
+        return logic
     known_commands()  # the parser is built once per process (~1.5 s), outside the time limit
     limit = settings.sympy_timeout if timeout is None else timeout
     args = (latex, evaluate, settings.max_nodes)

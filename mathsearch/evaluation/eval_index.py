@@ -67,8 +67,9 @@ def eval_alias(settings: OpenSearchSettings, task: str) -> str:
 
 
 #: Bumped when what the featuriser writes changes (2: ``canon_tokens``; 3: their algebraic
-#: normal forms evaluated at points rather than built by SymPy).
-FEATURISATION_VERSION = 3
+#: normal forms evaluated at points rather than built by SymPy; 4: logic formulas get prefix
+#: tokens, so seq2seq embeds them).
+FEATURISATION_VERSION = 4
 
 
 def fingerprint(
