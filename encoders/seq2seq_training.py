@@ -94,6 +94,10 @@ class RunConfig:
     all_pairs: bool = False
     #: SemVec validation files: score_5 (EQNET's denominator) after every epoch, the best kept
     validation: list[str] = field(default_factory=list)
+    #: also validate every this many steps (0: after every epoch only)
+    validate_every: int = 0
+    #: classes drawn per validation set (None: all of them)
+    validation_classes: int | None = None
     min_count: int = 2
     vocabulary: str | None = None
     seed: int = 0
@@ -211,8 +215,9 @@ class _Validator:
         from mathsearch.encoders.seq2seq_eval import checkpoint_embedder, semvec_score_k
 
         embed = checkpoint_embedder(model, self.vocab)
+        drawn = run.validation_classes
         per_set = {
-            name: round(100 * semvec_score_k(embed, classes, 5, eqnet=True)["score"], 2)
+            name: round(100 * semvec_score_k(embed, classes, 5, drawn, eqnet=True)["score"], 2)
             for name, classes in self.sets.items()
         }
         model.train()
@@ -319,7 +324,10 @@ def train_expemb(run: RunConfig) -> dict[str, Any]:
                 loss = optimise_step(model, optimizer, batch_of_ids(batch_pairs))
                 step += 1
                 window.append(loss)
-                if validator is not None and step % per_epoch == 0:
+                every = run.validate_every
+                if validator is not None and (
+                    step % per_epoch == 0 or (every and step % every == 0)
+                ):
                     validator.check(model, step, step / per_epoch, history, run)
                 elif (
                     validator is None and run.checkpoint_every and step % run.checkpoint_every == 0

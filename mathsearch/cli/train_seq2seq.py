@@ -113,6 +113,20 @@ def register(kinds: Any) -> None:
     )
     parser.add_argument("--semvec-exclude", nargs="*", default=[], help="classes kept unseen")
     parser.add_argument("--semvec-per-class", type=positive_int, default=20)
+    parser.add_argument(
+        "--validation",
+        nargs="*",
+        default=[],
+        metavar="FILE",
+        help="SemVec validation files: score_5 during training, checkpoint.pt = the best "
+        "(a set given by name validates on its own split)",
+    )
+    parser.add_argument(
+        "--validate-every", type=int, default=0, help="also validate every N steps (0: per epoch)"
+    )
+    parser.add_argument(
+        "--validation-classes", type=positive_int, help="classes drawn per validation set (all)"
+    )
     parser.add_argument("--min-count", type=positive_int, default=2, help="vocabulary cut")
     parser.add_argument("--vocabulary", help="a vocab.json to reuse")
     parser.add_argument("--seed", type=int, default=0)
@@ -148,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
         seed_lr, seed_batch = table13(name, args.hidden)
         lr, batch_size = args.lr or seed_lr, args.batch_size or seed_batch
     else:
-        semvec, validation = list(args.semvec), []
+        semvec, validation = list(args.semvec), list(args.validation)
         egen = list(args.egen) or default_egen()
     missing = [p for p in egen + semvec + validation + args.semvec_exclude if not Path(p).is_file()]
     if missing:
@@ -178,6 +192,8 @@ def run(args: argparse.Namespace) -> int:
         semvec_per_class=args.semvec_per_class,
         all_pairs=per_set,
         validation=validation,
+        validate_every=max(0, args.validate_every),
+        validation_classes=args.validation_classes,
         min_count=1 if per_set else args.min_count,
         vocabulary=args.vocabulary,
         seed=args.seed,

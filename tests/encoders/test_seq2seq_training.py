@@ -123,6 +123,22 @@ def test_one_set_by_name_trains_at_the_seed_protocol(tmp_path: Path) -> None:
     assert (out / "last.pt").is_file()
 
 
+def test_a_joint_run_validates_every_n_steps_and_keeps_the_best(tmp_path: Path) -> None:
+    out = tmp_path / "joint"
+    args = [str(EGEN), "--semvec", str(BOOLEAN5), "--hidden", "16", "--epochs", "2"]
+    args += ["--max-len", "64", "--validation", str(SEMVEC), "--validate-every", "7"]
+    args += ["--validation-classes", "5", "--out", str(out)]
+    assert main(["train", "seq2seq", *args, "--no-progress", "--json"]) == 0
+    summary = json.loads((out / "train.json").read_text())
+    steps = [row["step"] for row in summary["validation"]["epochs"]]
+    per_epoch = -(-summary["counts"]["pairs"] // 64)
+    assert steps == sorted(set(steps)) and 7 in steps and per_epoch in steps
+    assert all(step % 7 == 0 or step % per_epoch == 0 for step in steps)
+    best = summary["validation"]["best"]
+    assert best["score_5"] == max(row["score_5"] for row in summary["validation"]["epochs"])
+    assert torch.load(out / "checkpoint.pt", weights_only=True)["step"] == best["step"]
+
+
 def test_a_set_name_with_egen_files_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["train", "seq2seq", str(EGEN), "--semvec", "poly5", "--out", "x"])
     assert code != 0
