@@ -27,6 +27,8 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import resource
+import shutil
+import tempfile
 import time
 import uuid
 from collections import Counter
@@ -38,7 +40,7 @@ from opensearchpy import OpenSearch, helpers
 from tqdm import tqdm
 
 from mathsearch.bench.fuzz_inputs import FORMATS
-from mathsearch.bench.fuzz_runner import runner_main
+from mathsearch.bench.fuzz_runner import runner_main, tmp_root
 from mathsearch.bench.timing import percentile
 from mathsearch.export.embedders import encoder_card
 from mathsearch.opensearch.equation_index import ensure_equation_index
@@ -170,6 +172,8 @@ class _Slot:
     process: Any = None
     conn: Any = None
     current: tuple[str, Any, float] = ("startup", None, 0.0)
+    #: the runner's input folder: made here, removed here (a killed runner cannot clean up)
+    folder: str | None = None
 
 
 def _supervise(
@@ -183,8 +187,9 @@ def _supervise(
 
     def spawn(slot: _Slot) -> None:
         receiver, sender = context.Pipe(duplex=False)
+        slot.folder = tempfile.mkdtemp(prefix="mathsearch-fuzz-", dir=tmp_root())
         slot.process = context.Process(
-            target=runner_main, args=(sender, runner_spec, slot.numbers), daemon=True
+            target=runner_main, args=(sender, runner_spec, slot.numbers, slot.folder), daemon=True
         )
         slot.process.start()
         sender.close()
@@ -195,6 +200,8 @@ def _supervise(
         if slot.process.is_alive():
             slot.process.kill()
         slot.process.join()
+        if slot.folder:
+            shutil.rmtree(slot.folder, ignore_errors=True)
         if why is not None:
             _give_up(state, slot.current, why, hang=hang)
         done = state.committed | {h["number"] for h in state.hangs}

@@ -18,6 +18,7 @@ batch's start and end over a pipe, so the parent can tell a hang (no answer in t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -139,9 +140,13 @@ def payload_chunks(results: list[InputResult], size: int) -> list[dict[str, Any]
     return chunks
 
 
-def runner_main(conn: Any, spec: dict[str, Any], numbers: list[int]) -> None:
+def runner_main(
+    conn: Any, spec: dict[str, Any], numbers: list[int], folder: str | None = None
+) -> None:
     """The runner process: inputs ``numbers`` of the run described by ``spec`` (seed, formats,
-    job, batch_size, data_dir), reporting over ``conn`` (see the module docstring)."""
+    job, batch_size, data_dir), reporting over ``conn`` (see the module docstring). Input files
+    go to ``folder`` (the supervisor's, which it removes even when it has to kill the runner),
+    else to a temporary folder of the runner's own."""
     from mathsearch.export.embedders import load_embedder
     from mathsearch.opensearch.client import connect
     from mathsearch.opensearch.settings import OpenSearchSettings
@@ -159,12 +164,16 @@ def runner_main(conn: Any, spec: dict[str, Any], numbers: list[int]) -> None:
     conn.send(("ready", None))
     pending: list[InputResult] = []
     size = 0
-    with tempfile.TemporaryDirectory(prefix="mathsearch-fuzz-", dir=_tmp_root()) as tmp:
-        folder = Path(tmp)
+    with contextlib.ExitStack() as stack:
+        if folder is None:
+            folder = stack.enter_context(
+                tempfile.TemporaryDirectory(prefix="mathsearch-fuzz-", dir=tmp_root())
+            )
+        where = Path(folder)
         for number in numbers:
             conn.send(("begin", number))
             item = generate(corpus, spec["seed"], number, formats)
-            result = run_input(item, input_prefix(spec["seed"], number), folder, job, settings)
+            result = run_input(item, input_prefix(spec["seed"], number), where, job, settings)
             conn.send(("input", result.summary()))
             pending.append(result)
             size += len(result.parsed) + len(result.failures)
@@ -204,6 +213,7 @@ def _flush(  # noqa: PLR0917 - the runner loop's state, passed through
     conn.send(("committed", numbers, summary, time.perf_counter() - start))
 
 
-def _tmp_root() -> str | None:
+def tmp_root() -> str | None:
+    """``/dev/shm`` where there is one (input files never touch the disk), else the default."""
     shm = Path("/dev/shm")
     return str(shm) if shm.is_dir() else None

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -69,7 +71,11 @@ def test_watchdog_reports_a_hang_and_a_dead_runner_and_goes_on(
 ) -> None:
     monkeypatch.setattr(fuzz_runner, "run_input", _hang_or_die(fuzz_runner.run_input))
     run = FuzzRun(inputs=8, seed=3, formats=("latex",), input_timeout=3.0, batch_size=2)
+    root = Path(fuzz_runner.tmp_root() or tempfile.gettempdir())
+    before = set(root.glob("mathsearch-fuzz-*"))
     report = run_bench_fuzz(run, client, progress=False)
+    # the killed and the dead runner's input folders are removed too
+    assert set(root.glob("mathsearch-fuzz-*")) <= before
     assert [h["number"] for h in report["hang_samples"]] == [2]
     assert [c["number"] for c in report["crash_samples"]] == [4]
     assert "exit code 3" in report["crash_samples"][0]["trace"]
