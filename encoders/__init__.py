@@ -8,7 +8,7 @@ the
 
 from __future__ import annotations
 
-import importlib
+from mathsearch.core.lazy import lazy_exports
 
 _LAZY = {
     "GCNConfig": "mathsearch.encoders.gcn",
@@ -68,10 +68,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'mathsearch.encoders' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = sorted(_LAZY)  # noqa: PLE0605

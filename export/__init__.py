@@ -7,8 +7,7 @@ settings) import no torch. The export side (:func:`export_gcn`, :func:`check_par
 
 from __future__ import annotations
 
-import importlib
-
+from mathsearch.core.lazy import lazy_exports
 from mathsearch.export.embedders import (
     FAMILIES,
     Embedder,
@@ -46,10 +45,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'mathsearch.export' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [  # noqa: PLE0604

@@ -8,6 +8,9 @@ querying.
 
 from __future__ import annotations
 
+#: Re-exported lazily: they pull in matplotlib, SymPy or opensearch-py, which most callers
+#: never need.
+from mathsearch.core.lazy import lazy_exports
 from mathsearch.indexer.converters import (
     Converted,
     KatexBatchConverter,
@@ -40,8 +43,6 @@ from mathsearch.indexer.settings import IndexerSettings
 from mathsearch.indexer.tex_source import iter_tex
 from mathsearch.indexer.vocabulary import Vocabulary, default_vocabulary
 
-#: Re-exported lazily: they pull in matplotlib, SymPy or opensearch-py, which most callers
-#: never need.
 _LAZY = {
     "iter_opensearch_index": "mathsearch.indexer.opensearch_source",
     "render_bitmap": "mathsearch.indexer.bitmap",
@@ -63,12 +64,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'mathsearch.indexer' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [

@@ -30,7 +30,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from mathsearch.core.env import cache_dir_from_env
+from mathsearch.core.env import cache_dir_from_env, env_float
+from mathsearch.core.env import env_int as core_env_int
 from mathsearch.indexer.errors import IndexerError
 
 
@@ -46,28 +47,13 @@ def env_int(name: str, default: int, minimum: int = 1) -> int:
     Raises:
         SettingsError: not an integer, or below ``minimum``.
     """
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError as exc:
-        raise SettingsError(f"{name}={raw!r} is not an integer") from exc
-    if value < minimum:
-        raise SettingsError(f"{name}={raw!r} must be at least {minimum}")
-    return value
+    return core_env_int(name, default, minimum, error=SettingsError)
 
 
 def _env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError as exc:
-        raise SettingsError(f"{name}={raw!r} is not a number") from exc
+    value = env_float(name, default, error=SettingsError)
     if value <= 0:
-        raise SettingsError(f"{name}={raw!r} must be positive")
+        raise SettingsError(f"{name}={os.environ.get(name)!r} must be positive")
     return value
 
 

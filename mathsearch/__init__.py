@@ -18,8 +18,7 @@ neither OpenSearch, Celery nor torch):
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from mathsearch.core.lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -37,10 +36,7 @@ __all__ = ["IndexReport", "SearchRequest", "Searcher", "extract", "load_embedder
 __all__ += ["Featuriser", "__version__"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'mathsearch' has no attribute {name!r}")
+__getattr__ = lazy_exports("mathsearch", _LAZY)
 
 
 def __dir__() -> list[str]:

@@ -6,8 +6,6 @@ of their names, so importing settings or errors (as the indexer does) stays chea
 
 from __future__ import annotations
 
-import importlib
-
 from mathsearch.core.errors import (
     ArtifactError,
     ClusterUnavailableError,
@@ -20,6 +18,7 @@ from mathsearch.core.errors import (
     TrecFileError,
     WriteError,
 )
+from mathsearch.core.lazy import lazy_exports
 from mathsearch.opensearch.fusion import Combination, FusedHit, Normalization, fuse, rrf
 from mathsearch.opensearch.queries import Filters, Mode
 from mathsearch.opensearch.results import DocumentGroup, Hit, ScoreBreakdown, SearchResponse
@@ -73,11 +72,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'mathsearch.opensearch' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [

@@ -183,7 +183,7 @@ class Searcher(SearchCalls):
         refusals = features.refusals or {}
         if not refusals:
             return None
-        fields = requested_fields(request) or list(self.fields.vectors) or [self.default_field()]
+        fields = self._vector_fields(request)
         vectors = features.by_field()
         if any(name in vectors or name not in refusals for name in fields):
             return None
@@ -198,12 +198,17 @@ class Searcher(SearchCalls):
         """
         if request.mode is Mode.BM25:
             return VectorPlan(queries=(), bm25_weight=1.0)
-        fields = requested_fields(request) or list(self.fields.vectors) or [self.default_field()]
+        fields = self._vector_fields(request)
         known = self.index_vector_fields()
         if not set(fields) <= known:  # a field added since: look again before refusing
             self._index_fields = None
             known = self.index_vector_fields()
         return plan_vectors(request, features, fields, known, self.index)
+
+    def _vector_fields(self, request: SearchRequest) -> list[str]:
+        """The fields the request searches: named, else the searcher's, else the index's
+        default."""
+        return requested_fields(request) or list(self.fields.vectors) or [self.default_field()]
 
     def default_field(self) -> str:
         """The index's default vector field (from its ``_meta``; cached)."""

@@ -123,6 +123,23 @@ def test_arrows_point_down_only() -> None:
     assert not upward, "arrows that do not point down:\n" + "\n".join(sorted(upward))
 
 
+def test_torch_is_imported_only_in_encoders_and_export() -> None:
+    """DESIGN.md rule 1: training and export import torch; the inference path never does."""
+    found = []
+    for name, path in MODULES.items():
+        if _room(name) in {"encoders", "export"}:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            modules = []
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                modules = [node.module or ""]
+            if any(m == "torch" or m.startswith(("torch.", "torch_geometric")) for m in modules):
+                found.append(f"{name}:{node.lineno}")
+    assert not found, "torch outside encoders/ and export/: " + ", ".join(found)
+
+
 def test_nothing_imports_the_command_line() -> None:
     callers = sorted(
         f"{source} -> {target}"

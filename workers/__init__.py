@@ -6,8 +6,7 @@ of their names: ``mathsearch worker`` must set up the metrics' multiprocess fold
 
 from __future__ import annotations
 
-import importlib
-
+from mathsearch.core.lazy import lazy_exports
 from mathsearch.workers.health import describe_worker
 from mathsearch.workers.job_progress import LocalProgress, RedisProgress, Snapshot
 from mathsearch.workers.settings import WorkerSettings
@@ -31,11 +30,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'mathsearch.workers' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [

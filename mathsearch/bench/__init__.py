@@ -6,18 +6,13 @@ Room above the pipeline and the other rooms (see docs/architecture.md); names lo
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from mathsearch.core.lazy import lazy_exports
 
 _LAZY = {
-    "bench_train": "mathsearch.bench.train_gcn",
-    "bench_train_seq2seq": "mathsearch.bench.train_seq2seq",
+    "bench_train": "mathsearch.encoders.bench_train",
+    "bench_train_seq2seq": "mathsearch.encoders.bench_train_seq2seq",
 }
 
 __all__ = ["bench_train", "bench_train_seq2seq"]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _LAZY)

@@ -52,7 +52,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from mathsearch.core.errors import MathsearchOpenSearchError
-from mathsearch.core.paths import SHARED_DATA, SOURCE_ROOT
+from mathsearch.core.paths import SHARED_DATA
 from mathsearch.opensearch.latex_renaming import letter_permutation, rename_latex, rename_tokens
 
 logger = logging.getLogger(__name__)
@@ -99,10 +99,6 @@ def read_topics(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[str, str]
     return topics
 
 
-def _repo_root() -> Path:
-    return SOURCE_ROOT
-
-
 def default_bench_sources() -> list[str]:
     """The shared hep-th corpus beside the clone if present, else the bundled sample."""
     shared = SHARED_DATA / "hepth2003"
@@ -116,7 +112,7 @@ def default_bench_sources() -> list[str]:
 def default_sources() -> list[str]:
     """hep-th 2003 (``equation.txt``, ``eqnarray.txt``) and ``hep_array.txt.xz`` when present."""
     sources = default_bench_sources()
-    array = _repo_root().parent / "shared" / "data" / "hep_array.txt.xz"
+    array = SHARED_DATA / "hep_array.txt.xz"
     if array.is_file():
         sources.append(str(array))
     return sources
@@ -124,7 +120,7 @@ def default_sources() -> list[str]:
 
 def default_query_sources() -> list[str]:
     """The ARQMath / NTCIR topic files beside the clone (empty when absent)."""
-    folder = _repo_root().parent / "shared" / "data" / "mathir-topics"
+    folder = SHARED_DATA / "mathir-topics"
     return sorted(str(p) for p in folder.glob("*.txt")) if folder.is_dir() else []
 
 

@@ -1,8 +1,8 @@
 """``mathsearch bench train gcn|seq2seq``: items/s of the training loop vs the network alone.
 
 Wired into the ``bench`` subparsers by :func:`add_bench_train`; the training stack (torch) is
-imported when the command runs. See :mod:`mathsearch.bench.train_gcn` (graph CNN) and
-:mod:`mathsearch.bench.train_seq2seq` (ExpEmb) for what is timed.
+imported when the command runs. See :mod:`mathsearch.encoders.bench_train` (graph CNN) and
+:mod:`mathsearch.encoders.bench_train_seq2seq` (ExpEmb) for what is timed.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def _run_seq2seq(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     try:
-        from mathsearch.bench.train_seq2seq import (
+        from mathsearch.encoders.bench_train_seq2seq import (
             bench_train_seq2seq,
             format_bench_train_seq2seq,
         )
@@ -156,7 +156,7 @@ def run_bench_train(args: argparse.Namespace) -> int:
     if args.bench_train_command == "seq2seq":
         return _run_seq2seq(args)
     try:
-        from mathsearch.bench.train_gcn import bench_train, format_bench_train
+        from mathsearch.encoders.bench_train import bench_train, format_bench_train
         from mathsearch.encoders.corpus import CorpusError, EquationCorpus
         from mathsearch.encoders.gcn import GCNConfig
         from mathsearch.encoders.sampler import SamplerError

@@ -2,7 +2,7 @@
 
 Wired into the ``mathsearch`` parser by :func:`add_eval`; :func:`run_eval` is the handler. No
 torch at import time (``mathsearch --help`` stays light); the numbers come from
-:mod:`mathsearch.evaluation.encoder_runs`:
+:mod:`mathsearch.export.eval_runs`:
 
 * ``eval ranking``: rebuild the corpus of a training run, take the same held-out papers and score
   hold-out triplets with the trained model, the untrained model of the same seed and BoW;
@@ -200,8 +200,8 @@ def run_eval(args: argparse.Namespace) -> int:
                 "same-document|equivalence (index form)"
             )
     from mathsearch.encoders.corpus import CorpusError
+    from mathsearch.encoders.eval_inputs import EvalInputError
     from mathsearch.encoders.evaluation import EvaluationError
-    from mathsearch.evaluation.eval_inputs import EvalInputError
 
     errors: tuple[type[Exception], ...] = (CorpusError, EvaluationError, EvalInputError)
     if args.eval_command == "ranking" or args.checkpoint:
@@ -237,19 +237,13 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def _device(name: str) -> str:
-    import torch
+    from mathsearch.encoders.eval_inputs import EvalInputError
+    from mathsearch.encoders.torch_setup import resolve_device
 
-    from mathsearch.evaluation.eval_inputs import EvalInputError
-
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
     try:
-        device = torch.device(name)
-    except RuntimeError as exc:
-        raise EvalInputError(f"unknown device {name!r}: {exc}") from exc
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise EvalInputError(f"device {name!r} asked for, but CUDA is not available")
-    return str(device)
+        return resolve_device(name)
+    except ValueError as exc:
+        raise EvalInputError(str(exc)) from exc
 
 
 def _vocabulary(args: argparse.Namespace) -> Any:
@@ -262,7 +256,7 @@ def _model(args: argparse.Namespace, vocabulary: Any) -> tuple[Any, dict[str, An
     """(model or None, checkpoint metadata, device)."""
     if not args.checkpoint:
         return None, {}, "cpu"
-    from mathsearch.evaluation.encoder_runs import load_model_checked
+    from mathsearch.export.eval_runs import load_model_checked
 
     device = _device(args.device)
     model, metadata = load_model_checked(args.checkpoint, vocabulary, device)
@@ -286,7 +280,7 @@ def _corpus(
     args: argparse.Namespace, sources: list[str], featuriser: Any, limit: int | None
 ) -> Any:
     from mathsearch.encoders.corpus import EquationCorpus
-    from mathsearch.evaluation.eval_inputs import EvalInputError
+    from mathsearch.encoders.eval_inputs import EvalInputError
 
     missing = [source for source in sources if not Path(source).exists()]
     if missing:
@@ -319,9 +313,9 @@ def _card_metadata(path: str) -> dict[str, Any]:
 
 
 def _ranking(args: argparse.Namespace) -> dict[str, Any]:
+    from mathsearch.encoders.eval_inputs import EvalInputError, split_settings
     from mathsearch.encoders.sampler import holdout_triplets
-    from mathsearch.evaluation.encoder_runs import eval_ranking, untrained_model
-    from mathsearch.evaluation.eval_inputs import EvalInputError, split_settings
+    from mathsearch.export.eval_runs import eval_ranking, untrained_model
     from mathsearch.indexer.parse import Featuriser
 
     vocabulary = _vocabulary(args)
@@ -360,8 +354,8 @@ def _ranking(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _knn(args: argparse.Namespace) -> dict[str, Any]:
-    from mathsearch.evaluation.encoder_runs import eval_knn
-    from mathsearch.evaluation.eval_inputs import load_categories
+    from mathsearch.encoders.eval_inputs import load_categories
+    from mathsearch.export.eval_runs import eval_knn
     from mathsearch.indexer.parse import Featuriser
 
     categories = load_categories(args.categories)
@@ -380,8 +374,8 @@ def _knn(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _retrieval(args: argparse.Namespace) -> dict[str, Any]:
-    from mathsearch.evaluation.encoder_runs import eval_retrieval
-    from mathsearch.evaluation.eval_inputs import load_queries, load_relevance
+    from mathsearch.encoders.eval_inputs import load_queries, load_relevance
+    from mathsearch.export.eval_runs import eval_retrieval
     from mathsearch.indexer.parse import Featuriser
 
     queries = load_queries(args.queries)

@@ -147,13 +147,12 @@ def run(args: argparse.Namespace) -> int:
         }
         if not args.no_baseline:
             try:
-                import torch
-
                 from mathsearch.encoders.bitmap_cnn import BitmapCNN, BitmapCNNConfig
                 from mathsearch.encoders.bitmap_training import embed_crops
+                from mathsearch.encoders.torch_setup import seed
 
                 net = kind if kind in ("small", "large") else "small"
-                torch.manual_seed(args.seed)  # the same untrained net on every call
+                seed(args.seed)  # the same untrained net on every call
                 fresh = BitmapCNN(BitmapCNNConfig(net=net))
                 result["untrained"] = evaluate_embeddings(
                     lambda c: embed_crops(fresh, c), test.crops, test.eq_paper, args

@@ -136,16 +136,15 @@ def _embedders(args: argparse.Namespace, baselines: bool = False) -> dict[str, A
 
     out: dict[str, Any] = {}
     if args.checkpoint:
-        import torch
-
         from mathsearch.encoders.seq2seq import ExpEmb
         from mathsearch.encoders.seq2seq_training import load_expemb
+        from mathsearch.encoders.torch_setup import seed, set_threads
 
-        torch.set_num_threads(max(1, args.threads))
+        set_threads(args.threads)
         model, vocab, _ = load_expemb(args.checkpoint)
         out["model"] = checkpoint_embedder(model, vocab)
         if baselines:
-            torch.manual_seed(0)
+            seed(0)
             out["untrained"] = checkpoint_embedder(ExpEmb(model.config).eval(), vocab)
             out["bag-of-tokens"] = bag_of_tokens(vocab.tokens)
     else:
@@ -186,16 +185,16 @@ def _score_k(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _generation(args: argparse.Namespace) -> dict[str, Any]:
-    import torch
     from tqdm import tqdm
 
     from mathsearch.encoders.seq2seq_data import read_egen
     from mathsearch.encoders.seq2seq_eval import generation_accuracy
     from mathsearch.encoders.seq2seq_training import load_expemb
+    from mathsearch.encoders.torch_setup import set_threads
 
     if not args.checkpoint:
         raise ValueError("eval generation needs --checkpoint (the decoder is not exported)")
-    torch.set_num_threads(max(1, args.threads))
+    set_threads(args.threads)
     model, vocab, _ = load_expemb(args.checkpoint)
     data = args.data or str(Path(args.checkpoint).parent / "heldout-egen.txt")
     if not Path(data).is_file():
@@ -267,7 +266,9 @@ def _print(command: str, report: dict[str, Any]) -> None:
 def run(args: argparse.Namespace) -> int:
     """Handler of ``eval score-k | generation | analogies``."""
     try:
-        import torch  # noqa: F401
+        from mathsearch.encoders.torch_setup import ensure_torch
+
+        ensure_torch()
     except ImportError as exc:
         if args.eval_command != "score-k" or getattr(args, "checkpoint", None):
             return fail(f"this command needs the train extra (torch): {exc}")

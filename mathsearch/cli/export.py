@@ -194,7 +194,7 @@ def add_bench_embed(bench_cmds: Any) -> None:
 def run_bench_embed(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch bench embed``."""
     try:
-        from mathsearch.bench.embed import bench_embed, format_bench_embed
+        from mathsearch.export.bench_embed import bench_embed, format_bench_embed
         from mathsearch.export.export_model import parity_sample
     except ImportError as exc:
         return _train_extra_missing(exc)

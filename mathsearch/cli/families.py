@@ -89,11 +89,9 @@ def checkpoint_family(path: str | Path) -> str:
     """The ``family`` a checkpoint was written for: its top-level ``"family"`` entry, ``gcn``
     when it has none (the graph CNN's checkpoints predate the key). Needs torch.
     """
-    import torch
+    from mathsearch.encoders.torch_setup import checkpoint_family as read_family
 
-    data = torch.load(path, map_location="cpu", weights_only=True)
-    family = data.get("family") if isinstance(data, dict) else None
-    return str(family) if family else "gcn"
+    return read_family(path)
 
 
 def run_plugin(module: ModuleType, args: argparse.Namespace) -> int:

@@ -66,7 +66,6 @@ def register(kinds: Any) -> None:
 def train_run(args: argparse.Namespace) -> dict[str, Any]:
     """Extract, split, featurise, evaluate the untrained model, train, evaluate, save."""
     import numpy as np
-    import torch
 
     from mathsearch.encoders.figure_data import FigureCorpus, article_of, split_articles
     from mathsearch.encoders.figure_encoder import FigureEncoder, FigureEncoderConfig
@@ -77,9 +76,10 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
         save_figure_checkpoint,
         train_figure_encoder,
     )
+    from mathsearch.encoders.torch_setup import seed, set_threads
     from mathsearch.indexer.figure_features import FigureVocabulary, figure_text
 
-    torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     records = FigureCorpus.extract(args.sources, args.min_words)
@@ -104,7 +104,7 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
         seed=args.seed,
         progress=not args.no_progress,
     )
-    torch.manual_seed(args.seed)
+    seed(args.seed)
     untrained = FigureEncoder(
         FigureEncoderConfig(
             vocabulary.size, image_size=args.image_size, channels=settings["channels"]

@@ -36,28 +36,31 @@ def env_bool(name: str, default: bool) -> bool:
     raise ConfigurationError(f"{name}={raw!r} is not a boolean (use 1 or 0)")
 
 
-def env_float(name: str, default: float) -> float:
-    """A number from ``name``; ``default`` when unset or empty."""
+def env_float(name: str, default: float, *, error: type[Exception] = ConfigurationError) -> float:
+    """A number from ``name``; ``default`` when unset or empty; ``error`` when malformed."""
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
     try:
         return float(raw)
     except ValueError as exc:
-        raise ConfigurationError(f"{name}={raw!r} is not a number") from exc
+        raise error(f"{name}={raw!r} is not a number") from exc
 
 
-def env_int(name: str, default: int, minimum: int = 0) -> int:
-    """An integer >= ``minimum`` from ``name``; ``default`` when unset or empty."""
+def env_int(
+    name: str, default: int, minimum: int = 0, *, error: type[Exception] = ConfigurationError
+) -> int:
+    """An integer >= ``minimum`` from ``name``; ``default`` when unset or empty; ``error`` (a
+    package's settings error) when malformed or too small."""
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
     try:
         value = int(raw)
     except ValueError as exc:
-        raise ConfigurationError(f"{name}={raw!r} is not an integer") from exc
+        raise error(f"{name}={raw!r} is not an integer") from exc
     if value < minimum:
-        raise ConfigurationError(f"{name}={raw!r} must be at least {minimum}")
+        raise error(f"{name}={raw!r} must be at least {minimum}")
     return value
 
 

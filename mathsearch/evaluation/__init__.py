@@ -6,8 +6,7 @@ Room above the pipeline (see docs/architecture.md); names load on first use.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from mathsearch.core.lazy import lazy_exports
 
 _LAZY = {
     "Topic": "mathsearch.evaluation.trec_files",
@@ -43,8 +42,4 @@ __all__ = [
     "write_topics",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _LAZY)

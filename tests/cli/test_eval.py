@@ -11,9 +11,9 @@ import torch
 
 from mathsearch.cli.main import main
 from mathsearch.encoders.corpus import EquationCorpus
+from mathsearch.encoders.eval_inputs import EvalInputError, featurise_formulas, split_settings
 from mathsearch.encoders.gcn import GCNConfig
 from mathsearch.encoders.training import TrainConfig, train
-from mathsearch.evaluation.eval_inputs import EvalInputError, featurise_formulas, split_settings
 from mathsearch.indexer.parse import Featuriser
 
 SAMPLE = Path(__file__).resolve().parents[2] / "indexer" / "resources" / "hepth2003-sample.txt"

@@ -1,6 +1,6 @@
 """``mathsearch bench train seq2seq``: sequences/s of the ExpEmb training loop vs the network.
 
-Same split as :mod:`mathsearch.bench.train_gcn` (the graph CNN): a step is *data* (cutting a
+Same split as :mod:`mathsearch.encoders.bench_train` (the graph CNN): a step is *data* (cutting a
 batch of
 pairs, looking the tokens up, padding) and *network* (teacher-forced forward, backward, gradient
 clipping, AdamW: :func:`mathsearch.encoders.seq2seq_training.optimise_step`). Three timings on the
@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from mathsearch.bench.train_gcn import step_rate
+from mathsearch.encoders.bench_train import step_rate
 from mathsearch.encoders.seq2seq import ExpEmb, ExpEmbConfig
 from mathsearch.encoders.seq2seq_data import (
     Batch,

@@ -1,4 +1,4 @@
-"""mathsearch.bench.train_gcn and `mathsearch bench train gcn`: what is timed and reported
+"""mathsearch.encoders.bench_train and `mathsearch bench train gcn`: what is timed and reported
 (real data).
 
 Speeds are measured by the command, never asserted here: these tests check that the loop and
@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from mathsearch.bench.train_gcn import bench_train, format_bench_train
 from mathsearch.cli.main import main
+from mathsearch.encoders.bench_train import bench_train, format_bench_train
 from mathsearch.encoders.corpus import EquationCorpus
 from mathsearch.encoders.gcn import GCNConfig
 from mathsearch.encoders.train_config import TrainConfig

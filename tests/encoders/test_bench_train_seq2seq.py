@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from mathsearch.bench.train_seq2seq import bench_train_seq2seq, format_bench_train_seq2seq
 from mathsearch.cli.main import main
+from mathsearch.encoders.bench_train_seq2seq import bench_train_seq2seq, format_bench_train_seq2seq
 from mathsearch.encoders.seq2seq_data import (
     TokenVocabulary,
     batch_of_ids,

@@ -1,7 +1,7 @@
 """The numbers of ``mathsearch eval`` (KDD 2020 seed, sections 5 and 6) as JSON-able dicts.
 
 :mod:`mathsearch.cli.eval` parses the command line and prints,
-:mod:`mathsearch.evaluation.eval_inputs` reads
+:mod:`mathsearch.encoders.eval_inputs` reads
 the input files; this module loads the models, embeds and scores:
 
 * :func:`eval_ranking`: the hold-out ranking score (eq. 3) of a trained model, of an untrained
@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mathsearch.encoders.corpus import EquationCorpus
+from mathsearch.encoders.eval_inputs import EvalInputError, featurise_formulas
 from mathsearch.encoders.evaluation import (
     UMAP_MAX_RANK,
     dependency_chromatic_number,
@@ -40,7 +41,6 @@ from mathsearch.encoders.evaluation import (
     ranking_score,
     similarity_matrix,
 )
-from mathsearch.evaluation.eval_inputs import EvalInputError, featurise_formulas
 from mathsearch.indexer.lexical import bow_vector
 from mathsearch.indexer.mathml_graph import EquationGraph
 from mathsearch.indexer.parse import Featuriser
