@@ -46,6 +46,7 @@ __all__ = [
     "Embedder",
     "GcnEmbedder",
     "OnnxEmbedder",
+    "as_embedder",
     "default_model_path",
     "encoder_card",
     "load_embedder",
@@ -149,3 +150,30 @@ def load_embedder(
     module_name, class_name = target.split(":")
     runtime = getattr(importlib.import_module(module_name), class_name)
     return runtime(path, device=device, threads=threads, settings=settings)
+
+
+def as_embedder(model: Any = None, *, family: str = "gcn") -> Embedder:
+    """Whatever a caller holds, as an :class:`Embedder` - the one way to embed on either side:
+
+    * ``None``: ``family``'s default model (:func:`default_model_path`);
+    * a family name or an ``.onnx`` path: :func:`load_embedder`;
+    * a loaded :class:`~mathsearch.export.runtime.Encoder` (the graph CNN's session): wrapped,
+      its session shared;
+    * an :class:`Embedder`: itself.
+
+    Raises:
+        ModelCardError / ModelMismatchError: see :func:`load_embedder`.
+    """
+    if model is None:
+        return load_embedder(family)
+    if isinstance(model, (str, os.PathLike)):
+        return load_embedder(model)
+    from mathsearch.export.runtime import Encoder
+
+    if isinstance(model, Encoder):
+        return GcnEmbedder(encoder=model)
+    if isinstance(model, Embedder):
+        return model
+    raise ModelCardError(
+        f"cannot embed with {type(model).__name__}: give a family, a path or an Embedder"
+    )

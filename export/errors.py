@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "EmbedError",
     "ExportError",
     "ModelCardError",
     "ModelMismatchError",
@@ -29,3 +30,8 @@ class ModelMismatchError(ValueError):
 
 class RuntimeInputError(ValueError):
     """The runtime got input it cannot encode (empty graph, ids outside the vocabulary)."""
+
+
+class EmbedError(ValueError):
+    """An encoder refused an equation where every one must have a vector (benchmark corpora,
+    fixtures); the index jobs record refusals as failures instead."""

@@ -19,20 +19,29 @@ __all__ = ["GcnEmbedder"]
 
 class GcnEmbedder(OnnxEmbedder):
     """The graph CNN (:class:`mathsearch.export.runtime.Encoder`) behind the :class:`Embedder`
-    interface:
-    items carry ``graph`` (an :class:`~mathsearch.indexer.mathml_graph.EquationGraph` dict)."""
+    interface: items carry ``graph``, an
+    :class:`~mathsearch.indexer.mathml_graph.EquationGraph` or its JSON dict.
+
+    Args:
+        path: the ``.onnx`` file (its card beside it); or
+        encoder: an :class:`~mathsearch.export.runtime.Encoder` already loaded (its session is
+            shared, not opened again).
+    """
 
     def __init__(
         self,
-        path: str | os.PathLike[str],
+        path: str | os.PathLike[str] | None = None,
         *,
         device: str | None = None,
         threads: int | None = None,
         settings: Any = None,
+        encoder: Any = None,
     ) -> None:
         from mathsearch.export.runtime import Encoder
 
-        self.encoder = Encoder(path, device=device, threads=threads, settings=settings)
+        if encoder is None:
+            encoder = Encoder(path, device=device, threads=threads, settings=settings)
+        self.encoder = encoder
         self.path = self.encoder.path
         self.card = self.encoder.card
         self.session = self.encoder.session
@@ -45,7 +54,10 @@ class GcnEmbedder(OnnxEmbedder):
         where: list[int] = []
         for n, item in enumerate(items):
             try:
-                graphs.append(EquationGraph.from_dict(item["graph"]))
+                graph = item["graph"]
+                if not isinstance(graph, EquationGraph):
+                    graph = EquationGraph.from_dict(graph)
+                graphs.append(graph)
                 where.append(n)
             except (MathMLError, KeyError, TypeError) as exc:
                 out[n] = EmbedRefusal("invalid-graph", f"{type(exc).__name__}: {exc}")

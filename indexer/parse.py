@@ -65,6 +65,21 @@ class ParsedEquation:
     def mathml(self) -> str:
         return to_mathml(self.tree)
 
+    def embed_item(self) -> dict[str, Any]:
+        """What an encoder of any family reads (:class:`mathsearch.export.embedders.Embedder`):
+        ``latex``, ``graph`` (the :class:`EquationGraph` itself, not its JSON), ``math_tokens``
+        and the prefix when there is one. The in-process form of :meth:`to_dict`'s fields."""
+        item: dict[str, Any] = {
+            "latex": self.record.latex,
+            "graph": self.graph,
+            "math_tokens": self.math_tokens,
+        }
+        if self.prefix is not None:
+            item["prefix"] = self.prefix
+        if self.prefix_error is not None:
+            item["prefix_error"] = self.prefix_error
+        return item
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON form written to ``parsed.jsonl`` (BoW as sparse ``[[slot, count], ...]``)."""
         data = self.record.to_dict()

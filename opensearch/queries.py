@@ -1,46 +1,25 @@
-"""Query builders for every search mode: pure functions from parameters to request bodies.
+"""The clauses every search mode composes: pure functions from parameters to request parts.
 
 User input only ever lands in values (query strings of ``match``, vectors, ``params`` of
 scripts, ``terms`` lists) - never in script source or query syntax - so a crafted LaTeX query
 cannot change the structure of a request.
 
-Modes (DESIGN.md):
+Here: the :class:`Mode` enum, :class:`Filters` (applied in every mode, inside the kNN search
+too), :class:`VectorQuery`, the BM25 query (``match`` on ``math_tokens``, plus ``context`` when
+words are given, plus the canonical-form boost), the HNSW kNN query (one field, or several as a
+``bool`` ``should`` boosted by their weight shares) and the plain bodies of both. Each mode's own
+body (the rescore section, the hybrid query and its pipeline) and its score explanation live in
+its module of :mod:`mathsearch.opensearch.modes`.
 
-* ``bm25``: ``match`` on ``math_tokens`` (plus ``context`` when words are given);
-* ``knn``: lucene HNSW ``knn`` on the vector field, filters inside the kNN search;
-* ``rescore``: the plain BM25 body (:func:`bm25_body`) fetches ``window`` hits with their
-  vectors; :mod:`mathsearch.opensearch.window_rescore` re-ranks them client-side (both scores
-  normalised
-  inside the window) - the figure-embeddings seed's tf-idf + embedding interpolation;
-* ``knn-rescore``: HNSW retrieves ``window`` hits, BM25 re-ranks them by
-  ``alpha * knn + (1 - alpha) * bm25``;
-* ``fusion``: the neural-search ``hybrid`` query of [bm25, knn] under a temporary search pipeline
-  with the ``normalization-processor``;
-* ``rrf``: the same hybrid query under the ``score-ranker-processor`` (reciprocal rank fusion).
-
-Several vector fields (one per encoder, :class:`VectorQuery` with a weight each; weights are
-the share of each subquery, ``[bm25, field 1, ..., field n]``, summing to 1):
-
-* ``fusion`` / ``rrf``: one hybrid query of [bm25, knn field 1, ..., knn field n] (at most 5
-  subqueries, the plugin's limit), one normalisation / rank list per subquery;
-* ``knn``: a ``bool`` ``should`` of one kNN query per field, each boosted by its weight share,
-  so a hit scores ``sum_i w_i * knn_i`` (0 for a field whose top k missed it): the weighted mean
-  of the per-field kNN scores, each list cut at k;
-* ``rescore``: ``w_0 * N(bm25) + sum_i w_i * N((1 + cos_i) / 2)`` (window_rescore);
-* ``knn-rescore``: the multi-field kNN retrieves, ``sum_i w_i * knn_i + w_0 * bm25`` re-ranks.
-
-With one field every body is exactly the single-field one.
-
-Field names come from a :class:`~mathsearch.opensearch.search_fields.SearchFields` (default: the
-equation
-index's), so another index (figures: ``caption`` + ``mentions``, ``vec_figure_v1``) uses the
-same modes.
+With one vector field every body is exactly the single-field one. Field names come from a
+:class:`~mathsearch.opensearch.search_fields.SearchFields` (default: the equation index's), so
+another index (figures: ``caption`` + ``mentions``, ``vec_figure_v1``) uses the same modes.
 
 Example::
 
     body = knn_body("vec_gcn_v1", vector, size=10, filters=Filters(doc_ids=("hep-th0301001",)))
-    body = knn_body_multi([VectorQuery("vec_gcn_v1", v1, 0.5), VectorQuery("vec_bitmap_v1", v2,
-                          0.5)], size=10)
+    query = multi_knn_query([VectorQuery("vec_gcn_v1", v1, 0.5),
+                             VectorQuery("vec_bitmap_v1", v2, 0.5)], k=10)
 """
 
 from __future__ import annotations
@@ -51,7 +30,6 @@ from enum import StrEnum
 from typing import Any
 
 from mathsearch.core.errors import QueryError
-from mathsearch.opensearch.fusion import Combination, Normalization
 from mathsearch.opensearch.search_fields import (
     EQUATION_FIELDS,
     EQUIVALENT_BOOST,
@@ -75,7 +53,8 @@ MAX_HYBRID_SUBQUERIES = 5
 
 
 class Mode(StrEnum):
-    """The search modes of ``mathsearch search --mode``."""
+    """The search modes of ``mathsearch search --mode``; each is one module of
+    :mod:`mathsearch.opensearch.modes`, registered in its ``MODES`` by this enum."""
 
     KNN = "knn"
     BM25 = "bm25"
@@ -225,12 +204,12 @@ def _shares(weights: Sequence[float]) -> list[float]:
     return [float(w) / total for w in weights]
 
 
-def _check_alpha(alpha: float) -> None:
+def check_alpha(alpha: float) -> None:
     if not 0.0 <= alpha <= 1.0:
         raise QueryError(f"alpha must lie in [0, 1], not {alpha}")
 
 
-def _base(size: int, source: Sequence[str]) -> dict[str, Any]:
+def base_body(size: int, source: Sequence[str]) -> dict[str, Any]:
     if size < 1:
         raise QueryError(f"k must be at least 1, not {size}")
     return {"size": int(size), "_source": list(source) if source else False}
@@ -245,7 +224,7 @@ def bm25_body(
     source: Sequence[str],
     fields: SearchFields = EQUATION_FIELDS,
 ) -> dict:
-    return {**_base(size, source), "query": bm25_query(tokens, words, filters, fields)}
+    return {**base_body(size, source), "query": bm25_query(tokens, words, filters, fields)}
 
 
 def knn_body(
@@ -259,149 +238,6 @@ def knn_body(
     fields: SearchFields = EQUATION_FIELDS,
 ) -> dict:
     return {
-        **_base(size, source),
+        **base_body(size, source),
         "query": knn_query(field_name, vector, k or size, filters, fields),
-    }
-
-
-def knn_body_multi(
-    vectors: Sequence[VectorQuery],
-    *,
-    size: int,
-    filters: Filters = NO_FILTERS,
-    source: Sequence[str] = (),
-    k: int | None = None,
-    fields: SearchFields = EQUATION_FIELDS,
-) -> dict:
-    """kNN over one or several fields (:func:`multi_knn_query`)."""
-    return {**_base(size, source), "query": multi_knn_query(vectors, k or size, filters, fields)}
-
-
-def knn_rescore_body(
-    tokens: Sequence[str],
-    words: str,
-    vectors: Sequence[VectorQuery],
-    *,
-    size: int,
-    window: int,
-    alpha: float,
-    filters: Filters,
-    source: Sequence[str],
-    bm25_weight: float | None = None,
-    fields: SearchFields = EQUATION_FIELDS,
-) -> dict:
-    """HNSW retrieves ``window`` hits, re-ranked by ``alpha * knn + (1 - alpha) * bm25``.
-
-    Several fields: the multi-field kNN (weight shares) scaled by the vector weights' sum,
-    plus ``bm25_weight * bm25`` (default ``1 - alpha``).
-    """
-    _check_alpha(alpha)
-    first = multi_knn_query(vectors, window, filters, fields)
-    second = bm25_query(tokens, words, fields=fields)
-    if len(vectors) == 1:
-        weights = (alpha, 1 - alpha)
-    else:
-        total = float(sum(v.weight for v in vectors))
-        weights = (total, 1 - alpha if bm25_weight is None else bm25_weight)
-    return _rescored(first, second, size=size, window=window, weights=weights, source=source)
-
-
-def _rescored(
-    first: dict,
-    second: dict,
-    *,
-    size: int,
-    window: int,
-    weights: tuple[float, float],
-    source: Sequence[str],
-) -> dict:
-    """``first`` retrieves ``window`` hits; each scores ``w1 * first + w2 * second``."""
-    if window < size:
-        raise QueryError(f"the rescore window ({window}) must hold at least k ({size}) hits")
-    return {
-        **_base(size, source),
-        "query": first,
-        "rescore": {
-            "window_size": int(window),
-            "query": {
-                "rescore_query": second,
-                "query_weight": weights[0],
-                "rescore_query_weight": weights[1],
-                "score_mode": "total",
-            },
-        },
-    }
-
-
-def hybrid_body(
-    tokens: Sequence[str],
-    words: str,
-    vectors: Sequence[VectorQuery],
-    *,
-    size: int,
-    depth: int,
-    filters: Filters,
-    source: Sequence[str],
-    pipeline: dict[str, Any] | None = None,
-    fields: SearchFields = EQUATION_FIELDS,
-) -> dict:
-    """The neural-search ``hybrid`` query [bm25, knn field 1, ...]; each subquery keeps its top
-    ``depth`` (the weights go to the pipeline, not here).
-
-    Raises:
-        QueryError: more fields than the hybrid query takes subqueries.
-    """
-    if not vectors:
-        raise QueryError("no vector field to fuse with BM25")
-    if len(vectors) + 1 > MAX_HYBRID_SUBQUERIES:
-        raise QueryError(
-            f"{len(vectors)} vector fields: the hybrid query takes at most "
-            f"{MAX_HYBRID_SUBQUERIES - 1} beside BM25"
-        )
-    subqueries = [bm25_query(tokens, words, filters, fields)]
-    subqueries += [knn_query(v.field, v.vector, depth, filters, fields) for v in vectors]
-    body: dict[str, Any] = {
-        **_base(size, source),
-        "query": {"hybrid": {"queries": subqueries}},
-    }
-    if pipeline is not None:
-        body["search_pipeline"] = pipeline
-    return body
-
-
-def fusion_pipeline(
-    normalization: Normalization = Normalization.MIN_MAX,
-    combination: Combination = Combination.ARITHMETIC_MEAN,
-    weights: Sequence[float] | None = None,
-) -> dict:
-    """A search pipeline with the ``normalization-processor`` (weights: [bm25, knn, ...], one
-    per subquery)."""
-    combo: dict[str, Any] = {"technique": Combination(combination).value}
-    if weights is not None:
-        combo["parameters"] = {"weights": [float(w) for w in weights]}
-    return {
-        "phase_results_processors": [
-            {
-                "normalization-processor": {
-                    "normalization": {"technique": Normalization(normalization).value},
-                    "combination": combo,
-                }
-            }
-        ]
-    }
-
-
-def rrf_pipeline(rank_constant: int = 60) -> dict:
-    """A search pipeline with the ``score-ranker-processor`` (reciprocal rank fusion)."""
-    return {
-        "phase_results_processors": [
-            {
-                "score-ranker-processor": {
-                    "combination": {
-                        "technique": "rrf",
-                        "parameters": {"rank_constant": int(rank_constant)},
-                    }
-                }
-            }
-        ]
     }

@@ -73,8 +73,10 @@ class ModelQueryEncoder:
     """Featuriser + encoders, created on first use.
 
     Args:
-        model: the graph CNN used when no encoders are named: an ONNX path (default
-            ``MATHSEARCH_MODEL``) or a ready :class:`mathsearch.export.runtime.Encoder`.
+        model: the encoder used when none are named: an ONNX path (default
+            ``MATHSEARCH_MODEL``, the graph CNN), a ready
+            :class:`~mathsearch.export.embedders.Embedder` or
+            :class:`mathsearch.export.runtime.Encoder`.
         encoders: encoders every query is embedded with by default: families, ``.onnx`` paths
             or ready :class:`~mathsearch.export.embedders.Embedder` s (``features(latex,
             encoders=...)``
@@ -85,20 +87,18 @@ class ModelQueryEncoder:
         self._model = model
         self._names = list(encoders or [])
         self._featurisers: dict[bool, Any] = {}
-        self._encoder: Any = None
         self._embedders: dict[str, Any] = {}
+        self._default: Any = None
 
     def features(self, latex: str, encoders: Sequence[Any] | None = None) -> QueryFeatures:
         """Featurise ``latex`` once; embed it with ``encoders`` (default: this encoder's)."""
         names = list(encoders or self._names)
-        if not names:
-            return self._graph_cnn(latex)
-        embedders = [self._embedder(name) for name in names]
+        embedders = [self._embedder(name) for name in names] or [self._default_embedder()]
         from mathsearch.export.families import needs_prefix
 
         with_prefix = needs_prefix([embedder.family for embedder in embedders])
         parsed = self._parse(latex, with_prefix)
-        item = parsed.to_dict()
+        item = parsed.embed_item()
         vectors: dict[str, list[float]] = {}
         refusals: dict[str, str] = {}
         from mathsearch.export.embedder_base import EmbedRefusal, embed_safely
@@ -144,21 +144,14 @@ class ModelQueryEncoder:
             logger.info("query encoder %s ready", self._embedders[name].vector_field)
         return self._embedders[name]
 
-    def _graph_cnn(self, latex: str) -> QueryFeatures:
-        """The graph CNN alone (the default since the first version)."""
-        from mathsearch.export.runtime import Encoder
+    def _default_embedder(self) -> Any:
+        """The ``model`` given (or ``MATHSEARCH_MODEL``'s graph CNN), loaded once."""
+        if self._default is None:
+            from mathsearch.export.embedders import as_embedder
+            from mathsearch.export.errors import ExportError
 
-        if self._encoder is None:
-            if isinstance(self._model, Encoder):
-                self._encoder = self._model
-            else:
-                self._encoder = Encoder(self._model) if self._model else Encoder()
-        parsed = self._parse(latex)
-        vector = [float(x) for x in self._encoder.encode([parsed.graph])[0]]
-        field_name = self._encoder.card.vector_field
-        return QueryFeatures(
-            tokens=list(parsed.math_tokens) + list(parsed.canonical),
-            vector=vector,
-            vector_field=field_name,
-            vectors={field_name: vector},
-        )
+            try:
+                self._default = as_embedder(self._model)
+            except (ValueError, ExportError) as exc:  # no model or card, or a mismatch
+                raise QueryError(f"encoder {self._model or 'gcn'!r}: {exc}") from exc
+        return self._default

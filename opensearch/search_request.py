@@ -9,10 +9,12 @@ BM25 gets ``1 - alpha`` and each field ``alpha / n``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from mathsearch.core.errors import QueryError
 from mathsearch.opensearch.fusion import Combination, Normalization
+from mathsearch.opensearch.modes import MODES
 from mathsearch.opensearch.queries import NO_FILTERS, Filters, Mode
 
 FUSION_SIDES = ("auto", "server", "client")
@@ -80,22 +82,16 @@ class SearchRequest:
                 raise QueryError("weights: one for BM25, then one per vector field")
 
     def parameters(self) -> dict[str, Any]:
-        """The parameters that shaped the ranking (for reports and ``--json``)."""
+        """The parameters that shaped the ranking (for reports and ``--json``): ``k``, the
+        mode's own (:attr:`~mathsearch.opensearch.modes.base.SearchMode.parameters`), ``max_df``
+        where it has a BM25 side, ``weights`` where it has a vector side."""
+        spec = MODES[self.mode]
         out: dict[str, Any] = {"k": self.k}
-        if self.mode in (Mode.RESCORE, Mode.KNN_RESCORE, Mode.FUSION):
-            out["alpha"] = self.alpha
-        if self.mode in (Mode.RESCORE, Mode.KNN_RESCORE):
-            out["window"] = self.window
-        if self.mode in (Mode.FUSION, Mode.RRF):
-            out["depth"] = self.depth
-        if self.mode in (Mode.FUSION, Mode.RESCORE):  # rescore: normalised inside the window
-            out["normalization"] = self.normalization.value
-        if self.mode is Mode.FUSION:
-            out["combination"] = self.combination.value
-        if self.mode is Mode.RRF:
-            out["rank_constant"] = self.rank_constant
-        if self.max_df is not None and self.mode is not Mode.KNN:
+        for name in spec.parameters:
+            value = getattr(self, name)
+            out[name] = value.value if isinstance(value, Enum) else value
+        if self.max_df is not None and spec.uses_bm25:
             out["max_df"] = self.max_df
-        if self.weights is not None and self.mode is not Mode.BM25:
+        if self.weights is not None and spec.uses_vectors:
             out["weights"] = list(self.weights)
         return out

@@ -41,17 +41,24 @@ def test_the_wheel_installs_one_top_level_package(wheel: zipfile.ZipFile) -> Non
     tops = {name.split("/")[0] for name in wheel.namelist()}
     assert tops == {"mathsearch", "mathsearch-0.1.0.dist-info"}
     packages = {name.rsplit("/", 1)[0] for name in wheel.namelist() if name.endswith(".py")}
-    rooms = ("core", "cli", "bench", "serve", "evaluation", "stack")
-    for package in (
-        "indexer",
-        "encoders",
-        "encoders/losses",
-        "export",
-        "opensearch",
-        "workers",
-        *rooms,
-    ):
-        assert f"mathsearch/{package}" in packages
+    # every package folder of the repository (one with an __init__.py) lands in the wheel
+    folders = {"indexer", "encoders", "export", "opensearch", "workers"}
+    expected = {
+        "/".join(["mathsearch", top, *init.parent.relative_to(REPO / top).parts])
+        for top in folders
+        for init in (REPO / top).rglob("__init__.py")
+    }
+    expected |= {
+        "/".join(init.parent.relative_to(REPO).parts)
+        for init in (REPO / "mathsearch").rglob("__init__.py")
+    }
+    assert {
+        "mathsearch/opensearch/modes",
+        "mathsearch/encoders/losses",
+        "mathsearch/cli",
+    } <= expected
+    missing = sorted(expected - packages)
+    assert not missing, f"package folders missing from the wheel (pyproject packages): {missing}"
 
 
 def test_the_wheel_carries_the_shipped_models_and_resources(wheel: zipfile.ZipFile) -> None:

@@ -1,5 +1,10 @@
 """The embed stage shared by the jobs: featurised equations in, their model vectors out.
 
+One way to embed, here as on the query side: an
+:class:`~mathsearch.export.embedders.Embedder` of any family, run through
+:func:`~mathsearch.export.embedder_base.embed_safely` (a model fault is a refusal, never a
+crash) over :meth:`~mathsearch.indexer.parse.ParsedEquation.embed_item` items.
+
 Vectors are rounded to 6 decimals (float32 carries about 7 significant digits; the JSON bodies
 stay short), the form every job writes to OpenSearch.
 
@@ -12,37 +17,33 @@ loading its session (the client side of a job needs only the vector fields).
 Example::
 
     embedders = process_embedders(["gcn", "bitmap"])     # loaded on first use, then cached
-    [e.vector_field for e in embedders]                  # ['vec_gcn_v1', 'vec_bitmap_v1']
+    [e.vector_field for e in embedders]                  # ['vec_gcn_v2', 'vec_bitmap_v1']
+    results = embed_parsed(embedders[0], parsed)         # a vector or an EmbedRefusal each
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
+from mathsearch.export.embedder_base import embed_safely
 from mathsearch.export.embedders import Embedder, EmbedRefusal, load_embedder
-from mathsearch.export.runtime import Encoder
-from mathsearch.indexer.mathml_graph import EquationGraph
+from mathsearch.export.errors import EmbedError
 from mathsearch.indexer.parse import Featuriser, ParsedEquation
 from mathsearch.indexer.records import EquationRecord, Failure
 
 logger = logging.getLogger(__name__)
 
-_ENCODER: list[Encoder] = []
 _EMBEDDERS: dict[str, Embedder] = {}
 
 
-def process_encoder() -> Encoder:
-    """This process's encoder: the ONNX session is loaded once per (worker) process.
-
-    The model is ``MATHSEARCH_MODEL`` (else the shipped default) on ``MATHSEARCH_EMBED_DEVICE``.
-    """
-    if not _ENCODER:
-        _ENCODER.append(Encoder())
-        logger.info("ONNX session ready: %s on %s", _ENCODER[0].path.name, _ENCODER[0].providers)
-    return _ENCODER[0]
+def process_embedder(name: str = "gcn") -> Embedder:
+    """This process's embedder of ``name`` (a family: ``MATHSEARCH_MODEL[_<FAMILY>]`` else the
+    shipped default; or an ``.onnx`` path), loaded once per (worker) process."""
+    return process_embedders([name])[0]
 
 
 def process_embedders(names: Sequence[str] | None = None) -> list[Embedder]:
@@ -72,39 +73,71 @@ def process_embedders(names: Sequence[str] | None = None) -> list[Embedder]:
     return out
 
 
-def rounded(result: np.ndarray | EmbedRefusal) -> list[float] | EmbedRefusal:
+#: One embedder result in the written form.
+Embedded = list[float] | EmbedRefusal
+
+
+def rounded(result: np.ndarray | EmbedRefusal) -> Embedded:
     """One embedder result in the written form: a vector rounded to 6 decimals, or the refusal."""
     if isinstance(result, EmbedRefusal):
         return result
     return np.asarray(result, dtype=np.float32).round(6).tolist()
 
 
-def vectors_of(encoder: Encoder, parsed: Sequence[ParsedEquation]) -> list[list[float]]:
-    """The model's vectors of ``parsed``, as JSON-ready lists."""
-    return graph_vectors(encoder, [p.graph for p in parsed])
+def embed_items(embedder: Embedder, items: Sequence[Mapping[str, Any]]) -> list[Embedded]:
+    """One embedder over items, in the written form (rounded vectors or refusals); an embedder
+    that raises refuses every item (:func:`~mathsearch.export.embedder_base.embed_safely`)."""
+    return [rounded(result) for result in embed_safely(embedder, items)] if items else []
 
 
-def graph_vectors(encoder: Encoder, graphs: Sequence[EquationGraph]) -> list[list[float]]:
-    """The model's vectors of ``graphs``, rounded to 6 decimals, as JSON-ready lists."""
-    if not graphs:
-        return []
-    return encoder.encode(graphs).round(6).tolist()
+def embed_parsed(embedder: Embedder, parsed: Sequence[ParsedEquation]) -> list[Embedded]:
+    """The embedder's result for each featurised equation: a rounded vector or its refusal."""
+    return embed_items(embedder, [p.embed_item() for p in parsed])
+
+
+def vectors_of(embedder: Embedder, parsed: Sequence[ParsedEquation]) -> list[list[float]]:
+    """The vectors of equations that must all have one (benchmark corpora, fixtures).
+
+    Raises:
+        EmbedError: the embedder refused one (it says which and why).
+    """
+    out: list[list[float]] = []
+    for item, result in zip(parsed, embed_parsed(embedder, parsed), strict=True):
+        if isinstance(result, EmbedRefusal):
+            raise EmbedError(
+                f"{embedder.vector_field} refused {item.record.eq_id}: {result.reason} "
+                f"{result.detail}".strip()
+            )
+        out.append(result)
+    return out
 
 
 def embedded(
     featuriser: Featuriser,
-    encoder: Encoder,
+    embedder: Embedder,
     items: Iterable[EquationRecord | Failure],
     batch_size: int = 256,
 ) -> Iterator[tuple[ParsedEquation, list[float]] | Failure]:
-    """Featurise and embed a stream in batches, in order; failures pass through as they are."""
+    """Featurise and embed a stream in batches, in order; failures pass through as they are,
+    and an equation the embedder refuses becomes an ``embed`` failure with its reason."""
     batch: list[ParsedEquation | Failure] = []
 
     def flush() -> Iterator[tuple[ParsedEquation, list[float]] | Failure]:
         kept = [item for item in batch if isinstance(item, ParsedEquation)]
-        vectors = iter(vectors_of(encoder, kept))
+        results = iter(embed_parsed(embedder, kept))
         for item in batch:
-            yield item if isinstance(item, Failure) else (item, next(vectors))
+            if isinstance(item, Failure):
+                yield item
+                continue
+            result = next(results)
+            if isinstance(result, EmbedRefusal):
+                record = item.record
+                yield Failure(
+                    eq_id=record.eq_id, doc_id=record.doc_id, stage="embed",
+                    reason=result.reason, detail=result.detail, source=record.source,
+                )  # fmt: skip
+            else:
+                yield item, result
 
     for item in featuriser.parse_stream(items, batch_size):
         batch.append(item)

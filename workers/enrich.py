@@ -24,7 +24,8 @@ from typing import Any, Literal
 
 from opensearchpy import OpenSearch
 
-from mathsearch.export.runtime import Encoder
+from mathsearch.export.embedders import Embedder, as_embedder
+from mathsearch.export.families import needs_prefix
 from mathsearch.indexer.opensearch_source import iter_opensearch_index
 from mathsearch.indexer.parse import Featuriser
 from mathsearch.indexer.records import Failure
@@ -60,19 +61,22 @@ def enrich_index(
     field_name: str,
     *,
     mode: Literal["latex", "text"] = "text",
-    encoder: Encoder | None = None,
+    encoder: Embedder | Any = None,
     featuriser: Featuriser | None = None,
     settings: OpenSearchSettings | None = None,
     batch_size: int = 256,
 ) -> EnrichReport:
     """Add ``math.*`` to every document of ``index`` whose ``field_name`` holds equations.
 
-    Documents without equations are left alone (not even a partial update).
+    ``encoder``: an :class:`Embedder` of any family, or what
+    :func:`~mathsearch.export.embedders.as_embedder` takes (a family, an ``.onnx`` path, an
+    ``Encoder``); default the graph CNN. Documents without equations are left alone (not even a
+    partial update).
     """
     settings = settings or OpenSearchSettings.from_env()
-    encoder = encoder or Encoder()
-    featuriser = featuriser or Featuriser()
-    spec = VectorSpec.from_card(encoder.card)
+    embedder = as_embedder(encoder)  # None: the default graph CNN
+    featuriser = featuriser or Featuriser(with_prefix=needs_prefix([embedder.family]))
+    spec = VectorSpec.from_card(embedder.card)
     ensure_math_mapping(client, index, spec)
     failures_index = ensure_failures_index(client, settings)
     writer = BulkWriter(client, settings)
@@ -83,7 +87,7 @@ def enrich_index(
         """Documents as soon as they are complete: a document's equations come together."""
         current: DocumentMath | None = None
         items = iter_opensearch_index(client, index, field_name, mode=mode)
-        for item in embedded(featuriser, encoder, items, batch_size):
+        for item in embedded(featuriser, embedder, items, batch_size):
             if isinstance(item, Failure):
                 failures.append(item)
                 continue

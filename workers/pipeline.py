@@ -45,7 +45,7 @@ from typing import Any
 
 from opensearchpy import OpenSearch
 
-from mathsearch.export.embedder_base import Embedder, EmbedRefusal, embed_safely
+from mathsearch.export.embedder_base import Embedder, EmbedRefusal
 from mathsearch.export.families import needs_prefix
 from mathsearch.indexer.records import Failure, scrub_surrogates, storable_id
 from mathsearch.opensearch.bulk_writer import BulkWriter
@@ -53,7 +53,7 @@ from mathsearch.opensearch.documents import equation_actions, failure_actions, f
 from mathsearch.opensearch.enrichment import enrichment_actions, group_by_document
 from mathsearch.opensearch.settings import OpenSearchSettings
 from mathsearch.workers import metrics
-from mathsearch.workers.embedding import process_embedders, rounded
+from mathsearch.workers.embedding import embed_items, process_embedders
 from mathsearch.workers.job_progress import Progress
 from mathsearch.workers.parsing import parse_records
 
@@ -167,7 +167,7 @@ def embed(parsed: Sequence[dict[str, Any]], embedders: Sequence[Embedder]) -> Em
     if not parsed or not embedders:
         return out
     primary = embedders[0]
-    for item, result in zip(parsed, _embed_with(primary, parsed), strict=True):
+    for item, result in zip(parsed, embed_items(primary, parsed), strict=True):
         if isinstance(result, EmbedRefusal):
             out.failures.append(_failure(item, "embed", result.reason, result.detail))
         else:
@@ -176,7 +176,7 @@ def embed(parsed: Sequence[dict[str, Any]], embedders: Sequence[Embedder]) -> Em
     out.refusals = [[] for _ in out.kept]
     for embedder in embedders[1:]:
         column: list[list[float] | None] = []
-        results = _embed_with(embedder, out.kept) if out.kept else []
+        results = embed_items(embedder, out.kept) if out.kept else []
         for number, result in enumerate(results):
             if isinstance(result, EmbedRefusal):
                 column.append(None)
@@ -185,14 +185,6 @@ def embed(parsed: Sequence[dict[str, Any]], embedders: Sequence[Embedder]) -> Em
                 column.append(result)
         out.vectors[embedder.vector_field] = column
     return out
-
-
-def _embed_with(
-    embedder: Embedder, items: Sequence[dict[str, Any]]
-) -> list[list[float] | EmbedRefusal]:
-    """One embedder's results, rounded; an embedder that raises refuses the whole batch
-    (:func:`~mathsearch.export.embedder_base.embed_safely`)."""
-    return [rounded(result) for result in embed_safely(embedder, items)]
 
 
 def job_embedders(

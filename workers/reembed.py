@@ -11,7 +11,7 @@ Re-running is a no-op for equations whose vector is already there.
 
 Example::
 
-    report = reembed(connect(), "mathsearch-equations", Encoder("models/gcn-v2.onnx"))
+    report = reembed(connect(), "mathsearch-equations", load_embedder("models/gcn-v2.onnx"))
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from typing import Any
 
 from opensearchpy import OpenSearch
 
-from mathsearch.export.runtime import Encoder
+from mathsearch.export.embedders import Embedder, as_embedder
+from mathsearch.export.families import needs_prefix
 from mathsearch.indexer.opensearch_source import iter_opensearch_index
 from mathsearch.indexer.parse import Featuriser
 from mathsearch.indexer.records import Failure
@@ -54,7 +55,7 @@ class ReembedReport:
 def reembed(
     client: OpenSearch,
     alias: str,
-    encoder: Encoder,
+    embedder: Embedder | Any,
     *,
     featuriser: Featuriser | None = None,
     settings: OpenSearchSettings | None = None,
@@ -62,10 +63,13 @@ def reembed(
     batch_size: int = 256,
     progress: bool = False,
 ) -> ReembedReport:
-    """Fill ``encoder.card.vector_field`` for every equation of ``alias`` (see module doc)."""
+    """Fill ``embedder.vector_field`` for every equation of ``alias`` (see module doc);
+    ``embedder`` is an :class:`Embedder` of any family, or what
+    :func:`~mathsearch.export.embedders.as_embedder` takes (a family, a path, an ``Encoder``)."""
     settings = settings or OpenSearchSettings.from_env()
-    featuriser = featuriser or Featuriser()
-    spec = VectorSpec.from_card(encoder.card)
+    embedder = as_embedder(embedder)
+    featuriser = featuriser or Featuriser(with_prefix=needs_prefix([embedder.family]))
+    spec = VectorSpec.from_card(embedder.card)
     add_vector_field(client, alias, spec, settings=settings)
     writer = BulkWriter(client, settings)
     report = ReembedReport(field=spec.field)
@@ -74,7 +78,7 @@ def reembed(
     def actions() -> Iterator[dict[str, Any]]:
         """Vector updates as the equations are embedded (one writer, one refresh at the end)."""
         records = iter_opensearch_index(client, alias, "latex", mode="latex", progress=progress)
-        for item in embedded(featuriser, encoder, _with_ids(records), batch_size):
+        for item in embedded(featuriser, embedder, _with_ids(records), batch_size):
             if isinstance(item, Failure):
                 failures.append(item)
                 continue

@@ -2,12 +2,10 @@
 
 **Corpus.** The real equations of hep-th 2003 (``equation.txt``, ``eqnarray.txt``) and
 ``hep_array.txt.xz`` are extracted (:func:`mathsearch.indexer.extract.extract`), deduplicated on
-their
-whitespace-normalised LaTeX, featurised (:class:`mathsearch.indexer.parse.Featuriser`: MathML,
-graph,
-math tokens, symbols) and embedded with the real model (:class:`mathsearch.export.runtime.Encoder`,
-the
-shipped ``gcn-v2`` unless ``MATHSEARCH_MODEL`` says otherwise). The equations are shuffled with a
+their whitespace-normalised LaTeX, featurised (:class:`mathsearch.indexer.parse.Featuriser`:
+MathML, graph, math tokens, symbols) and embedded with the real model (an
+:class:`~mathsearch.export.embedders.Embedder`, the shipped ``gcn-v2`` unless
+``MATHSEARCH_MODEL`` says otherwise). The equations are shuffled with a
 fixed seed (so that every size mixes both corpora) and the last :data:`HELD_OUT` are held out:
 they are never indexed and serve as queries. The document fields and the float32 vectors are
 cached under ``<cache dir>/bench-query/<key>/`` (``docs.jsonl.gz`` + ``vectors.npy``), the key
@@ -54,6 +52,7 @@ from tqdm.auto import tqdm
 from mathsearch.core.errors import MathsearchOpenSearchError
 from mathsearch.core.paths import SHARED_DATA
 from mathsearch.opensearch.latex_renaming import letter_permutation, rename_latex, rename_tokens
+from mathsearch.workers.embedding import vectors_of
 
 logger = logging.getLogger(__name__)
 
@@ -231,7 +230,7 @@ def load_corpus(
             else:
                 good.append(item)
         if good:
-            vector_parts.append(encoder.encode([item.graph for item in good]))
+            vector_parts.append(np.asarray(vectors_of(encoder, good), dtype=np.float32))
             docs.extend(_doc_fields(item) for item in good)
         embed_s += time.perf_counter() - tock
         bar.update(len(pending))
@@ -361,7 +360,7 @@ def _replica_chunk(
             vectors = np.load(cached)
         else:
             tick = time.perf_counter()
-            vectors = encoder.encode([parsed[i].graph for i in good])
+            vectors = np.asarray(vectors_of(encoder, [parsed[i] for i in good]), dtype=np.float32)
             stats.embed_s += time.perf_counter() - tick
             np.save(cached.with_suffix(".tmp.npy"), vectors)
             cached.with_suffix(".tmp.npy").replace(cached)

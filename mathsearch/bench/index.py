@@ -34,7 +34,7 @@ from mathsearch.opensearch.documents import equation_actions
 from mathsearch.opensearch.equation_index import ensure_equation_index
 from mathsearch.opensearch.schema import VectorSpec
 from mathsearch.opensearch.settings import OpenSearchSettings
-from mathsearch.workers.embedding import process_encoder, vectors_of
+from mathsearch.workers.embedding import process_embedder, vectors_of
 from mathsearch.workers.index_job import run_index
 from mathsearch.workers.settings import WorkerSettings
 from mathsearch.workers.worker_process import start_worker, stop_worker
@@ -50,7 +50,7 @@ def stage_limits(
     start = time.perf_counter()
     parsed = [p for p in featuriser.parse_batch(records) if isinstance(p, ParsedEquation)]
     parse_s = time.perf_counter() - start
-    encoder = process_encoder()
+    encoder = process_embedder()
     start = time.perf_counter()
     vectors: list[list[float]] = []
     for first in range(0, len(parsed), size):

@@ -135,7 +135,7 @@ def bench_query(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Run the benchmark (module docstring); a JSON-able report."""
-    from mathsearch.export.runtime import Encoder
+    from mathsearch.export.embedders import load_embedder
     from mathsearch.opensearch.searcher import ModelQueryEncoder
 
     if replica_vectors not in REPLICA_VECTORS:
@@ -144,7 +144,7 @@ def bench_query(
     if unknown:
         raise ValueError(f"unknown mode(s) {', '.join(unknown)}: use {', '.join(MODES)}")
     environment = _environment(client, settings)
-    encoder = Encoder()
+    encoder = load_embedder("gcn")
     corpus = load_corpus(
         list(sources or default_sources()),
         fmt,

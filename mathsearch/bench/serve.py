@@ -214,7 +214,7 @@ def ensure_bench_index(client: Any, settings: Any, index: str | None = None) -> 
     alias = f"{prefix}-bench-serve-equations"
     if client.indices.exists(index=alias) and int(client.count(index=alias)["count"]) > 0:
         return alias, "existing"
-    from mathsearch.export.runtime import Encoder
+    from mathsearch.export.embedders import load_embedder
     from mathsearch.opensearch.bulk_writer import BulkWriter
     from mathsearch.opensearch.documents import equation_actions
     from mathsearch.opensearch.equation_index import ensure_equation_index
@@ -223,7 +223,7 @@ def ensure_bench_index(client: Any, settings: Any, index: str | None = None) -> 
     from mathsearch.workers.embedding import vectors_of
 
     parsed, _ = demo_records()
-    encoder = Encoder()
+    encoder = load_embedder("gcn")
     spec = VectorSpec.from_card(encoder.card)
     ensure_equation_index(client, alias, [spec], settings)
     vectors = vectors_of(encoder, parsed)

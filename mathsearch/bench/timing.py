@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mathsearch.bench.corpus import progress_bar
+from mathsearch.opensearch.modes import MODES as SEARCH_MODES
 from mathsearch.opensearch.queries import Mode
 
 logger = logging.getLogger(__name__)
@@ -75,19 +76,22 @@ class Variant:
         return SearchRequest(latex, mode=self.mode, k=k, **extra)
 
 
-VARIANTS: dict[str, Variant] = {
-    variant.name: variant
-    for variant in (
-        Variant("knn", Mode.KNN),
-        Variant("bm25", Mode.BM25),
-        Variant("rescore", Mode.RESCORE),
-        Variant("knn-rescore", Mode.KNN_RESCORE),
-        Variant("fusion", Mode.FUSION, "server"),
-        Variant("rrf", Mode.RRF, "server"),
-        Variant("fusion-client", Mode.FUSION, "client"),
-        Variant("rrf-client", Mode.RRF, "client"),
-    )
-}
+def _variants() -> dict[str, Variant]:
+    """One variant per registered mode; a fused mode twice: ``<mode>`` fused by the cluster,
+    ``<mode>-client`` fused client-side."""
+    out = [
+        Variant(mode.value, mode, "server" if spec.fused else None)
+        for mode, spec in SEARCH_MODES.items()
+    ]
+    out += [
+        Variant(f"{mode.value}-client", mode, "client")
+        for mode, spec in SEARCH_MODES.items()
+        if spec.fused
+    ]
+    return {variant.name: variant for variant in out}
+
+
+VARIANTS: dict[str, Variant] = _variants()
 MODES = tuple(VARIANTS)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from mathsearch.cli.common import RAW_HELP, emit, fail
 from mathsearch.core.errors import MappingError, MathsearchOpenSearchError
 from mathsearch.opensearch.fusion import Combination, Normalization
+from mathsearch.opensearch.modes import MODES
 from mathsearch.opensearch.queries import RANGE_FIELDS, Filters, Mode
 from mathsearch.opensearch.search_profile import RANKING_FIELDS
 
@@ -21,6 +22,17 @@ _FLAG_TYPES: dict[str, Any] = {
     "normalization": Normalization,
     "combination": Combination,
 }
+
+
+def _modes_help() -> str:
+    """The modes, their one-line summaries and the flags that shape each (from the registry)."""
+    lines = ["\nmodes:"]
+    for mode, spec in MODES.items():
+        flags = " ".join(f"--{name.replace('_', '-')}" for name in spec.parameters)
+        lines.append(f"  {mode.value:<12} {spec.summary}")
+        if flags:
+            lines.append(f"  {'':<12} shaped by {flags}")
+    return "\n".join(lines) + "\n"
 
 
 def add_search(commands: Any) -> None:
@@ -51,7 +63,8 @@ def add_search(commands: Any) -> None:
 
             Without --profile every ranking parameter has the default shown; with it, the
             profile's value (a flag given explicitly still wins).
-            """),
+            """)
+        + _modes_help(),
         formatter_class=RAW_HELP,
     )
     parser.add_argument("latex", metavar="LATEX", help="the query equation (LaTeX)")
@@ -350,12 +363,9 @@ def run_models(args: argparse.Namespace) -> int:
                 for name, spec in fields.items()
             )
         elif args.models_command == "add":
-            from mathsearch.export.runtime import Encoder
             from mathsearch.workers.reembed import reembed
 
-            report = reembed(
-                client, alias, Encoder(args.model), make_default=args.use, progress=True
-            )
+            report = reembed(client, alias, args.model, make_default=args.use, progress=True)
             result = report.to_dict()
             text = (
                 f"{report.field}: {report.equations} equations embedded ({report.updated} "

@@ -64,6 +64,7 @@ from mathsearch.evaluation.trec_files import (
     write_topics,
 )
 from mathsearch.evaluation.tuning import DEFAULT_METRIC
+from mathsearch.opensearch.modes import MODES
 from mathsearch.opensearch.queries import Mode
 from mathsearch.opensearch.search_profile import SearchProfile
 from mathsearch.opensearch.settings import OpenSearchSettings
@@ -71,9 +72,7 @@ from mathsearch.opensearch.settings import OpenSearchSettings
 logger = logging.getLogger(__name__)
 
 PYA0_HINT = "install it with `pip install pya0==0.3.7` (the `bench` extra) or pass --no-pya0"
-BASELINES: tuple[Mode, ...] = (
-    Mode.BM25, Mode.KNN, Mode.RESCORE, Mode.KNN_RESCORE, Mode.FUSION, Mode.RRF,
-)  # fmt: skip
+BASELINES: tuple[Mode, ...] = (Mode.BM25, *(mode for mode in MODES if mode is not Mode.BM25))
 
 
 @dataclass

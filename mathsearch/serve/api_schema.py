@@ -16,9 +16,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from mathsearch.opensearch.fusion import Combination, Normalization
+from mathsearch.opensearch.modes import MODES
 from mathsearch.opensearch.queries import Filters, Mode
 from mathsearch.opensearch.results import DocumentGroup, Hit
 from mathsearch.opensearch.search_profile import RANKING_FIELDS
+
+#: The ``mode`` field's description: every registered mode and its summary.
+MODE_HELP = "; ".join(f"{mode.value}: {spec.summary.rstrip('.')}" for mode, spec in MODES.items())
 
 
 class _Strict(BaseModel):
@@ -51,7 +55,7 @@ class SearchBody(_Strict):
 
     latex: str = Field("", description="the query equation (LaTeX, no $ delimiters)")
     text: str = Field("", description="words matched against the equations' context")
-    mode: Mode | None = Field(None, description="knn, bm25, rescore, knn-rescore, fusion, rrf")
+    mode: Mode | None = Field(None, description=MODE_HELP)
     alpha: float | None = Field(None, ge=0.0, le=1.0, description="the vector's share")
     k: int | None = Field(None, ge=1, description="results (documents when grouped)")
     window: int | None = Field(None, ge=1, description="rescore window")

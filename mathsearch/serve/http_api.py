@@ -71,6 +71,7 @@ from mathsearch.core.errors import (
 from mathsearch.opensearch.client import connect
 from mathsearch.opensearch.fusion import Combination, Normalization
 from mathsearch.opensearch.load_shedding import RETRY_AFTER_S, InflightLimiter
+from mathsearch.opensearch.modes import describe_modes
 from mathsearch.opensearch.queries import Mode
 from mathsearch.opensearch.query_encoder import ModelQueryEncoder, QueryEncoder, QueryFeatures
 from mathsearch.opensearch.search_profile import SearchProfile
@@ -323,6 +324,7 @@ def create_app(
         return {
             "index": index,
             "modes": [mode.value for mode in Mode],
+            "mode_info": describe_modes(),
             "normalizations": [n.value for n in Normalization],
             "combinations": [c.value for c in Combination],
             "defaults": {k: v for k, v in profile.to_dict().items() if k != "format"},

@@ -22,7 +22,7 @@ from mathsearch.evaluation.ir_metrics import evaluate, hoeffding_width
 from mathsearch.evaluation.topic_runs import run_topics, search_topics
 from mathsearch.evaluation.trec_files import Qrels, Topic, read_run, write_qrels, write_topics
 from mathsearch.evaluation.tuning_grid import expand, parse_grid
-from mathsearch.export.runtime import Encoder
+from mathsearch.export.embedders import Embedder
 from mathsearch.opensearch.queries import Mode
 from mathsearch.opensearch.query_encoder import ModelQueryEncoder, QueryFeatures
 from mathsearch.opensearch.search_profile import SearchProfile
@@ -188,7 +188,7 @@ class CountingEncoder:
 
 
 def test_topic_runs_cache_features_and_survive_bad_queries(
-    client: OpenSearch, equation_alias: str, encoder: Encoder, tuned: Tuned
+    client: OpenSearch, equation_alias: str, encoder: Embedder, tuned: Tuned
 ) -> None:
     counting = CountingEncoder(ModelQueryEncoder(encoder))
     searcher = Searcher(client, equation_alias, encoder=counting)

@@ -14,6 +14,7 @@ from mathsearch.export.embedders import (
     Embedder,
     EmbedRefusal,
     GcnEmbedder,
+    as_embedder,
     default_model_path,
     load_embedder,
     parse_encoders,
@@ -62,6 +63,29 @@ def test_a_bad_item_is_refused_alone(gcn: GcnEmbedder) -> None:
     assert "graph" in out[1].detail
     assert isinstance(out[2], EmbedRefusal)
     assert np.allclose(out[3], gcn.embed([items[2]])[0], atol=1e-6)
+
+
+def test_the_in_process_item_embeds_as_its_json_form(gcn: GcnEmbedder) -> None:
+    featuriser = Featuriser()
+    parsed = [featuriser.parse_latex(latex) for latex in LATEX]
+    objects = gcn.embed([p.embed_item() for p in parsed])  # EquationGraph objects, no JSON trip
+    dicts = gcn.embed([p.to_dict() for p in parsed])
+    assert all(isinstance(v, np.ndarray) for v in objects)
+    assert np.array_equal(np.stack(objects), np.stack(dicts))
+
+
+def test_as_embedder_takes_whatever_a_caller_holds(gcn: GcnEmbedder) -> None:
+    assert as_embedder(gcn) is gcn
+    encoder = Encoder(default_model_path("gcn"), device="cpu")
+    wrapped = as_embedder(encoder)
+    assert isinstance(wrapped, GcnEmbedder) and wrapped.session is encoder.session
+    by_name = as_embedder(None)
+    by_path = as_embedder(str(default_model_path("gcn")))
+    assert by_name.vector_field == by_path.vector_field == wrapped.vector_field == DEFAULT_FIELD
+    items = _items()
+    assert np.allclose(np.stack(wrapped.embed(items)), np.stack(gcn.embed(items)), atol=1e-6)
+    with pytest.raises(ModelCardError, match="cannot embed with int"):
+        as_embedder(3)
 
 
 def test_parse_encoders_keeps_order_and_refuses_unknown_names() -> None:

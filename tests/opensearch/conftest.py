@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from opensearchpy import OpenSearch
 
-from mathsearch.export.runtime import Encoder
+from mathsearch.export.embedders import Embedder, load_embedder
 from mathsearch.indexer.parse import ParsedEquation
 from mathsearch.opensearch import OpenSearchSettings
 from mathsearch.opensearch.bulk_writer import BulkWriter
@@ -22,8 +22,8 @@ from mathsearch.workers.embedding import vectors_of
 
 
 @pytest.fixture(scope="session")
-def encoder() -> Encoder:
-    return Encoder()
+def encoder() -> Embedder:
+    return load_embedder("gcn")
 
 
 @pytest.fixture(scope="session")
@@ -39,7 +39,7 @@ def demo_dicts(demo_parsed: list[ParsedEquation]) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="session")
-def demo_vectors(encoder: Encoder, demo_parsed: list[ParsedEquation]) -> list[list[float]]:
+def demo_vectors(encoder: Embedder, demo_parsed: list[ParsedEquation]) -> list[list[float]]:
     return vectors_of(encoder, demo_parsed)
 
 
@@ -56,7 +56,7 @@ def fill(
     client: OpenSearch,
     alias: str,
     settings: OpenSearchSettings,
-    encoder: Encoder,
+    encoder: Embedder,
     dicts: list[dict[str, Any]],
     vectors: list[list[float]],
 ) -> None:
@@ -80,7 +80,7 @@ def fresh_alias(client: OpenSearch, settings: OpenSearchSettings) -> Iterator[st
 def equation_alias(
     client: OpenSearch,
     settings: OpenSearchSettings,
-    encoder: Encoder,
+    encoder: Embedder,
     demo_dicts: list[dict[str, Any]],
     demo_vectors: list[list[float]],
 ) -> Iterator[str]:

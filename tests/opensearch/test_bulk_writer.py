@@ -12,7 +12,7 @@ import pytest
 from opensearchpy import OpenSearch
 
 from mathsearch.core.errors import WriteError
-from mathsearch.export.runtime import Encoder
+from mathsearch.export.embedders import Embedder
 from mathsearch.indexer.records import Failure
 from mathsearch.opensearch import OpenSearchSettings, connect
 from mathsearch.opensearch.bulk_writer import BulkWriter, is_transient
@@ -57,7 +57,7 @@ class Empty:
 
 @pytest.fixture
 def empty(
-    client: OpenSearch, settings: OpenSearchSettings, fresh_alias: str, encoder: Encoder
+    client: OpenSearch, settings: OpenSearchSettings, fresh_alias: str, encoder: Embedder
 ) -> Empty:
     spec = VectorSpec.from_card(encoder.card)
     concrete = ensure_equation_index(client, fresh_alias, [spec], settings)

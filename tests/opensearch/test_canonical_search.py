@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from opensearchpy import OpenSearch
 
-from mathsearch.export.runtime import Encoder
+from mathsearch.export.embedders import Embedder
 from mathsearch.indexer.parse import Featuriser, ParsedEquation
 from mathsearch.indexer.records import EquationRecord
 from mathsearch.indexer.settings import IndexerSettings
@@ -62,7 +62,7 @@ def indexed(
     request: pytest.FixtureRequest,
     client: OpenSearch,
     settings: OpenSearchSettings,
-    encoder: Encoder,
+    encoder: Embedder,
     demo_parsed: list[ParsedEquation],
 ) -> Iterator[tuple[bool, str, list[str]]]:
     canonical = bool(request.param)

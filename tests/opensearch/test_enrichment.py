@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from opensearchpy import OpenSearch
 
-from mathsearch.export.runtime import Encoder
+from mathsearch.export.embedders import Embedder
 from mathsearch.indexer.hepth import bundled_sample_lines, iter_hepth
 from mathsearch.indexer.records import EquationRecord
 from mathsearch.opensearch import OpenSearchSettings
@@ -76,7 +76,7 @@ def library_index(client: OpenSearch, index_name: str) -> str:
 
 
 def test_enrichment_adds_math_and_leaves_every_existing_field_byte_for_byte(
-    client: OpenSearch, settings: OpenSearchSettings, library_index: str, encoder: Encoder
+    client: OpenSearch, settings: OpenSearchSettings, library_index: str, encoder: Embedder
 ) -> None:
     mapping_before = client.indices.get_mapping(index=library_index)[library_index]["mappings"]
     before = _raw_sources(settings, library_index)

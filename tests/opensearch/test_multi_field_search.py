@@ -17,7 +17,7 @@ from opensearchpy import OpenSearch
 
 from mathsearch.cli.main import main
 from mathsearch.core.errors import QueryError
-from mathsearch.export.runtime import Encoder
+from mathsearch.export.embedders import Embedder, load_embedder
 from mathsearch.opensearch import OpenSearchSettings
 from mathsearch.opensearch.bulk_writer import BulkWriter
 from mathsearch.opensearch.documents import equation_actions
@@ -52,14 +52,14 @@ def int8_path(tmp_path_factory: pytest.TempPathFactory, demo_parsed: list) -> Pa
 def two_field_alias(
     client: OpenSearch,
     settings: OpenSearchSettings,
-    encoder: Encoder,
+    encoder: Embedder,
     demo_parsed: list,
     demo_dicts: list,
     demo_vectors: list,
     int8_path: Path,
 ) -> Iterator[str]:
     """The sample equations with the default field and its int8 variant's (read-only)."""
-    int8 = Encoder(int8_path)
+    int8 = load_embedder(int8_path)
     alias = new_alias(settings)
     specs = [VectorSpec.from_card(encoder.card), VectorSpec.from_card(int8.card)]
     ensure_equation_index(client, alias, specs, settings)

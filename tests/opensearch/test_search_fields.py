@@ -15,7 +15,8 @@ from mathsearch.export.runtime import Encoder
 from mathsearch.indexer.records import EquationRecord
 from mathsearch.opensearch import OpenSearchSettings
 from mathsearch.opensearch.fusion import fuse, rrf
-from mathsearch.opensearch.queries import Mode, VectorQuery, bm25_query, hybrid_body
+from mathsearch.opensearch.modes.hybrid import hybrid_body
+from mathsearch.opensearch.queries import Mode, VectorQuery, bm25_query
 from mathsearch.opensearch.query_encoder import ModelQueryEncoder, QueryFeatures
 from mathsearch.opensearch.search_fields import FIGURE_FIELDS
 from mathsearch.opensearch.search_request import SearchRequest

@@ -8,7 +8,7 @@ import pytest
 from opensearchpy import OpenSearch
 
 from mathsearch.core.errors import MappingError
-from mathsearch.export.runtime import Encoder
+from mathsearch.export.embedders import Embedder, load_embedder
 from mathsearch.opensearch import OpenSearchSettings
 from mathsearch.opensearch.queries import Mode
 from mathsearch.opensearch.schema import VectorSpec, resolve_alias
@@ -27,10 +27,10 @@ from tests.opensearch.second_models import gcn_copy
 pytestmark = pytest.mark.services
 
 
-def _next_version(tmp_path: Path) -> Encoder:
+def _next_version(tmp_path: Path) -> Embedder:
     """The shipped default network published as another version (its own card, hence its own
     field, e.g. vec_gcn_v3)."""
-    return Encoder(gcn_copy(tmp_path))
+    return load_embedder(gcn_copy(tmp_path))
 
 
 # HNSW is approximate: ask for half the index (the graph search then visits nearly all of it)
@@ -56,7 +56,7 @@ def test_a_new_model_version_is_added_filled_switched_and_the_old_one_dropped(
     client: OpenSearch,
     settings: OpenSearchSettings,
     fresh_alias: str,
-    encoder: Encoder,
+    encoder: Embedder,
     demo_dicts: list,
     demo_vectors: list,
     tmp_path: Path,

@@ -70,7 +70,12 @@ def test_profile_supplies_defaults_and_the_body_overrides_them(
     assert data["vector_field"] is None
     data = api.post("/search", json={"latex": indexed["latex"], "mode": "rrf", "k": 2}).json()
     assert (data["mode"], len(data["hits"])) == ("rrf", 2)
-    assert api.get("/config").json()["defaults"]["mode"] == "bm25"
+    config = api.get("/config").json()
+    assert config["defaults"]["mode"] == "bm25"
+    # the page's mode hints and controls come from the server's mode registry
+    assert list(config["mode_info"]) == config["modes"]
+    assert config["mode_info"]["rescore"]["parameters"] == ["alpha", "window", "normalization"]
+    assert config["mode_info"]["bm25"]["subqueries"] == ["bm25"]
 
 
 @pytest.mark.parametrize(

@@ -48,6 +48,8 @@ from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
+from mathsearch.opensearch.modes import MODES  # noqa: E402
+from mathsearch.opensearch.queries import Mode  # noqa: E402
 from mathsearch.opensearch.search_profile import SearchProfile  # noqa: E402
 
 #: The width and height of an element as laid out (MathML elements included).
@@ -268,6 +270,8 @@ def test_search_shows_rendered_results_grouped_with_breakdowns(
     # bm25: the breakdown has no vector side any more
     Select(browser.find_element(By.ID, "mode")).select_by_value("bm25")
     assert not browser.find_element(By.ID, "normalization").is_displayed()
+    # the hint is the registry's summary of the mode (GET /config's mode_info)
+    assert browser.find_element(By.ID, "mode-hint").text == MODES[Mode.BM25].summary
     browser.find_element(By.ID, "search").click()
     _wait(browser, lambda d: "mode bm25" in _status(d), "the bm25 results")
     breakdowns = [b.text for b in browser.find_elements(By.CSS_SELECTOR, ".breakdown") if b.text]

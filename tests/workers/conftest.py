@@ -21,7 +21,7 @@ from mathsearch.indexer.records import EquationRecord, Failure
 from mathsearch.opensearch import OpenSearchSettings
 from mathsearch.opensearch.equation_index import ensure_equation_index
 from mathsearch.opensearch.schema import VectorSpec
-from mathsearch.workers.embedding import process_encoder
+from mathsearch.workers.embedding import process_embedder
 from mathsearch.workers.index_job import IndexJobError
 from mathsearch.workers.settings import WorkerSettings
 from mathsearch.workers.worker_process import start_worker, stop_worker
@@ -165,7 +165,7 @@ def fresh_alias(client: OpenSearch, settings: OpenSearchSettings, label: str) ->
     """A new equation index behind ``<prefix>-test-<label>-<hex>``; index, template and failure
     records deleted afterwards."""
     name = f"{settings.index_prefix}-test-{label}-{uuid.uuid4().hex[:8]}"
-    ensure_equation_index(client, name, [VectorSpec.from_card(process_encoder().card)], settings)
+    ensure_equation_index(client, name, [VectorSpec.from_card(process_embedder().card)], settings)
     try:
         yield name
     finally:

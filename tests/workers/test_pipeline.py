@@ -13,7 +13,7 @@ from mathsearch.opensearch import OpenSearchSettings
 from mathsearch.opensearch.documents import failure_actions, failure_id
 from mathsearch.opensearch.equation_index import ensure_equation_index
 from mathsearch.opensearch.schema import VectorSpec, ensure_failures_index
-from mathsearch.workers.embedding import process_encoder
+from mathsearch.workers.embedding import process_embedder
 from mathsearch.workers.index_job import IndexJobError, run_index
 from mathsearch.workers.pipeline import JobSpec, embed_write_stage, parse_stage, write_outcome
 from mathsearch.workers.settings import WorkerSettings
@@ -121,7 +121,7 @@ def test_enrichment_of_a_library_index_through_the_workers(client, settings, ali
 def test_bad_graphs_model_mismatch_and_stale_failure_records(
     client, settings, alias, corpus
 ) -> None:
-    spec = VectorSpec.from_card(process_encoder().card)
+    spec = VectorSpec.from_card(process_embedder().card)
     ensure_equation_index(client, alias, [spec], settings)
     failures_index = ensure_failures_index(client, settings)
     job = JobSpec.create(alias, spec.field, failures_index)

@@ -9,18 +9,26 @@
 (() => {
   const PREVIEW_DELAY_MS = 250;
   const HITS_SHOWN = 3; // equations shown per document before "Show more"
-  const ALPHA_MODES = new Set(["rescore", "knn-rescore", "fusion"]);
-  const NORMALIZATION_MODES = new Set(["fusion"]);
-  const MODE_HINTS = {
-    knn: "Nearest neighbours of the query's equation embedding (vectors only).",
-    bm25: "BM25 over the equation's math tokens (and the words, if any).",
-    rescore: "BM25 retrieves a window, which is rescored with vector similarity.",
-    "knn-rescore": "k-NN retrieves a window, which is rescored with BM25.",
-    fusion: "BM25 and k-NN retrieved separately, normalised and combined.",
-    rrf: "BM25 and k-NN combined by reciprocal rank fusion.",
+  /* What each mode is and which controls shape it come from GET config's mode_info (the
+   * server's mode registry); this copy serves only when config cannot be fetched. */
+  const FALLBACK_MODE_INFO = {
+    knn: { summary: "Nearest neighbours of the query's equation embedding (vectors only).",
+      parameters: [], subqueries: ["knn"] },
+    bm25: { summary: "BM25 over the equation's math tokens (and the words, if any).",
+      parameters: [], subqueries: ["bm25"] },
+    rescore: { summary: "BM25 retrieves a window, which is rescored with vector similarity.",
+      parameters: ["alpha", "window", "normalization"], subqueries: ["bm25", "knn"] },
+    "knn-rescore": { summary: "k-NN retrieves a window, which is rescored with BM25.",
+      parameters: ["alpha", "window"], subqueries: ["bm25", "knn"] },
+    fusion: { summary: "BM25 and k-NN retrieved separately, normalised and combined.",
+      parameters: ["alpha", "depth", "normalization", "combination"],
+      subqueries: ["bm25", "knn"] },
+    rrf: { summary: "BM25 and k-NN combined by reciprocal rank fusion.",
+      parameters: ["depth", "rank_constant"], subqueries: ["bm25", "knn"] },
   };
   const FALLBACK_CONFIG = {
-    modes: ["knn", "bm25", "rescore", "knn-rescore", "fusion", "rrf"],
+    modes: Object.keys(FALLBACK_MODE_INFO),
+    mode_info: FALLBACK_MODE_INFO,
     normalizations: ["min_max", "l2", "z_score"],
     combinations: ["arithmetic_mean"],
     defaults: { mode: "fusion", k: 10, alpha: 0.5, normalization: "min_max" },
@@ -281,14 +289,23 @@
     ui.indexName.textContent = config.index ? `index ${config.index}` : "";
   }
 
+  function modeInfo(mode) {
+    return (config.mode_info || FALLBACK_MODE_INFO)[mode] || FALLBACK_MODE_INFO[mode] || {};
+  }
+
+  /** Whether a ranking parameter (alpha, normalization, ...) shapes the mode's ranking. */
+  function shapes(mode, parameter) {
+    return (modeInfo(mode).parameters || []).includes(parameter);
+  }
+
   function syncControls() {
     const mode = ui.mode.value;
-    const usesAlpha = ALPHA_MODES.has(mode);
+    const usesAlpha = shapes(mode, "alpha");
     ui.alpha.disabled = !usesAlpha;
     ui.alphaField.classList.toggle("inactive", !usesAlpha);
-    ui.normalizationField.hidden = !NORMALIZATION_MODES.has(mode);
+    ui.normalizationField.hidden = !shapes(mode, "normalization");
     ui.alphaValue.textContent = Number(ui.alpha.value).toFixed(2);
-    ui.modeHint.textContent = MODE_HINTS[mode] || "";
+    ui.modeHint.textContent = modeInfo(mode).summary || "";
   }
 
   function kValue() {
@@ -304,11 +321,11 @@
     const state = { q: ui.latex.value, mode: ui.mode.value };
     const text = ui.text.value.trim();
     if (text) state.text = text;
-    if (ALPHA_MODES.has(state.mode) && Number(ui.alpha.value) !== Number(config.defaults.alpha)) {
+    if (shapes(state.mode, "alpha") && Number(ui.alpha.value) !== Number(config.defaults.alpha)) {
       state.alpha = Number(ui.alpha.value).toFixed(2);
     }
     if (
-      NORMALIZATION_MODES.has(state.mode) &&
+      shapes(state.mode, "normalization") &&
       ui.normalization.value !== config.defaults.normalization
     ) {
       state.normalization = ui.normalization.value;
@@ -419,8 +436,8 @@
     };
     const text = ui.text.value.trim();
     if (text) body.text = text;
-    if (ALPHA_MODES.has(mode)) body.alpha = Number(ui.alpha.value);
-    if (NORMALIZATION_MODES.has(mode)) body.normalization = ui.normalization.value;
+    if (shapes(mode, "alpha")) body.alpha = Number(ui.alpha.value);
+    if (shapes(mode, "normalization")) body.normalization = ui.normalization.value;
     return body;
   }
 
@@ -506,9 +523,7 @@
 
   /** Which subqueries a mode's scores come from. */
   function subqueries(mode) {
-    if (mode === "bm25") return ["bm25"];
-    if (mode === "knn") return ["knn"];
-    return ["bm25", "knn"];
+    return modeInfo(mode).subqueries || ["bm25", "knn"];
   }
 
   function breakdown(hit, mode) {
