@@ -210,9 +210,17 @@ def check_alpha(alpha: float) -> None:
 
 
 def base_body(size: int, source: Sequence[str]) -> dict[str, Any]:
+    """``size`` hits with the ``source`` fields, and no total hit count: nothing shows it, and
+    ``track_total_hits: false`` lets Lucene skip the blocks that cannot reach the top ``size``
+    (the BM25 subquery of a long formula query measured about twice as fast at 100k
+    equations)."""
     if size < 1:
         raise QueryError(f"k must be at least 1, not {size}")
-    return {"size": int(size), "_source": list(source) if source else False}
+    return {
+        "size": int(size),
+        "_source": list(source) if source else False,
+        "track_total_hits": False,
+    }
 
 
 def bm25_body(

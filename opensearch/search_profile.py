@@ -54,6 +54,7 @@ class SearchProfile:
     combination: Combination = SearchRequest.combination
     rank_constant: int = SearchRequest.rank_constant
     max_df: float | None = SearchRequest.max_df
+    max_terms: int | None = SearchRequest.max_terms
     source: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def request(self, latex: str, **overrides: Any) -> SearchRequest:

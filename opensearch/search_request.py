@@ -3,7 +3,8 @@
 The vectors: ``encoders`` (families or ``.onnx`` paths, whose cards name their fields), else
 ``vector_fields``, else ``vector_field``, else the index's default. With several fields
 ``weights`` gives each subquery's share, ``[bm25, field 1, ..., field n]`` (sum 1); without it
-BM25 gets ``1 - alpha`` and each field ``alpha / n``.
+BM25 gets ``1 - alpha`` and each field ``alpha / n``. ``max_df`` and ``max_terms`` choose the
+query tokens BM25 gets (:mod:`mathsearch.opensearch.token_stats`; None or 0: all).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class SearchRequest:
     vector_field: str | None = None
     fusion_side: str = "auto"
     max_df: float | None = None
+    max_terms: int | None = None
     mathml: bool = False
     vector_fields: tuple[str, ...] = ()
     encoders: tuple[str, ...] = ()
@@ -72,6 +74,8 @@ class SearchRequest:
             raise QueryError(f"fusion side must be one of {FUSION_SIDES}, not {self.fusion_side}")
         if self.max_df is not None and not 0.0 < self.max_df <= 1.0:
             raise QueryError(f"max_df must lie in (0, 1], not {self.max_df}")
+        if self.max_terms is not None and self.max_terms < 0:
+            raise QueryError(f"max_terms must be >= 0 (0: every token), not {self.max_terms}")
         if self.depth < self.k or self.window < self.k:
             raise QueryError(f"depth ({self.depth}) and window ({self.window}) must be >= k")
         if self.weights is not None:
@@ -92,6 +96,8 @@ class SearchRequest:
             out[name] = value.value if isinstance(value, Enum) else value
         if self.max_df is not None and spec.uses_bm25:
             out["max_df"] = self.max_df
+        if self.max_terms and spec.uses_bm25:
+            out["max_terms"] = self.max_terms
         if self.weights is not None and spec.uses_vectors:
             out["weights"] = list(self.weights)
         return out

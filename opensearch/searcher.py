@@ -11,8 +11,9 @@ the :class:`~mathsearch.opensearch.modes.base.ModeContext` they call the cluster
 :mod:`mathsearch.opensearch.modes.hybrid`); ``rescore`` re-ranks BM25's window client-side
 (:mod:`mathsearch.opensearch.modes.rescore`). Alpha is the vector's share in every mode.
 
-``max_df`` leaves the query tokens found in more than that fraction of the equations out of BM25
-(:mod:`mathsearch.opensearch.token_stats`), in every mode that uses BM25.
+``max_df`` leaves the query tokens found in more than that fraction of the equations out of BM25,
+``max_terms`` keeps the most informative N distinct ones (:mod:`mathsearch.opensearch.token_stats`),
+in every mode that uses BM25.
 
 ``explain`` adds a :class:`~mathsearch.opensearch.results.ScoreBreakdown` to every hit (each
 subquery's raw and normalised score and the formula), ``group`` groups the hits by document.
@@ -105,8 +106,12 @@ class Searcher(SearchCalls):
         started = time.perf_counter()
         features = self._features(request) if request.latex.strip() else None
         tokens = features.tokens if features else []
-        if request.max_df is not None and MODES[request.mode].uses_bm25 and tokens:
-            tokens = self.call(lambda: self.token_stats.prune(tokens, request.max_df))
+        if MODES[request.mode].uses_bm25 and tokens and (request.max_df or request.max_terms):
+            tokens = self.call(
+                lambda: self.token_stats.select(
+                    tokens, max_df=request.max_df, max_terms=request.max_terms
+                )
+            )
         fallback = self._refused_everywhere(request, features)
         if fallback:  # a hybrid mode whose every vector the encoders refused: BM25 alone
             request = replace(request, mode=Mode.BM25)
@@ -221,7 +226,8 @@ class Searcher(SearchCalls):
             return {}
         query = queries.bm25_query(tokens, words, fields=self.fields)
         query["bool"]["filter"] = [{"ids": {"values": list(ids)}}]
-        found = self._search({"size": len(ids), "_source": False, "query": query})
+        body = {"size": len(ids), "_source": False, "track_total_hits": False, "query": query}
+        found = self._search(body)
         return {hit["_id"]: float(hit["_score"]) for hit in found["hits"]["hits"]}
 
     def hits_of(self, response: dict[str, Any], tokens: list[str]) -> list[Hit]:

@@ -20,10 +20,10 @@ The parts:
   fuse on the cluster, ``fusion-client`` and ``rrf-client`` in the client;
 * the report (:mod:`mathsearch.bench.query_report`).
 
-``max_df`` (when given) is passed to every :class:`~mathsearch.opensearch.searcher.SearchRequest`:
-query
-tokens that occur in more than that share of the index's documents are left out of the BM25
-query.
+``max_df`` and ``max_terms`` (the default search profile's unless given) are passed to every
+:class:`~mathsearch.opensearch.searcher.SearchRequest`: query tokens that occur in more than
+that share of the index's documents are left out of the BM25 query, and it keeps the
+``max_terms`` most informative distinct ones (:mod:`mathsearch.opensearch.token_stats`).
 
 The goal of the issue (at 1M equations, every hybrid mode - one that uses both BM25 and the
 vector: :data:`GOAL_MODES` - p50 <= 15 ms and p99 <= 50 ms) is checked for every size and
@@ -125,6 +125,7 @@ def bench_query(
     warmup: int = 20,
     k: int = 10,
     max_df: float | None = None,
+    max_terms: int | None = None,
     sources: Sequence[str] | None = None,
     fmt: str | None = None,
     query_sources: Sequence[str] | None = None,
@@ -192,6 +193,7 @@ def bench_query(
         },
         "k": k,
         "max_df": max_df,
+        "max_terms": max_terms or None,
         "queries_per_mode": queries,
         "warmup": warmup,
         "modes": list(modes),
@@ -224,6 +226,7 @@ def bench_query(
             count=queries,
             warmup=warmup,
             max_df=max_df,
+            max_terms=max_terms,
             progress=progress,
         )
         entry = {

@@ -46,10 +46,16 @@ def _tokens(queries: Mapping[str, Any]) -> str:
 
 
 def _max_df(report: Mapping[str, Any]) -> str:
+    parts = []
     max_df = report.get("max_df")
-    if max_df is None:
-        return ""
-    return f", max_df={max_df:g} (BM25 leaves out query tokens in more than that share of docs)"
+    if max_df is not None:
+        parts.append(
+            f", max_df={max_df:g} (BM25 leaves out query tokens in more than that share of docs)"
+        )
+    max_terms = report.get("max_terms")
+    if max_terms:
+        parts.append(f", max_terms={max_terms} (BM25 gets that many distinct query tokens)")
+    return "".join(parts)
 
 
 def _goal_lines(size: Mapping[str, Any]) -> list[str]:

@@ -46,19 +46,25 @@ from mathsearch.bench.corpus import default_query_sources, read_topics
 from mathsearch.bench.timing import percentile
 from mathsearch.core.errors import MathsearchOpenSearchError
 from mathsearch.core.paths import SOURCE_ROOT
+from mathsearch.opensearch.modes import MODES
 from mathsearch.opensearch.queries import Mode
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "HYBRID",
     "LoadResult",
     "ServeError",
     "ServeProcess",
     "bench_queries",
     "bench_serve",
+    "capacity",
     "ensure_bench_index",
     "free_port",
+    "meets",
+    "run_ladder",
     "run_load",
+    "run_rate",
     "serve_env",
     "summarize",
 ]
@@ -66,6 +72,8 @@ __all__ = [
 REPO = SOURCE_ROOT
 #: Modes cycled by default (``--mode mix``).
 MIX = tuple(mode.value for mode in Mode)
+#: The hybrid modes (BM25 and vectors both): ``--mode hybrid``.
+HYBRID = tuple(m.value for m, spec in MODES.items() if spec.uses_bm25 and spec.uses_vectors)
 #: Seconds a single request may take before it counts as a timeout.
 REQUEST_TIMEOUT_S = 30.0
 
@@ -244,6 +252,7 @@ class LoadResult:
     clients: int = 0
     modes: tuple[str, ...] = ()
     errors: Counter[str] = field(default_factory=Counter)
+    offered_per_s: float | None = None  # open loop (run_rate): the rate requests were sent at
 
 
 async def run_load(
@@ -278,15 +287,7 @@ async def run_load(
                 }
                 sent += 1
                 began = time.perf_counter()
-                try:
-                    response = await http.post("/search", json=body, headers=headers)
-                    status = response.status_code
-                except httpx.TimeoutException as exc:
-                    status = -1
-                    result.errors[type(exc).__name__] += 1
-                except httpx.TransportError as exc:
-                    status = 0
-                    result.errors[type(exc).__name__] += 1
+                status = await _post(http, body, headers, result)
                 result.answers.append((status, time.perf_counter() - began))
                 if status <= 0:
                     await asyncio.sleep(0.05)  # a refused connection answers at once
@@ -294,6 +295,120 @@ async def run_load(
         await asyncio.gather(*(client(i) for i in range(clients)))
         result.wall_s = time.perf_counter() - started
     return result
+
+
+async def _post(
+    http: httpx.AsyncClient, body: dict[str, Any], headers: Mapping[str, str], result: LoadResult
+) -> int:
+    """One ``POST /search``; its status (0: connection error, -1: timeout)."""
+    try:
+        response = await http.post("/search", json=body, headers=dict(headers))
+        return response.status_code
+    except httpx.TimeoutException as exc:
+        result.errors[type(exc).__name__] += 1
+        return -1
+    except httpx.TransportError as exc:
+        result.errors[type(exc).__name__] += 1
+        return 0
+
+
+async def run_rate(
+    url: str,
+    queries: Sequence[str],
+    *,
+    rate: float,
+    duration: float,
+    modes: Sequence[str] = MIX,
+    keys: Sequence[str] = (),
+    k: int = 10,
+    timeout: float = REQUEST_TIMEOUT_S,
+    max_connections: int = 256,
+) -> LoadResult:
+    """Open loop: request ``i`` is due at ``i / rate`` seconds whatever the earlier ones do, as
+    independent users send them, and its latency counts from when it was due (a server that
+    falls behind shows it in the percentiles instead of slowing the load down: no coordinated
+    omission). Request ``i`` uses ``keys[i % len(keys)]`` when keys are given."""
+    if not queries:
+        raise ValueError("no queries to send")
+    if rate <= 0 or duration <= 0:
+        raise ValueError(f"rate and duration must be positive, not {rate} and {duration}")
+    result = LoadResult(modes=tuple(modes), offered_per_s=rate)
+    total = max(1, round(rate * duration))
+    limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=64)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=timeout) as http:
+        started = time.perf_counter()
+
+        async def one(number: int) -> None:
+            due = started + number / rate
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            spot = number * 7919
+            body = {"latex": queries[spot % len(queries)], "mode": modes[spot % len(modes)], "k": k}
+            headers = {"authorization": f"Bearer {keys[number % len(keys)]}"} if keys else {}
+            status = await _post(http, body, headers, result)
+            result.answers.append((status, time.perf_counter() - due))
+
+        await asyncio.gather(*(one(i) for i in range(total)))
+        result.wall_s = time.perf_counter() - started
+    return result
+
+
+def meets(summary: Mapping[str, Any], *, p99_ms: float) -> bool:
+    """Whether an open-loop run held its rate: no error, nothing shed, every answer's p99 within
+    ``p99_ms``, and at least 95% of the offered rate answered 200 per second.
+
+    >>> meets({"error_rate": 0.0, "shed_rate": 0.0, "latency_ms_all": {"p99": 80.0},
+    ...        "queries_per_s": 49.0, "offered_per_s": 50}, p99_ms=100)
+    True
+    """
+    p99 = summary.get("latency_ms_all", {}).get("p99")
+    offered = float(summary.get("offered_per_s") or 0.0)
+    return bool(
+        summary.get("error_rate") == 0
+        and summary.get("shed_rate") == 0
+        and p99 is not None
+        and p99 <= p99_ms
+        and (summary.get("queries_per_s") or 0.0) >= 0.95 * offered
+    )
+
+
+def capacity(rows: Sequence[Mapping[str, Any]], *, p99_ms: float) -> float | None:
+    """The highest offered rate of a ladder that :func:`meets` the bound, with every lower rate
+    meeting it too (None when the lowest fails).
+
+    >>> ok = {"error_rate": 0, "shed_rate": 0, "latency_ms_all": {"p99": 10.0}}
+    >>> capacity([{**ok, "offered_per_s": 10, "queries_per_s": 10},
+    ...           {**ok, "offered_per_s": 20, "queries_per_s": 12}], p99_ms=100)
+    10
+    """
+    best = None
+    for row in sorted(rows, key=lambda r: float(r["offered_per_s"])):
+        if not meets(row, p99_ms=p99_ms):
+            break
+        best = row["offered_per_s"]
+    return best
+
+
+async def run_ladder(
+    url: str,
+    queries: Sequence[str],
+    *,
+    rates: Sequence[float],
+    duration: float,
+    p99_ms: float,
+    **load: Any,
+) -> list[dict[str, Any]]:
+    """Open-loop runs at each rate, lowest first, stopping after the first that misses the
+    bound (the rates above it would only pile up); one summary per run."""
+    rows: list[dict[str, Any]] = []
+    for rate in sorted(rates):
+        row = summarize(await run_rate(url, queries, rate=rate, duration=duration, **load))
+        row["meets"] = meets(row, p99_ms=p99_ms)
+        rows.append(row)
+        logger.info("offered %.1f/s: %s q/s, p99 %s ms, meets %s", rate, row["queries_per_s"],
+                    row["latency_ms_all"].get("p99"), row["meets"])  # fmt: skip
+        if not row["meets"]:
+            break
+    return rows
 
 
 def _latency(seconds: Sequence[float]) -> dict[str, Any]:
@@ -322,6 +437,7 @@ def summarize(result: LoadResult) -> dict[str, Any]:
     answered = [seconds for status, seconds in result.answers if status > 0]
     return {
         "clients": result.clients,
+        "offered_per_s": result.offered_per_s,
         "modes": list(result.modes),
         "duration_s": round(result.wall_s, 2),
         "sent": sent,
@@ -374,15 +490,44 @@ def bench_serve(
     inflight: int | None = None,
     queue_timeout: float | None = None,
     k: int = 10,
+    rates: Sequence[float] | None = None,
+    p99_ms: float = 100.0,
 ) -> dict[str, Any]:
     """One load run against ``url``, or against a ``mathsearch serve`` this starts over
     ``index`` (see :func:`ensure_bench_index`) with the given overrides; the report.
 
     ``keys``: ``per-client`` (a spawned server gets one fresh key per client, so each client
     has its own rate-limit bucket), ``shared`` (one key for all), ``none`` (no auth).
+
+    ``rates``: instead of closed-loop clients, open-loop runs of ``duration`` seconds at each
+    offered rate (:func:`run_ladder`); the report adds ``ladder`` (one summary per rate) and
+    ``capacity_per_s``, the highest rate held with no error, nothing shed and p99 <= ``p99_ms``
+    (:func:`capacity`). A spawned server then runs without its rate limit unless ``rate`` says
+    otherwise.
     """
     latex = list(queries) if queries else bench_queries()
     modes = tuple(iter_modes(mode))
+    if rates and rate is None:
+        rate = 0.0  # capacity is the server's, not the rate limiter's
+
+    def measure(base: str, client_keys: Sequence[str]) -> None:
+        if not rates:
+            loaded = asyncio.run(
+                run_load(base, latex, clients=clients, duration=duration, modes=modes,
+                         keys=client_keys, k=k)
+            )  # fmt: skip
+            report["load"] = summarize(loaded)
+            return
+        rows = asyncio.run(
+            run_ladder(base, latex, rates=rates, duration=duration, p99_ms=p99_ms, modes=modes,
+                       keys=client_keys, k=k)
+        )  # fmt: skip
+        report["ladder"] = rows
+        report["p99_bound_ms"] = p99_ms
+        report["capacity_per_s"] = capacity(rows, p99_ms=p99_ms)
+        held = [row for row in rows if row["meets"]]
+        report["load"] = held[-1] if held else rows[0]
+
     report: dict[str, Any] = {
         "machine": {"cpu_count": os.cpu_count(), "python": sys.version.split()[0]},
         "queries": {"count": len(latex), "source": "given" if queries else "mathir-topics"},
@@ -392,11 +537,7 @@ def bench_serve(
         report["server"] = {"url": url, "spawned": False}
         report["health_before"] = health(url, headers)
         report["settings"] = config(url, headers)
-        loaded = asyncio.run(
-            run_load(url, latex, clients=clients, duration=duration, modes=modes,
-                     keys=[api_key] if api_key else [], k=k)
-        )  # fmt: skip
-        report["load"] = summarize(loaded)
+        measure(url, [api_key] if api_key else [])
         report["health_after"] = health(url, headers)
         return report
     from mathsearch.opensearch.client import connect
@@ -422,16 +563,12 @@ def bench_serve(
             }  # fmt: skip
             report["health_before"] = health(base, headers)
             report["settings"] = config(base, headers)
-            loaded = asyncio.run(
-                run_load(base, latex, clients=clients, duration=duration, modes=modes,
-                         keys=client_keys, k=k)
-            )  # fmt: skip
-            report["load"] = summarize(loaded)
+            measure(base, client_keys)
             report["health_after"] = health(base, headers)
             report["server"]["alive_after"] = server.alive
     return report
 
 
 def iter_modes(mode: str) -> Iterator[str]:
-    """The modes of ``--mode`` (``mix``: all)."""
-    yield from MIX if mode == "mix" else (mode,)
+    """The modes of ``--mode`` (``mix``: all; ``hybrid``: those with BM25 and vectors)."""
+    yield from MIX if mode == "mix" else HYBRID if mode == "hybrid" else (mode,)

@@ -64,7 +64,9 @@ class Variant:
     mode: Mode
     fusion_side: str | None = None  # "server" or "client" for fusion and rrf
 
-    def request(self, latex: str, *, k: int, max_df: float | None = None) -> Any:
+    def request(
+        self, latex: str, *, k: int, max_df: float | None = None, max_terms: int | None = None
+    ) -> Any:
         """The :class:`~mathsearch.opensearch.searcher.SearchRequest` of one query in this mode."""
         from mathsearch.opensearch.search_request import SearchRequest
 
@@ -73,6 +75,8 @@ class Variant:
             extra["fusion_side"] = self.fusion_side
         if max_df is not None:
             extra["max_df"] = max_df
+        if max_terms:
+            extra["max_terms"] = max_terms
         return SearchRequest(latex, mode=self.mode, k=k, **extra)
 
 
@@ -287,6 +291,7 @@ def time_modes(
     count: int,
     warmup: int,
     max_df: float | None = None,
+    max_terms: int | None = None,
     progress: bool = True,
 ) -> list[dict[str, Any]]:
     """One row per mode of ``modes`` (names of :data:`VARIANTS`): the timings on ``alias``."""
@@ -309,7 +314,7 @@ def time_modes(
             variant = VARIANTS[name]
 
             def make(latex: str, variant: Variant = variant) -> Any:
-                return variant.request(latex, k=k, max_df=max_df)
+                return variant.request(latex, k=k, max_df=max_df, max_terms=max_terms)
 
             time_searches(cluster, None, make, warm, bar)
             side = time_searches(cluster, took, make, timed, bar)

@@ -75,7 +75,14 @@ def add_bench_query(bench_cmds: Any) -> None:
         type=float,
         metavar="F",
         help="leave query tokens that occur in more than F x the index's documents out of the "
-        "BM25 query (default: keep all)",
+        "BM25 query (default: the default search profile's)",
+    )
+    parser.add_argument(
+        "--max-terms",
+        type=int,
+        metavar="N",
+        help="BM25 gets the N most informative distinct query tokens (0: all; default: the "
+        "default search profile's)",
     )
     parser.add_argument(
         "--keep",
@@ -117,6 +124,8 @@ def _check(args: argparse.Namespace) -> tuple[list[int], list[str]] | str:
         return "--queries must be >= 1, --warmup >= 0 and --k in [1, 10000]"
     if args.max_df is not None and not 0.0 < args.max_df <= 1.0:
         return f"--max-df must lie in (0, 1], not {args.max_df}"
+    if args.max_terms is not None and args.max_terms < 0:
+        return f"--max-terms must be >= 0 (0: every token), not {args.max_terms}"
     return sizes, modes
 
 
@@ -128,10 +137,12 @@ def run_bench_query(args: argparse.Namespace) -> int:
     sizes, modes = checked
     try:
         from mathsearch.opensearch.client import connect
+        from mathsearch.opensearch.search_profile import SearchProfile
         from mathsearch.opensearch.settings import OpenSearchSettings
 
         settings = OpenSearchSettings.from_env()
         client = connect(settings, pool_maxsize=4)  # parallel_bulk uses 2 threads
+        profile = SearchProfile.default()  # what users get unless a flag says otherwise
         report = bench_query(
             client,
             settings,
@@ -140,7 +151,8 @@ def run_bench_query(args: argparse.Namespace) -> int:
             queries=args.queries,
             warmup=args.warmup,
             k=args.k,
-            max_df=args.max_df,
+            max_df=args.max_df if args.max_df is not None else profile.max_df,
+            max_terms=args.max_terms if args.max_terms is not None else profile.max_terms,
             sources=args.sources or None,
             fmt=args.format,
             replica_vectors=args.replica_vectors,

@@ -12,12 +12,24 @@ from pathlib import Path
 from typing import Any
 
 from mathsearch.cli.common import RAW_HELP, emit, fail, positive_int
+from mathsearch.opensearch.queries import Mode
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["add_bench_fuzz_api", "add_bench_serve", "run_bench_fuzz_api", "run_bench_serve"]
 
-_MODES = ("mix", "knn", "bm25", "rescore", "knn-rescore", "fusion", "rrf")
+_MODES = ("mix", "hybrid", *(mode.value for mode in Mode))
+
+
+def _rates(text: str) -> list[float]:
+    """``"10,20,40"`` -> ``[10.0, 20.0, 40.0]`` (positive rates)."""
+    try:
+        rates = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"rates must be numbers, not {text!r}") from None
+    if not rates or min(rates) <= 0:
+        raise argparse.ArgumentTypeError(f"rates must be positive, not {text!r}")
+    return rates
 
 
 def add_bench_serve(bench_cmds: Any) -> None:
@@ -42,6 +54,7 @@ def add_bench_serve(bench_cmds: Any) -> None:
               mathsearch bench serve --clients 50 --duration 60 --rate 0 --inflight 8
               mathsearch bench serve --url http://127.0.0.1:8080 --api-key "$KEY" --json
               mathsearch bench serve --mode bm25 --queries my-topics.txt
+              mathsearch bench serve --mode hybrid --rates 10,20,40,80,100 --duration 20
             """),
         formatter_class=RAW_HELP,
     )
@@ -49,7 +62,19 @@ def add_bench_serve(bench_cmds: Any) -> None:
     parser.add_argument("--index", help="equation alias a spawned server serves")
     parser.add_argument("--clients", type=positive_int, default=50, help="concurrent clients (50)")
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of load (60)")
-    parser.add_argument("--mode", choices=_MODES, default="mix", help="search mode (mix: all)")
+    parser.add_argument(
+        "--mode", choices=_MODES, default="mix",
+        help="search mode (mix: all; hybrid: those with BM25 and vectors)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--rates", metavar="R1,R2", type=_rates,
+        help="open loop instead of --clients: DURATION seconds at each offered rate (queries/s), "
+        "lowest first; reports the capacity, the highest rate held with no error, nothing shed "
+        "and p99 <= --p99-ms",
+    )  # fmt: skip
+    parser.add_argument(
+        "--p99-ms", type=float, default=100.0, help="latency bound of the capacity (100 ms)"
+    )
     parser.add_argument("--k", type=positive_int, default=10, help="hits per query (10)")
     parser.add_argument(
         "--queries", metavar="FILE", action="append", help="topic file(s) ID<TAB>LaTeX "
@@ -86,7 +111,7 @@ def run_bench_serve(args: argparse.Namespace) -> int:
             url=args.url, index=args.index, clients=args.clients, duration=args.duration,
             mode=args.mode, queries=queries, keys=args.keys, api_key=args.api_key,
             rate=args.rate, burst=args.burst, inflight=args.inflight,
-            queue_timeout=args.queue_timeout, k=args.k,
+            queue_timeout=args.queue_timeout, k=args.k, rates=args.rates, p99_ms=args.p99_ms,
         )  # fmt: skip
     except (MathsearchOpenSearchError, OSError, ValueError) as exc:
         return fail(str(exc))
@@ -106,14 +131,32 @@ def format_bench_serve(report: Mapping[str, Any]) -> str:
         return f"p50 {stats['p50']} / p90 {stats['p90']} / p99 {stats['p99']} / max {stats['max']}"
 
     before, after = report["health_before"], report["health_after"]
-    return "\n".join([
+    ladder = [
+        f"offered  {row['offered_per_s']:g}/s -> {row['queries_per_s']} q/s, p99 "
+        f"{row['latency_ms_all'].get('p99', '-')} ms, errors {row['error_rate']}, shed "
+        f"{row['shed_rate']}: {'held' if row['meets'] else 'missed'}"
+        for row in report.get("ladder", [])
+    ]
+    if "ladder" in report:
+        held = report.get("capacity_per_s")
+        ladder.append(
+            f"capacity {held:g} queries/s at p99 <= {report['p99_bound_ms']:g} ms"
+            if held
+            else f"capacity none of the offered rates held p99 <= {report['p99_bound_ms']:g} ms"
+        )
+    load_line = (
+        f"load     open loop, the highest rate held ({load.get('offered_per_s')}/s) below"
+        if "ladder" in report
+        else f"load     {load['clients']} clients x {load['duration_s']} s, modes "
+        f"{','.join(load['modes'])}, {report['queries']['count']} queries"
+    )
+    return "\n".join([*ladder,
         f"server   {server['url']} ({'spawned' if server['spawned'] else 'given'}"
         f"{', index ' + server['index'] if server.get('index') else ''}; "
         f"keys {server.get('keys', '?')}; cpus {report['machine']['cpu_count']})",
         f"limits   rate {limits.get('rate_per_s')}/s burst {limits.get('burst')}, in flight "
         f"{limits.get('max_inflight')}, queue wait {limits.get('queue_timeout_s')} s",
-        f"load     {load['clients']} clients x {load['duration_s']} s, modes "
-        f"{','.join(load['modes'])}, {report['queries']['count']} queries",
+        load_line,
         f"sent     {load['sent']}  completed {load['completed']}  ok {load['ok']}  "
         f"-> {load['queries_per_s']} queries/s ({load['answers_per_s']} answers/s)",
         f"200s ms  {triple(ok)}",

@@ -122,6 +122,13 @@ def add_search(commands: Any) -> None:
         help="leave out of BM25 the query tokens found in more than F of the equations "
         "(e.g. 0.05; default: keep all)",
     )
+    parser.add_argument(
+        "--max-terms",
+        type=int,
+        metavar="N",
+        help="send BM25 the N most informative distinct query tokens (idf x kind; 0: all; "
+        "default: the profile's)",
+    )
     parser.add_argument("--group", action="store_true", help="group results by document")
     parser.add_argument("--explain", action="store_true", help="per-subquery score breakdown")
     parser.add_argument("--field", help="vector field (default: the index's default)")

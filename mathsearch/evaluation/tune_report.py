@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 
 REPORT_FORMAT = "mathsearch-tune-report/1"
 PARAMETERS = ("mode", "alpha", "window", "depth", "normalization", "combination")
-PARAMETERS += ("rank_constant", "k", "max_df")
+PARAMETERS += ("rank_constant", "k", "max_df", "max_terms")
 
 
 def write_report(

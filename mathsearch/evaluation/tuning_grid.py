@@ -7,10 +7,10 @@ inclusive numeric range, or a JSON file (an object of key to list, value or rang
     combination=arithmetic_mean,geometric_mean window=50,100 k=10,100 depth=100 rank_constant=60
 
 Keys: ``mode`` (or ``all``), ``alpha``, ``normalization``, ``combination``, ``window``, ``k``,
-``depth``, ``rank_constant``, ``max_df``. A key left out takes one value: the default grid's
-``k``/``window``/``depth`` (100) or :class:`~mathsearch.opensearch.search_profile.SearchProfile`'s
-default
-(mode fusion, alpha 0.5, min_max, arithmetic_mean, rank constant 60). Each mode combines only the
+``depth``, ``rank_constant``, ``max_df``, ``max_terms`` (0: every token). A key left out takes
+one value: the default grid's ``k``/``window``/``depth`` (100) or
+:class:`~mathsearch.opensearch.search_profile.SearchProfile`'s default (mode fusion, alpha 0.5,
+min_max, arithmetic_mean, rank constant 60). Each mode combines only the
 parameters it uses (those of :meth:`SearchRequest.parameters`: alpha for rescore, knn-rescore and
 fusion; window for the rescore modes; depth, normalisation and combination for fusion; depth and
 rank constant for rrf), a window or depth below k is raised to k, and configurations that rank
@@ -47,10 +47,10 @@ logger = logging.getLogger(__name__)
 Grid = dict[str, tuple[Any, ...]]
 
 FLOAT_KEYS = ("alpha", "max_df")
-INT_KEYS = ("window", "k", "depth", "rank_constant")
+INT_KEYS = ("window", "k", "depth", "rank_constant", "max_terms")
 ENUM_KEYS = {"mode": Mode, "normalization": Normalization, "combination": Combination}
 KEYS = ("mode", "alpha", "normalization", "combination", "window", "k", "depth")
-KEYS += ("rank_constant", "max_df")
+KEYS += ("rank_constant", "max_df", "max_terms")
 
 #: Values of the keys a grid leaves out (tuning evaluates 100 results deep by default).
 BASE: dict[str, Any] = {f.name: f.default for f in fields(SearchProfile) if f.name in KEYS}
@@ -66,6 +66,7 @@ DEFAULT_GRID: Grid = {
 }
 
 _SHORT = {"alpha": "a", "window": "w", "depth": "d", "rank_constant": "rc", "max_df": "df"}
+_SHORT["max_terms"] = "mt"
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,7 @@ def config_name(profile: SearchProfile) -> str:
 
 def _used(mode: Mode) -> set[str]:
     """The grid keys that shape ``mode``'s ranking."""
-    params = SearchProfile(mode=mode, max_df=0.5).request("x").parameters()
+    params = SearchProfile(mode=mode, max_df=0.5, max_terms=1).request("x").parameters()
     return set(params) | {"k"}
 
 
@@ -209,7 +210,9 @@ def _value(key: str, item: str) -> list[Any]:
         raise ConfigurationError(f"alpha {item!r} must lie in [0, 1]")
     if key == "max_df" and not all(0.0 < v <= 1.0 for v in values):
         raise ConfigurationError(f"max_df {item!r} must lie in (0, 1]")
-    if key in INT_KEYS and not all(v >= 1 for v in values):
+    if key == "max_terms" and not all(v >= 0 for v in values):
+        raise ConfigurationError(f"max_terms {item!r} must be >= 0 (0: every token)")
+    if key in INT_KEYS and key != "max_terms" and not all(v >= 1 for v in values):
         raise ConfigurationError(f"{key} {item!r} must be a positive integer")
     return values
 

@@ -64,9 +64,15 @@ class SearchBody(_Strict):
     combination: Combination | None = None
     rank_constant: int | None = Field(None, ge=1, description="RRF rank constant")
     max_df: float | None = Field(None, gt=0.0, le=1.0, description="drop tokens above this df")
+    max_terms: int | None = Field(
+        None, ge=0, description="BM25 gets the N most informative query tokens (0: all)"
+    )
     filters: FiltersBody | None = None
     group: bool = Field(False, description="group the hits by document")
     explain: bool = Field(False, description="each hit's score breakdown")
+    mathml: bool = Field(
+        False, description="each hit's stored Presentation MathML (the search page asks for it)"
+    )
     field: str | None = Field(None, description="vector field (default: the index's)")
     encoders: list[str] | None = Field(
         None,
@@ -105,7 +111,7 @@ class SearchBody(_Strict):
             out["encoders"] = tuple(self.encoders)
         if self.weights is not None:
             out["weights"] = tuple(self.weights)
-        out.update(text=self.text, group=self.group, explain=self.explain)
+        out.update(text=self.text, group=self.group, explain=self.explain, mathml=self.mathml)
         return out
 
 

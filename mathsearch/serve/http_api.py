@@ -281,7 +281,7 @@ def create_app(
         overrides = body.overrides()
         if overrides.get("k", profile.k) > settings.serve_max_k:
             raise QueryError(f"k must be at most {settings.serve_max_k}")
-        request = profile.request(body.latex, mathml=True, **overrides)
+        request = profile.request(body.latex, **overrides)  # MathML only when asked
         response = searcher.search(request)
         metrics.searches.labels(response.mode).observe(response.took_ms / 1000)
         data = response.to_dict()

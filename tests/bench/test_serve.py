@@ -14,12 +14,16 @@ from opensearchpy import OpenSearch
 
 from mathsearch.bench.fuzz_api import fuzz_requests, is_crash
 from mathsearch.bench.serve import (
+    HYBRID,
     LoadResult,
     bench_queries,
     bench_serve,
+    capacity,
     ensure_bench_index,
+    meets,
     summarize,
 )
+from mathsearch.cli.bench_serve import format_bench_serve
 from mathsearch.cli.main import main
 from mathsearch.opensearch import OpenSearchSettings
 from tests.opensearch.conftest import drop_alias
@@ -39,6 +43,22 @@ def test_summary_counts_statuses_rates_and_latency_of_the_200s() -> None:
     assert report["latency_ms_ok"]["p99"] == pytest.approx(10.0)
     assert report["latency_ms_all"]["max"] == pytest.approx(500.0)
     assert summarize(LoadResult())["error_rate"] is None
+
+
+def _row(offered: float, qps: float, p99: float, errors: float = 0.0) -> dict:
+    return {"offered_per_s": offered, "queries_per_s": qps, "latency_ms_all": {"p99": p99},
+            "error_rate": errors, "shed_rate": 0.0}  # fmt: skip
+
+
+def test_capacity_is_the_highest_rate_held_with_every_lower_one() -> None:
+    rows = [_row(10, 10, 20), _row(20, 19.5, 60), _row(40, 39, 150), _row(80, 79, 40)]
+    assert [meets(row, p99_ms=100) for row in rows] == [True, True, False, True]
+    assert capacity(rows, p99_ms=100) == 20  # 80 came after a miss: the server fell behind
+    assert capacity(rows, p99_ms=200) == 80
+    assert not meets(_row(10, 9.0, 20), p99_ms=100)  # below 95% of the offered rate
+    assert not meets(_row(10, 10, 20, errors=0.01), p99_ms=100)
+    assert capacity([_row(10, 10, 500)], p99_ms=100) is None
+    assert set(HYBRID) == {"rescore", "knn-rescore", "fusion", "rrf"}
 
 
 def test_fuzz_requests_are_reproducible_and_varied() -> None:
@@ -89,6 +109,24 @@ def test_a_short_run_against_a_spawned_server(equation_alias: str) -> None:
     # one key per client: each client got its own burst of 1 before its 429s
     assert load["by_status"].get("200", 0) >= 3 and load["by_status"].get("429", 0) > 0
     assert report["machine"]["cpu_count"] >= 1
+
+
+@pytest.mark.services
+def test_an_open_loop_ladder_sends_each_rate_and_reports_the_capacity(
+    equation_alias: str,
+) -> None:
+    report = bench_serve(
+        index=equation_alias, duration=2.0, mode="bm25", rates=[4, 8], p99_ms=10_000,
+        queries=bench_queries(limit=30),
+    )  # fmt: skip
+    ladder = report["ladder"]
+    # open loop: every due request was sent, whatever the answers took
+    assert [(row["offered_per_s"], row["sent"]) for row in ladder] == [(4, 8), (8, 16)]
+    assert all(row["error_rate"] == 0 and row["shed_rate"] == 0 for row in ladder)
+    assert report["server"]["env"]["MATHSEARCH_SERVE_RATE"] == "0.0"  # the limiter is off
+    held = [row["offered_per_s"] for row in ladder if row["meets"]]
+    assert report["capacity_per_s"] == (max(held) if held else None)
+    assert "capacity" in format_bench_serve(report)
 
 
 @pytest.mark.services

@@ -80,6 +80,19 @@ def test_left_out_keys_take_one_default() -> None:
     assert (profile.k, profile.depth) == (100, 100)
 
 
+def test_query_token_cuts_vary_only_the_modes_with_a_bm25_side() -> None:
+    configs = expand(parse_grid(["mode=bm25,knn max_terms=0,32 max_df=1.0,0.2"]))
+    names = [c.name for c in configs]
+    assert names == [
+        "bm25-df1-k100",
+        "bm25-df1-mt32-k100",
+        "bm25-df0.2-k100",
+        "bm25-df0.2-mt32-k100",
+        "knn-k100",
+    ]
+    assert [c.profile.max_terms for c in configs[:2]] == [0, 32]
+
+
 def test_reads_a_json_grid(tmp_path: Path) -> None:
     path = tmp_path / "grid.json"
     path.write_text(json.dumps({"mode": ["fusion"], "alpha": "0.2:0.4:0.1", "rank-constant": 60}))
@@ -99,6 +112,7 @@ def test_reads_a_json_grid(tmp_path: Path) -> None:
         (["alpha=0.9:0.1:0.1"], "not a number or START:STOP:STEP"),
         (["k=ten"], "k 'ten' is not an integer"),
         (["window=0"], "must be a positive integer"),
+        (["max_terms=-1"], r"max_terms .* must be >= 0"),
         (["alpha=0.1 alpha=0.2"], "given twice"),
         (["alpha"], "neither KEY=VALUES nor a readable JSON file"),
         (["mode="], "must look like KEY=V1,V2"),

@@ -160,6 +160,31 @@ def test_max_df_leaves_the_most_common_tokens_out_of_bm25(
         searcher.search(SearchRequest("x", mode=Mode.BM25, max_df=0.0))
 
 
+def test_max_terms_sends_bm25_the_rarest_distinct_tokens(
+    client: object, searcher: Searcher, equation_alias: str, demo_parsed: list
+) -> None:
+    query = demo_parsed[QUERY]
+    full = searcher.search(SearchRequest(query.record.latex, mode=Mode.RRF, k=5))
+    cut = searcher.search(SearchRequest(query.record.latex, mode=Mode.RRF, k=5, max_terms=6))
+    assert cut.parameters["max_terms"] == 6 and cut.hits
+    kept = {t for t in cut.query_tokens if not t.startswith("form:")}
+    assert len(kept) == 6 < len(set(full.query_tokens))
+
+    def df(token: str) -> int:
+        body = {"query": {"term": {"math_tokens": token}}}
+        return client.count(index=equation_alias, body=body)["count"]  # type: ignore[attr-defined]
+
+    # structural tags weigh 0.6 of their idf: every kept token outweighs every dropped one
+    dropped = set(full.query_tokens) - set(cut.query_tokens)
+    assert "math>mrow" in dropped
+    assert max(df(t) for t in kept) <= min(df(t) for t in dropped if ">" in t)
+    # the query equation itself is still found first on its rare tokens
+    assert cut.hits[0].eq_id == query.record.eq_id
+    assert searcher.search(
+        SearchRequest(query.record.latex, mode=Mode.KNN, k=5, max_terms=6)
+    ).parameters == {"k": 5}  # knn has no BM25 side: nothing to cut, nothing reported
+
+
 def test_bad_requests_are_query_errors(searcher: Searcher) -> None:
     with pytest.raises(QueryError, match="unbalanced"):
         searcher.search(SearchRequest(r"\frac{1", mode=Mode.FUSION))

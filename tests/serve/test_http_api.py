@@ -43,11 +43,15 @@ def _post(api: TestClient, path: str, body: dict[str, Any]) -> Any:
 def test_search_finds_the_indexed_equation_with_mathml_groups_and_breakdown(
     api: TestClient, indexed: dict[str, Any]
 ) -> None:
-    response = _post(api, "/search", {"latex": indexed["latex"], "mode": "bm25", "k": 5})
+    body = {"latex": indexed["latex"], "mode": "bm25", "k": 5, "mathml": True}
+    response = _post(api, "/search", body)
     assert response.status_code == 200, response.text
     top = response.json()["hits"][0]
     assert top["eq_id"] == indexed["eq_id"]
     assert top["mathml"].startswith("<math") and "</math>" in top["mathml"]
+    # the MathML comes only when asked: the stored field is the bulk of a hit
+    plain = _post(api, "/search", {**body, "mathml": False}).json()["hits"][0]
+    assert plain["eq_id"] == indexed["eq_id"] and not plain.get("mathml")
     knn = _post(api, "/search", {"latex": indexed["latex"], "mode": "knn", "explain": True})
     top = knn.json()["hits"][0]
     assert top["explanation"]["knn"] == pytest.approx(top["score"], rel=1e-4)

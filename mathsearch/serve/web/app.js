@@ -433,6 +433,7 @@
       k: kValue(),
       explain: true,
       group: true,
+      mathml: true,
     };
     const text = ui.text.value.trim();
     if (text) body.text = text;

@@ -157,6 +157,10 @@ def test_each_mode_makes_its_calls_and_explains_every_hit(
     spec = MODES[request.mode]
     hits = spec.run(ctx, request, ["x"], PLAN if spec.uses_vectors else VectorPlan((), 1.0))
     assert [name for name, _ in ctx.calls] == calls
+    bodies = [body for name, body in ctx.calls if name == "search"]
+    bodies += [body for name, group in ctx.calls if name == "msearch" for body in group]
+    # nothing shows a total: every search lets Lucene skip non-competitive blocks
+    assert bodies and all(body["track_total_hits"] is False for body in bodies)
     assert [hit.rank for hit in hits] == [1, 2]
     assert all(hit.explanation is not None and hit.explanation.formula for hit in hits)
     assert spec.fused_side(request) == (
