@@ -22,7 +22,7 @@ from mathsearch.indexer.extract import FORMATS
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["add_bench_query", "run_bench_query"]
+__all__ = ["add_bench_query", "add_bench_recall", "run_bench_query", "run_bench_recall"]
 
 
 def add_bench_query(bench_cmds: Any) -> None:
@@ -171,3 +171,100 @@ def run_bench_query(args: argparse.Namespace) -> int:
         Path(args.report).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     emit(json.dumps(report, indent=2) if args.json else format_bench_query(report))
     return 0
+
+
+def add_bench_recall(bench_cmds: Any) -> None:
+    """Register ``bench recall`` on the ``bench`` subparsers."""
+    parser = bench_cmds.add_parser(
+        "recall",
+        help="recall@k of the HNSW search against exact search, per candidate count",
+        description="For real formula queries (ARQMath / NTCIR topics, featurised and embedded "
+        "as `search` does), find the exact top k of the index's default vector field by "
+        "brute force (script_score with knn_score), then ask the HNSW graph for each number of "
+        "candidates and report mean recall@k and latency p50/p99. The index: --index, else "
+        "the 100k index of `bench query` (<prefix>-bench-100000).",
+        epilog=textwrap.dedent("""\
+            examples:
+              mathsearch bench recall                                   the 100k bench index
+              mathsearch bench recall --index mathsearch-equations --queries 50 --json
+              mathsearch bench recall --candidates 10,15,20,30 --k 10
+            """),
+        formatter_class=RAW_HELP,
+    )
+    parser.add_argument("--index", help="equation alias (default <prefix>-bench-100000)")
+    parser.add_argument("--queries", type=int, default=200, help="query formulas (200)")
+    parser.add_argument(
+        "--candidates", default="10,20,50,100",
+        help="comma-separated HNSW candidate counts, each >= k (default 10,20,50,100)",
+    )  # fmt: skip
+    parser.add_argument("--k", type=int, default=10, help="recall@k (10)")
+    parser.add_argument("--report", metavar="JSON", help="also write the JSON report here")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def run_bench_recall(args: argparse.Namespace) -> int:
+    """Handler of ``mathsearch bench recall``."""
+    try:
+        candidates = [int(part) for part in args.candidates.split(",") if part.strip()]
+    except ValueError:
+        return fail(f"--candidates must be integers, not {args.candidates!r}")
+    if not candidates or args.k < 1 or min(candidates) < args.k or args.queries < 1:
+        return fail("--k and --queries must be >= 1 and every candidate count >= k")
+    try:
+        from mathsearch.bench.recall import knn_recall
+        from mathsearch.bench.serve import bench_queries
+        from mathsearch.opensearch.client import connect
+        from mathsearch.opensearch.query_encoder import ModelQueryEncoder
+        from mathsearch.opensearch.searcher import Searcher
+        from mathsearch.opensearch.settings import OpenSearchSettings
+
+        settings = OpenSearchSettings.from_env()
+        client = connect(settings)
+        alias = args.index or f"{settings.index_prefix}-bench-100000"
+        searcher = Searcher(client, alias)
+        field = searcher.default_field()
+        mapping = searcher.call(lambda: client.indices.get_mapping(index=alias))
+        spec = next(iter(mapping.values()))["mappings"]["properties"][field]
+        space = spec.get("method", {}).get("space_type") or spec.get("space_type", "l2")
+        encoder = ModelQueryEncoder()
+        vectors = []
+        for latex in bench_queries()[: args.queries * 2]:
+            try:
+                features = encoder.features(latex)
+            except MathsearchOpenSearchError:  # a topic the featuriser cannot read
+                continue
+            if features.vector_field != field:
+                return fail(f"the default model writes {features.vector_field}, {alias} "
+                            f"searches {field}: set MATHSEARCH_MODEL to its model")  # fmt: skip
+            if features.vector is not None:
+                vectors.append(features.vector)
+            if len(vectors) == args.queries:
+                break
+        report = knn_recall(client, alias, field, space, vectors, candidates=candidates, k=args.k)
+    except (MathsearchOpenSearchError, ExportError, ValueError) as exc:
+        return fail(str(exc))
+    except Exception as exc:  # opensearch-py transport errors and the like: one line, no trace
+        if type(exc).__module__.startswith("opensearchpy"):
+            return fail(f"OpenSearch: {exc}")
+        raise
+    if args.report:
+        Path(args.report).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    emit(json.dumps(report, indent=2) if args.json else format_bench_recall(report))
+    return 0
+
+
+def format_bench_recall(report: dict[str, Any]) -> str:
+    """The report as a table."""
+    k = report["k"]
+    lines = [
+        f"bench recall: {report['index']} field {report['field']} ({report['space_type']}), "
+        f"{report['queries']} queries; exact top {k} by brute force: p50 "
+        f"{report['exact_ms']['p50']} ms, p99 {report['exact_ms']['p99']} ms",
+        f"  candidates  recall@{k}  min   p50 ms  p99 ms",
+    ]
+    for row in report["rows"]:
+        lines.append(
+            f"  {row['candidates']:>10}  {row[f'recall@{k}']:>8.3f}  {row['min_recall']:.1f}"
+            f"  {row['p50_ms']:>6}  {row['p99_ms']:>6}"
+        )
+    return "\n".join(lines)

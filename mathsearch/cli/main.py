@@ -10,7 +10,12 @@ import textwrap
 
 from mathsearch.cli.bench_fuzz import add_bench_fuzz, run_bench_fuzz_command
 from mathsearch.cli.bench_outage import add_bench_outage, run_bench_outage_command
-from mathsearch.cli.bench_query import add_bench_query, run_bench_query
+from mathsearch.cli.bench_query import (
+    add_bench_query,
+    add_bench_recall,
+    run_bench_query,
+    run_bench_recall,
+)
 from mathsearch.cli.bench_serve import (
     add_bench_fuzz_api,
     add_bench_serve,
@@ -159,6 +164,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog="examples:\n  mathsearch bench parse\n  mathsearch bench parse --limit 2000 --json\n"
         "  mathsearch bench embed --batch-sizes 1,256\n"
         "  mathsearch bench query --sizes 10000 --queries 50\n"
+        "  mathsearch bench recall --candidates 10,20,50\n"
         "  mathsearch bench index --limit 3000 --processes 1,2,4\n"
         "  mathsearch bench outage --limit 3000 --stop-after 10 --down-for 15\n"
         "  mathsearch bench serve --clients 50 --duration 60 --rate 0\n"
@@ -171,6 +177,7 @@ def _parser() -> argparse.ArgumentParser:
     add_bench_embed(bench_cmds)
     add_bench_train(bench_cmds)
     add_bench_query(bench_cmds)
+    add_bench_recall(bench_cmds)
     add_bench_serve(bench_cmds)
     add_bench_fuzz_api(bench_cmds)
     add_bench_index(bench_cmds)
@@ -333,6 +340,8 @@ def _bench(args: argparse.Namespace) -> int:
         return run_bench_train(args)
     if args.bench_command == "query":
         return run_bench_query(args)
+    if args.bench_command == "recall":
+        return run_bench_recall(args)
     if args.bench_command == "serve":
         return run_bench_serve(args)
     if args.bench_command == "fuzz-api":

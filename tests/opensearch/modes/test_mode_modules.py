@@ -168,6 +168,19 @@ def test_each_mode_makes_its_calls_and_explains_every_hit(
     )
 
 
+def test_knn_asks_the_graph_for_more_candidates_than_it_shows() -> None:
+    from mathsearch.opensearch.modes.knn import MIN_CANDIDATES
+
+    ctx = Recorder()
+    MODES[Mode.KNN].run(ctx, SearchRequest("x", mode="knn", k=2), ["x"], PLAN)
+    ((_, body),) = ctx.calls
+    assert body["size"] == 2
+    assert body["query"]["knn"]["vec_a"]["k"] == MIN_CANDIDATES >= 20
+    ctx = Recorder()
+    MODES[Mode.KNN].run(ctx, SearchRequest("x", mode="knn", k=80, window=80, depth=80), [], PLAN)
+    assert ctx.calls[0][1]["query"]["knn"]["vec_a"]["k"] == 80  # more shown: as many asked
+
+
 def test_rescore_ranks_the_window_by_the_interpolated_scores() -> None:
     # BM25 puts e1 first; the stored vectors put e1 farthest from the query [0, 1] and e3
     # nearest, so a vector share of 0.9 turns the window round
