@@ -88,12 +88,12 @@ class ModelQueryEncoder:
         self._names = list(encoders or [])
         self._featurisers: dict[bool, Any] = {}
         self._embedders: dict[str, Any] = {}
-        self._default: Any = None
 
     def features(self, latex: str, encoders: Sequence[Any] | None = None) -> QueryFeatures:
         """Featurise ``latex`` once; embed it with ``encoders`` (default: this encoder's)."""
         names = list(encoders or self._names)
-        embedders = [self._embedder(name) for name in names] or [self._default_embedder()]
+        default = self._model if self._model is not None else "gcn"  # MATHSEARCH_MODEL's
+        embedders = [self._embedder(name) for name in names or [default]]
         from mathsearch.export.families import needs_prefix
 
         with_prefix = needs_prefix([embedder.family for embedder in embedders])
@@ -130,28 +130,19 @@ class ModelQueryEncoder:
         return parsed
 
     def _embedder(self, name: Any) -> Any:
-        """A ready embedder, or the one of a family / path (loaded once)."""
-        if not isinstance(name, str):
-            return name
-        if name not in self._embedders:
-            from mathsearch.export.embedders import load_embedder
-            from mathsearch.export.errors import ExportError
+        """The embedder of a family or an ``.onnx`` path (loaded once), of a loaded ``Encoder``
+        (wrapped) or a ready :class:`~mathsearch.export.embedders.Embedder` (itself):
+        ``as_embedder``."""
+        if isinstance(name, str) and name in self._embedders:
+            return self._embedders[name]
+        from mathsearch.export.embedders import as_embedder
+        from mathsearch.export.errors import ExportError
 
-            try:
-                self._embedders[name] = load_embedder(name)
-            except (ValueError, ExportError) as exc:  # no model or card, or a mismatch
-                raise QueryError(f"encoder {name!r}: {exc}") from exc
-            logger.info("query encoder %s ready", self._embedders[name].vector_field)
-        return self._embedders[name]
-
-    def _default_embedder(self) -> Any:
-        """The ``model`` given (or ``MATHSEARCH_MODEL``'s graph CNN), loaded once."""
-        if self._default is None:
-            from mathsearch.export.embedders import as_embedder
-            from mathsearch.export.errors import ExportError
-
-            try:
-                self._default = as_embedder(self._model)
-            except (ValueError, ExportError) as exc:  # no model or card, or a mismatch
-                raise QueryError(f"encoder {self._model or 'gcn'!r}: {exc}") from exc
-        return self._default
+        try:
+            embedder = as_embedder(name)
+        except (ValueError, ExportError) as exc:  # no model or card, or a mismatch
+            raise QueryError(f"encoder {name!r}: {exc}") from exc
+        if isinstance(name, str):
+            self._embedders[name] = embedder
+            logger.info("query encoder %s ready", embedder.vector_field)
+        return embedder

@@ -45,7 +45,7 @@ def _tokens(queries: Mapping[str, Any]) -> str:
     return f" (mean math tokens: {', '.join(parts)})"
 
 
-def _max_df(report: Mapping[str, Any]) -> str:
+def _token_cuts(report: Mapping[str, Any]) -> str:
     parts = []
     max_df = report.get("max_df")
     if max_df is not None:
@@ -87,7 +87,7 @@ def format_bench_query(report: Mapping[str, Any]) -> str:
         f"OpenSearch {env['opensearch']}, {env['nodes']} node(s), {env['cpu_count']} CPU(s), "
         f"heap {_mib(env['heap_bytes'])}; HNSW m={env['hnsw_m']} "
         f"ef_construction={env['hnsw_ef_construction']}",
-        f"k={report['k']}{_max_df(report)}; per mode {report['warmup']} warm-up + "
+        f"k={report['k']}{_token_cuts(report)}; per mode {report['warmup']} warm-up + "
         f"{report['queries_per_mode']} timed queries, sequential, one client",
         f"corpus: {corpus['unique']:,} unique real equations ({corpus['extracted']:,} extracted, "
         f"{corpus['duplicates']:,} duplicates; {corpus['failed']:,} records failed extraction "

@@ -277,14 +277,10 @@ async def run_load(
         stop = started + duration
 
         async def client(number: int) -> None:
-            headers = {"authorization": f"Bearer {keys[number % len(keys)]}"} if keys else {}
+            headers = _auth(keys, number)
             sent = number * 7919  # spread the clients over the queries and modes
             while time.perf_counter() < stop:
-                body = {
-                    "latex": queries[sent % len(queries)],
-                    "mode": modes[sent % len(modes)],
-                    "k": k,
-                }
+                body = _search_body(queries, modes, sent, k)
                 sent += 1
                 began = time.perf_counter()
                 status = await _post(http, body, headers, result)
@@ -295,6 +291,16 @@ async def run_load(
         await asyncio.gather(*(client(i) for i in range(clients)))
         result.wall_s = time.perf_counter() - started
     return result
+
+
+def _search_body(queries: Sequence[str], modes: Sequence[str], spot: int, k: int) -> dict[str, Any]:
+    """The ``spot``-th request of a run: queries and modes cycled."""
+    return {"latex": queries[spot % len(queries)], "mode": modes[spot % len(modes)], "k": k}
+
+
+def _auth(keys: Sequence[str], number: int) -> dict[str, str]:
+    """The ``number``-th client's (or request's) API key header, none without keys."""
+    return {"authorization": f"Bearer {keys[number % len(keys)]}"} if keys else {}
 
 
 async def _post(
@@ -341,10 +347,8 @@ async def run_rate(
         async def one(number: int) -> None:
             due = started + number / rate
             await asyncio.sleep(max(0.0, due - time.perf_counter()))
-            spot = number * 7919
-            body = {"latex": queries[spot % len(queries)], "mode": modes[spot % len(modes)], "k": k}
-            headers = {"authorization": f"Bearer {keys[number % len(keys)]}"} if keys else {}
-            status = await _post(http, body, headers, result)
+            body = _search_body(queries, modes, number * 7919, k)
+            status = await _post(http, body, _auth(keys, number), result)
             result.answers.append((status, time.perf_counter() - due))
 
         await asyncio.gather(*(one(i) for i in range(total)))

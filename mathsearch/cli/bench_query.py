@@ -4,17 +4,15 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import textwrap
-from pathlib import Path
 from typing import Any
 
 from mathsearch.bench.corpus import REPLICA_VECTORS
 from mathsearch.bench.query import DEFAULT_SIZES, bench_query
 from mathsearch.bench.query_report import format_bench_query
 from mathsearch.bench.timing import MODES
-from mathsearch.cli.common import RAW_HELP, emit, fail
+from mathsearch.cli.common import RAW_HELP, emit_report, fail
 from mathsearch.core.errors import MathsearchOpenSearchError
 from mathsearch.export.errors import ExportError
 from mathsearch.indexer.errors import IndexerError
@@ -161,16 +159,20 @@ def run_bench_query(args: argparse.Namespace) -> int:
             force_merge=args.force_merge,
             progress=not args.no_progress,
         )
-    except (MathsearchOpenSearchError, ExportError, IndexerError, OSError, ValueError) as exc:
-        return fail(str(exc))
-    except Exception as exc:  # opensearch-py transport errors and the like: one line, no trace
-        if type(exc).__module__.startswith("opensearchpy"):
-            return fail(f"OpenSearch: {exc}")
-        raise
-    if args.report:
-        Path(args.report).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    emit(json.dumps(report, indent=2) if args.json else format_bench_query(report))
+    except Exception as exc:
+        return _failed(exc)
+    emit_report(args, report, format_bench_query)
     return 0
+
+
+def _failed(exc: Exception) -> int:
+    """A bench failure as one line (ours, the model's, the featuriser's, I/O, opensearch-py's
+    transport errors); anything else is a bug and keeps its traceback."""
+    if isinstance(exc, (MathsearchOpenSearchError, ExportError, IndexerError, OSError, ValueError)):
+        return fail(str(exc))
+    if type(exc).__module__.startswith("opensearchpy"):
+        return fail(f"OpenSearch: {exc}")
+    raise exc
 
 
 def add_bench_recall(bench_cmds: Any) -> None:
@@ -241,15 +243,9 @@ def run_bench_recall(args: argparse.Namespace) -> int:
             if len(vectors) == args.queries:
                 break
         report = knn_recall(client, alias, field, space, vectors, candidates=candidates, k=args.k)
-    except (MathsearchOpenSearchError, ExportError, ValueError) as exc:
-        return fail(str(exc))
-    except Exception as exc:  # opensearch-py transport errors and the like: one line, no trace
-        if type(exc).__module__.startswith("opensearchpy"):
-            return fail(f"OpenSearch: {exc}")
-        raise
-    if args.report:
-        Path(args.report).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    emit(json.dumps(report, indent=2) if args.json else format_bench_recall(report))
+    except Exception as exc:
+        return _failed(exc)
+    emit_report(args, report, format_bench_recall)
     return 0
 
 

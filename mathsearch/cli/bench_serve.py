@@ -8,10 +8,9 @@ import json
 import logging
 import textwrap
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from mathsearch.cli.common import RAW_HELP, emit, fail, positive_int
+from mathsearch.cli.common import RAW_HELP, emit_report, fail, positive_int
 from mathsearch.opensearch.queries import Mode
 
 logger = logging.getLogger(__name__)
@@ -115,7 +114,7 @@ def run_bench_serve(args: argparse.Namespace) -> int:
         )  # fmt: skip
     except (MathsearchOpenSearchError, OSError, ValueError) as exc:
         return fail(str(exc))
-    _write(args, report, format_bench_serve)
+    emit_report(args, report, format_bench_serve)
     return 0
 
 
@@ -219,7 +218,7 @@ def run_bench_fuzz_api(args: argparse.Namespace) -> int:
     except (MathsearchOpenSearchError, OSError, ValueError) as exc:
         return fail(str(exc))
     report = {"index": alias, "index_from": how, **report}
-    _write(args, report, format_fuzz_api)
+    emit_report(args, report, format_fuzz_api)
     return 1 if report["crashes"] else 0
 
 
@@ -233,9 +232,3 @@ def format_fuzz_api(report: Mapping[str, Any]) -> str:
     ]
     lines += [f"crash    {json.dumps(example)}" for example in report["crash_examples"]]
     return "\n".join(lines)
-
-
-def _write(args: argparse.Namespace, report: Mapping[str, Any], text: Any) -> None:
-    if args.report:
-        Path(args.report).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    emit(json.dumps(report, indent=2) if args.json else text(report))

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
 
 #: The help formatter of every subcommand (keeps the examples' line breaks).
 RAW_HELP = argparse.RawDescriptionHelpFormatter
@@ -12,6 +16,16 @@ RAW_HELP = argparse.RawDescriptionHelpFormatter
 def emit(text: str) -> None:
     """Write one result block to stdout."""
     sys.stdout.write(text + "\n")
+
+
+def emit_report(
+    args: argparse.Namespace, report: Mapping[str, Any], text: Callable[[Any], str]
+) -> None:
+    """Write ``report`` as JSON to ``--report`` when given; print it as JSON (``--json``) or as
+    ``text(report)``."""
+    if args.report:
+        Path(args.report).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    emit(json.dumps(report, indent=2) if args.json else text(report))
 
 
 def fail(message: str) -> int:

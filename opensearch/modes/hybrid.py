@@ -159,11 +159,7 @@ class HybridMode(SearchMode):
     def _client(
         self, ctx: ModeContext, request: SearchRequest, tokens: list[str], plan: VectorPlan
     ) -> list[Hit]:
-        if len(plan.queries) + 1 > MAX_HYBRID_SUBQUERIES:
-            raise QueryError(
-                f"{len(plan.queries)} vector fields: fusion takes at most "
-                f"{MAX_HYBRID_SUBQUERIES - 1} beside BM25 (as the hybrid query)"
-            )
+        _check_subqueries(plan.queries)  # the same limit as the cluster's hybrid query
         lists = ranked_lists(ctx, request, tokens, plan, depth=request.depth)
         fused = self.fuse(lists, request, plan, request.k)
         sources = ctx.sources_of([f.doc_id for f in fused], ctx.source_fields(request))
