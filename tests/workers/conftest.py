@@ -76,7 +76,9 @@ class WorkerProcess:
                     stat = (entry / "stat").read_text()
                 except OSError:
                     continue
-                if int(stat.rsplit(")", 1)[1].split()[1]) == self.process.pid:
+                state, parent = stat.rsplit(")", 1)[1].split()[:2]
+                # a killed child stays a zombie until the pool reaps it: not a live child
+                if int(parent) == self.process.pid and state != "Z":
                     pids.append(int(entry.name))
         return pids
 
