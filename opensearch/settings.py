@@ -38,6 +38,7 @@ MATHSEARCH_SERVE_MAX_INFLIGHT      API requests served at once (more wait)     8
 MATHSEARCH_SERVE_QUEUE_TIMEOUT     seconds one waits for a slot, then 503      1.0
 MATHSEARCH_SERVE_API_KEYS_FILE     API keys, one a line (#: comment); auth on  (none: no auth)
 MATHSEARCH_SERVE_API_KEY           one API key (auth on), beside the file      (none)
+MATHSEARCH_SERVE_WORKERS           server processes (``auto``: one per core)   1
 =================================  ==========================================  =====================
 
 The cache and state folders default to ``/var/cache/mathsearch`` and ``/var/lib/mathsearch``
@@ -69,12 +70,29 @@ __all__ = [
     "cache_dir_from_env",
     "default_cache_dir",
     "default_state_dir",
+    "parse_serve_workers",
 ]
 
 
 #: Values of ``MATHSEARCH_REFRESH``: per bulk request (``false`` / ``wait_for`` / ``true``) or
 #: one refresh when the writer finishes (``end``).
 REFRESH_MODES = ("false", "wait_for", "true", "end")
+
+
+def parse_serve_workers(value: str | None, source: str = "MATHSEARCH_SERVE_WORKERS") -> int:
+    """``MATHSEARCH_SERVE_WORKERS`` (or ``source``): a count of at least 1, or ``auto`` (one
+    per core); unset is 1."""
+    if value is None or not value.strip():
+        return 1
+    if value.strip().lower() == "auto":
+        return max(1, os.cpu_count() or 1)
+    try:
+        workers = int(value)
+    except ValueError:
+        workers = 0
+    if workers < 1:
+        raise ConfigurationError(f"{source}={value!r} must be a count of at least 1 or auto")
+    return workers
 
 
 @dataclass(frozen=True)
@@ -115,6 +133,7 @@ class OpenSearchSettings:
     serve_queue_timeout: float = 1.0
     serve_api_keys_file: Path | None = None
     serve_api_key: str | None = field(default=None, repr=False)
+    serve_workers: int = 1
 
     def __repr__(self) -> str:
         """The generated repr, with ``password`` left out and any ``user:pass@`` in URLs masked."""
@@ -188,6 +207,7 @@ class OpenSearchSettings:
             if env.get("MATHSEARCH_SERVE_API_KEYS_FILE")
             else None,
             serve_api_key=env.get("MATHSEARCH_SERVE_API_KEY") or None,
+            serve_workers=parse_serve_workers(env.get("MATHSEARCH_SERVE_WORKERS")),
         )
         settings.validate()
         return settings

@@ -96,9 +96,11 @@ def serve_env(
     inflight: int | None = None,
     queue_timeout: float | None = None,
     keys_file: str | None = None,
+    workers: str | int | None = None,
 ) -> dict[str, str]:
     """``MATHSEARCH_SERVE_*`` overrides for a spawned server (unset: the server's defaults)."""
     values = {
+        "MATHSEARCH_SERVE_WORKERS": workers,
         "MATHSEARCH_SERVE_RATE": rate,
         "MATHSEARCH_SERVE_BURST": burst,
         "MATHSEARCH_SERVE_MAX_INFLIGHT": inflight,
@@ -496,6 +498,7 @@ def bench_serve(
     k: int = 10,
     rates: Sequence[float] | None = None,
     p99_ms: float = 100.0,
+    workers: str | int | None = None,
 ) -> dict[str, Any]:
     """One load run against ``url``, or against a ``mathsearch serve`` this starts over
     ``index`` (see :func:`ensure_bench_index`) with the given overrides; the report.
@@ -508,6 +511,9 @@ def bench_serve(
     ``capacity_per_s``, the highest rate held with no error, nothing shed and p99 <= ``p99_ms``
     (:func:`capacity`). A spawned server then runs without its rate limit unless ``rate`` says
     otherwise.
+
+    ``workers``: the spawned server's processes (``MATHSEARCH_SERVE_WORKERS``; ``auto``: one per
+    core).
     """
     latex = list(queries) if queries else bench_queries()
     modes = tuple(iter_modes(mode))
@@ -556,7 +562,7 @@ def bench_serve(
             path, client_keys = write_keys(clients if keys == "per-client" else 1, Path(folder))
             keys_file = str(path)
         env = serve_env(rate=rate, burst=burst, inflight=inflight, queue_timeout=queue_timeout,
-                        keys_file=keys_file)  # fmt: skip
+                        keys_file=keys_file, workers=workers)  # fmt: skip
         headers = {"authorization": f"Bearer {client_keys[0]}"} if client_keys else {}
         server = ServeProcess(alias, env=env, log_path=Path(folder) / "serve.log")
         with server as base:

@@ -54,6 +54,7 @@ def add_bench_serve(bench_cmds: Any) -> None:
               mathsearch bench serve --url http://127.0.0.1:8080 --api-key "$KEY" --json
               mathsearch bench serve --mode bm25 --queries my-topics.txt
               mathsearch bench serve --mode hybrid --rates 10,20,40,80,100 --duration 20
+              mathsearch bench serve --mode hybrid --rates 10,20,40 --workers auto
             """),
         formatter_class=RAW_HELP,
     )
@@ -90,6 +91,9 @@ def add_bench_serve(bench_cmds: Any) -> None:
     parser.add_argument("--burst", type=positive_int, help="spawned server's burst")
     parser.add_argument("--inflight", type=positive_int, help="spawned server's in-flight bound")
     parser.add_argument("--queue-timeout", type=float, help="spawned server's queue wait, s")
+    parser.add_argument(
+        "--workers", metavar="N", help="spawned server's processes (auto: one per core; 1)"
+    )
     parser.add_argument("--report", metavar="JSON", help="also write the JSON report here")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -111,6 +115,7 @@ def run_bench_serve(args: argparse.Namespace) -> int:
             mode=args.mode, queries=queries, keys=args.keys, api_key=args.api_key,
             rate=args.rate, burst=args.burst, inflight=args.inflight,
             queue_timeout=args.queue_timeout, k=args.k, rates=args.rates, p99_ms=args.p99_ms,
+            workers=args.workers,
         )  # fmt: skip
     except (MathsearchOpenSearchError, OSError, ValueError) as exc:
         return fail(str(exc))

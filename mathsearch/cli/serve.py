@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import os
 import textwrap
 from typing import Any
 
@@ -31,6 +33,8 @@ def add_serve(commands: Any) -> None:
               MATHSEARCH_SERVE_RATE=10 / _BURST=20 requests/s per client or API key (429)
               MATHSEARCH_SERVE_MAX_INFLIGHT=8      API requests at once; as many more wait
               MATHSEARCH_SERVE_QUEUE_TIMEOUT=1.0   seconds of waiting, then 503 + Retry-After
+              MATHSEARCH_SERVE_WORKERS=1           server processes (auto: one per core);
+                                                   the limits above are per process
 
             API keys (off unless set):
               MATHSEARCH_SERVE_API_KEYS_FILE=FILE  one key a line (16+ characters, # comments)
@@ -44,6 +48,7 @@ def add_serve(commands: Any) -> None:
               mathsearch serve                                   http://127.0.0.1:8080/
               mathsearch serve --index mathsearch-demo-equations --port 9000
               mathsearch serve --profile report/best_profile.json --host 0.0.0.0
+              mathsearch serve --workers auto                    one process per core
               curl -s localhost:8080/search -H 'content-type: application/json' \\
                   -d '{"latex": "E = mc^2", "mode": "rrf", "k": 5}'
               MATHSEARCH_SERVE_API_KEYS_FILE=keys.txt mathsearch serve
@@ -59,6 +64,12 @@ def add_serve(commands: Any) -> None:
         "--profile", metavar="P", help="search profile (JSON from `mathsearch tune`)"
     )
     parser.add_argument("--model", help="ONNX model for the queries (default MATHSEARCH_MODEL)")
+    parser.add_argument(
+        "--workers",
+        metavar="N",
+        help="server processes, each with its own model and limits; auto: one per core "
+        "(default MATHSEARCH_SERVE_WORKERS, 1)",
+    )
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -71,11 +82,15 @@ def run_serve(args: argparse.Namespace) -> int:
     from mathsearch.opensearch.query_encoder import ModelQueryEncoder
     from mathsearch.opensearch.schema import equations_alias
     from mathsearch.opensearch.search_profile import SearchProfile
-    from mathsearch.opensearch.settings import OpenSearchSettings
-    from mathsearch.serve.http_api import create_app
+    from mathsearch.opensearch.settings import OpenSearchSettings, parse_serve_workers
+    from mathsearch.serve.http_api import APP_ENV, create_app
 
     try:
         settings = OpenSearchSettings.from_env()
+        if args.workers is not None:
+            settings = replace(
+                settings, serve_workers=parse_serve_workers(args.workers, "--workers")
+            )
         if args.host:
             settings = replace(settings, serve_host=args.host)
         if args.port is not None:
@@ -95,7 +110,7 @@ def run_serve(args: argparse.Namespace) -> int:
         raise
     logger.info(
         "serving %s on http://%s:%d/ (profile: %s; rate %g/s burst %d; %d in flight, wait %g s; "
-        "API keys %s)",
+        "API keys %s; %d process(es))",
         index,
         settings.serve_host,
         settings.serve_port,
@@ -105,6 +120,20 @@ def run_serve(args: argparse.Namespace) -> int:
         settings.serve_max_inflight,
         settings.serve_queue_timeout,
         "on" if settings.serve_api_keys_file or settings.serve_api_key else "off",
+        settings.serve_workers,
     )
-    uvicorn.run(app, host=settings.serve_host, port=settings.serve_port, log_level="warning")
+    where = {"host": settings.serve_host, "port": settings.serve_port, "log_level": "warning"}
+    if settings.serve_workers == 1:
+        uvicorn.run(app, **where)
+        return 0
+    # N processes, each building its own app (client, model, limits) from the same choices
+    del app, encoder
+    os.environ[APP_ENV] = json.dumps({"index": index, "profile": args.profile, "model": args.model})
+    os.environ["MATHSEARCH_SERVE_WORKERS"] = str(settings.serve_workers)
+    uvicorn.run(
+        "mathsearch.serve.http_api:app_from_env",
+        factory=True,
+        workers=settings.serve_workers,
+        **where,
+    )
     return 0

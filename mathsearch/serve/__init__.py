@@ -10,9 +10,10 @@ from mathsearch.core.lazy import lazy_exports
 
 _LAZY = {
     "RateLimiter": "mathsearch.serve.rate_limit",
+    "app_from_env": "mathsearch.serve.http_api",
     "create_app": "mathsearch.serve.http_api",
 }
 
-__all__ = ["RateLimiter", "create_app"]
+__all__ = ["RateLimiter", "app_from_env", "create_app"]
 
 __getattr__ = lazy_exports(__name__, _LAZY)

@@ -357,6 +357,40 @@ def create_app(
     return app
 
 
+#: The environment variable that carries ``mathsearch serve``'s choices (index, profile, model)
+#: to worker processes, which build their own app with :func:`app_from_env`.
+APP_ENV = "MATHSEARCH_SERVE_APP"
+
+
+def app_from_env() -> FastAPI:
+    """The app of one ``mathsearch serve --workers N`` process (uvicorn's factory).
+
+    Each worker process builds its own client, encoder and limits from the settings and the
+    JSON ``{"index", "profile", "model"}`` that the serve command put in ``MATHSEARCH_SERVE_APP``;
+    rate limits, in-flight slots and ``/metrics`` are therefore per process.
+
+    Raises:
+        ConfigurationError: ``MATHSEARCH_SERVE_APP`` is missing or not that JSON.
+    """
+    import json
+    import os
+
+    from mathsearch.core.errors import ConfigurationError
+
+    try:
+        choices = json.loads(os.environ[APP_ENV])
+        index = str(choices["index"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigurationError(
+            f"{APP_ENV} must hold the serve command's JSON choices (index, profile, model)"
+        ) from exc
+    profile_path = choices.get("profile")
+    profile = SearchProfile.load(profile_path) if profile_path else SearchProfile.default()
+    encoder = ModelQueryEncoder(choices.get("model"))
+    encoder.features("x")  # load the model before the first query
+    return create_app(OpenSearchSettings.from_env(), index, profile=profile, encoder=encoder)
+
+
 def _check_lengths(settings: OpenSearchSettings, latex: str, text: str) -> None:
     for name, value in (("latex", latex), ("text", text)):
         if len(value) > settings.serve_max_latex:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -41,12 +42,25 @@ def test_external_cluster_with_auth_and_ca(monkeypatch, tmp_path: Path) -> None:
         ("MATHSEARCH_OPENSEARCH_HEAP", "lots", "512m"),
         ("MATHSEARCH_OPENSEARCH_VERIFY_CERTS", "maybe", "boolean"),
         ("MATHSEARCH_OPENSEARCH_CA_FILE", "/nonexistent/ca.pem", "no such file"),
+        ("MATHSEARCH_SERVE_WORKERS", "0", "at least 1 or auto"),
+        ("MATHSEARCH_SERVE_WORKERS", "two", "at least 1 or auto"),
     ],
 )
 def test_bad_settings_raise_typed_errors(monkeypatch, name, value, message) -> None:
     monkeypatch.setenv(name, value)
     with pytest.raises(ConfigurationError, match=message):
         OpenSearchSettings.from_env()
+
+
+@pytest.mark.parametrize(
+    ("value", "workers"),
+    [(None, 1), ("", 1), ("3", 3), (" auto ", max(1, os.cpu_count() or 1))],
+)
+def test_serve_workers_are_a_count_or_one_per_core(monkeypatch, value, workers) -> None:
+    monkeypatch.delenv("MATHSEARCH_SERVE_WORKERS", raising=False)
+    if value is not None:
+        monkeypatch.setenv("MATHSEARCH_SERVE_WORKERS", value)
+    assert OpenSearchSettings.from_env().serve_workers == workers
 
 
 def test_node_config_single_and_three_nodes(tmp_path: Path) -> None:

@@ -1,0 +1,64 @@
+"""``mathsearch serve --workers N``: N processes, each with its own app, answering on one port."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from mathsearch.bench.serve import ServeProcess, serve_env
+from mathsearch.core.errors import ConfigurationError
+from mathsearch.serve.http_api import APP_ENV, app_from_env
+
+
+def _live_children(pid: int) -> list[int]:
+    children = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        state, parent = stat.rsplit(")", 1)[1].split()[:2]
+        if int(parent) == pid and state != "Z" and b"spawn_main" in cmdline:
+            children.append(int(entry.name))
+    return children
+
+
+@pytest.mark.parametrize("value", [None, "not json", json.dumps({"profile": None})])
+def test_a_worker_without_the_serve_commands_choices_is_a_configuration_error(
+    monkeypatch, value: str | None
+) -> None:
+    monkeypatch.delenv(APP_ENV, raising=False)
+    if value is not None:
+        monkeypatch.setenv(APP_ENV, value)
+    with pytest.raises(ConfigurationError, match=APP_ENV):
+        app_from_env()
+
+
+async def _searches(url: str, count: int) -> list[httpx.Response]:
+    body = {"latex": r"\frac{a}{b} + c^2", "mode": "rrf", "k": 3}
+    async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+        return await asyncio.gather(*(http.post("/search", json=body) for _ in range(count)))
+
+
+@pytest.mark.services
+def test_two_worker_processes_serve_one_port(equation_alias: str, tmp_path: Any) -> None:
+    server = ServeProcess(
+        equation_alias, env=serve_env(rate=0, workers=2), log_path=tmp_path / "serve.log"
+    )
+    with server as url:
+        assert server.process is not None
+        assert len(_live_children(server.process.pid)) == 2, server.log
+        answers = asyncio.run(_searches(url, 12))
+        assert [r.status_code for r in answers] == [200] * 12
+        ids = {tuple(h["eq_id"] for h in r.json()["hits"]) for r in answers}
+        assert len(ids) == 1 and len(next(iter(ids))) == 3  # every process ranks alike
+        assert httpx.get(f"{url}/health", timeout=10).json()["status"] == "ok"
+    assert not server.alive
