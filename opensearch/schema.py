@@ -128,6 +128,7 @@ def knn_index_body(
     return {
         "settings": {
             "index.knn": True,
+            "index.knn.derived_source.enabled": False,
             "number_of_shards": settings.shards,
             "number_of_replicas": settings.replicas,
         },

@@ -13,7 +13,11 @@ MATHSEARCH_OPENSEARCH_TIMEOUT      request timeout, seconds                    3
 MATHSEARCH_INDEX_PREFIX            prefix of every index mathsearch creates    mathsearch
 MATHSEARCH_CACHE_DIR               downloads, assembled OpenSearch, venv       see below
 MATHSEARCH_STATE_DIR               local stack: node data, logs, pid files     see below
-MATHSEARCH_JAVA_HOME               JDK for the local node                      first JDK 11-21 found
+MATHSEARCH_OPENSEARCH_VERSION      OpenSearch version `stack up` builds        the default lock's
+                                   (one with a lock: 2.19.1, 3.6.0)            (2.19.1)
+MATHSEARCH_JAVA_HOME               JDK for the local node                      first JDK the
+                                                                               lock allows (2.x:
+                                                                               11-21, 3.x: 21-25)
 MATHSEARCH_OPENSEARCH_HEAP         heap of each local node                     512m
 MATHSEARCH_STACK_USER              system user the local node runs as (root)   mathsearch
 MATHSEARCH_STACK_TIMEOUT           seconds to wait for a local node to start   240
@@ -109,6 +113,7 @@ class OpenSearchSettings:
     cache_dir: Path = field(default_factory=default_cache_dir)
     state_dir: Path = field(default_factory=default_state_dir)
     java_home: Path | None = None
+    opensearch_version: str | None = None
     heap: str = "512m"
     stack_user: str = "mathsearch"
     stack_timeout: float = 240.0
@@ -173,6 +178,7 @@ class OpenSearchSettings:
             if env.get("MATHSEARCH_STATE_DIR")
             else default_state_dir(),
             java_home=Path(java_home) if java_home else None,
+            opensearch_version=env.get("MATHSEARCH_OPENSEARCH_VERSION") or None,
             heap=env.get("MATHSEARCH_OPENSEARCH_HEAP") or cls.heap,
             stack_user=env.get("MATHSEARCH_STACK_USER") or cls.stack_user,
             stack_timeout=_env_float("MATHSEARCH_STACK_TIMEOUT", cls.stack_timeout),

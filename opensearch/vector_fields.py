@@ -181,6 +181,7 @@ def _index_settings(client: OpenSearch, concrete: str) -> dict[str, Any]:
     current = client.indices.get_settings(index=concrete)[concrete]["settings"]["index"]
     return {
         "index.knn": True,
+        "index.knn.derived_source.enabled": False,
         "number_of_shards": int(current["number_of_shards"]),
         "number_of_replicas": int(current["number_of_replicas"]),
     }

@@ -46,7 +46,7 @@ from mathsearch.cli.search import add_models, add_search, run_models, run_search
 from mathsearch.cli.serve import add_serve, run_serve
 from mathsearch.cli.train import add_train, run_train
 from mathsearch.cli.tune import add_tune, run_tune
-from mathsearch.core.errors import MathsearchOpenSearchError
+from mathsearch.core.errors import MathsearchOpenSearchError, StackError
 from mathsearch.indexer.errors import IndexerError
 from mathsearch.opensearch.settings import OpenSearchSettings
 
@@ -105,6 +105,7 @@ def _parser() -> argparse.ArgumentParser:
               mathsearch stack down
               mathsearch stack up --secure          TLS + auth node on 9240 (docs/security.md)
               mathsearch stack down --secure
+              mathsearch stack up --version 3.6.0   an OpenSearch 3.x node (Java 21+) instead
             """),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -114,6 +115,11 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--no-redis", action="store_true", help="start OpenSearch only")
     secure_help = "the secure profile: one TLS + basic-auth node on https://127.0.0.1:9240"
     up.add_argument("--secure", action="store_true", help=secure_help + " (no Redis)")
+    version_help = (
+        "OpenSearch version to build and run, one with a pinned lock (2.19.1, 3.6.0); default "
+        "MATHSEARCH_OPENSEARCH_VERSION, else 2.19.1"
+    )
+    up.add_argument("--version", dest="opensearch_version", metavar="V", help=version_help)
     down = stack_cmds.add_parser("down", help="stop the local nodes and our Redis")
     down.add_argument("--secure", action="store_true", help="stop only the secure node")
     status = stack_cmds.add_parser(
@@ -128,7 +134,10 @@ def _parser() -> argparse.ArgumentParser:
     node = stack_cmds.add_parser("node", help="stop or start one node of the local cluster")
     node.add_argument("action", choices=["stop", "start"])
     node.add_argument("index", type=int, help="node number, 1-based")
-    stack_cmds.add_parser("assemble", help="only build the OpenSearch home; print its path")
+    assemble = stack_cmds.add_parser(
+        "assemble", help="only build the OpenSearch home; print its path"
+    )
+    assemble.add_argument("--version", dest="opensearch_version", metavar="V", help=version_help)
 
     demo = commands.add_parser(
         "demo",
@@ -191,6 +200,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def _print_status(status: dict) -> None:
     print(f"OpenSearch {status['opensearch_version']} at {status['url']}")
+    local = status.get("local")
+    if local:
+        print(
+            f"  local stack: OpenSearch {local['version']}, {local['nodes']} node(s), "
+            f"home {local['home']}"
+        )
     print(
         f"  cluster {status['cluster_name']}: {status['health']}, "
         f"{status['number_of_nodes']} node(s)"
@@ -214,10 +229,13 @@ def _stack(args: argparse.Namespace) -> int:
     from mathsearch.stack import Stack, assemble
 
     stack = Stack.from_env()
+    version = getattr(args, "opensearch_version", None)
     if getattr(args, "secure", False):
+        if version:
+            raise StackError("the secure profile is built from the default lock; drop --version")
         return _secure_stack(args, stack.settings)
     if args.stack_command == "up":
-        for line in stack.up(args.nodes, with_redis=not args.no_redis):
+        for line in stack.up(args.nodes, with_redis=not args.no_redis, version=version):
             print(line)
     elif args.stack_command == "down":
         for line in stack.down():
@@ -227,7 +245,8 @@ def _stack(args: argparse.Namespace) -> int:
             stack.node_stop(args.index) if args.action == "stop" else stack.node_start(args.index)
         )
     elif args.stack_command == "assemble":
-        print(assemble(stack.settings.cache_dir, java_home=stack.settings.java_home))
+        lock = stack.lock(version)
+        print(assemble(stack.settings.cache_dir, lock, java_home=stack.settings.java_home))
     else:
         status = stack.status()
         if args.json:

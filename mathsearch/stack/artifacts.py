@@ -10,6 +10,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from xml.sax.saxutils import escape
 
@@ -23,6 +24,10 @@ DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 #: plugin). It must be the last member: the base digest, the default home's cache key, is the
 #: SHA-256 of the text without it, so adding an optional plugin never rebuilds the default node.
 OPTIONAL_MEMBER = ',\n  "optional_plugins"'
+
+#: The default lock (the node ``mathsearch stack up`` builds without ``--version``). Every other
+#: OpenSearch version the project can build has a lock ``artifacts-<version>.json`` beside it.
+DEFAULT_LOCK = "artifacts.json"
 
 
 @dataclass(frozen=True)
@@ -131,10 +136,75 @@ class ArtifactLock:
         return lock
 
     @classmethod
-    def load(cls) -> ArtifactLock:
-        """The lock shipped with the package."""
-        text = resources.files("mathsearch.stack").joinpath("artifacts.json").read_text("utf-8")
-        return cls.parse(text)
+    def load(cls, version: str | None = None) -> ArtifactLock:
+        """The lock shipped with the package for OpenSearch ``version`` (None: the default).
+
+        Raises :class:`ArtifactError` naming the shipped versions when none pins ``version``.
+        """
+        name = lock_name(version)
+        if name is None:
+            raise ArtifactError(
+                f"no pinned artifact lock for OpenSearch {version}; "
+                f"this mathsearch builds {', '.join(shipped_versions())} "
+                "(a version needs the distribution, opensearch-knn and neural-search on Maven "
+                "Central)"
+            )
+        lock = cls.parse(_package_files().joinpath(name).read_text("utf-8"))
+        if version is not None and lock.opensearch_version != version:
+            raise ArtifactError(
+                f"{name} pins OpenSearch {lock.opensearch_version}, not the {version} its name says"
+            )
+        return lock
+
+
+def _package_files() -> Traversable:
+    """The folder of the shipped locks (``mathsearch/stack``)."""
+    return resources.files("mathsearch.stack")
+
+
+def lock_file_name(version: str) -> str:
+    """The file name of the lock of a non-default OpenSearch ``version``."""
+    return f"artifacts-{version}.json"
+
+
+def default_version() -> str:
+    """The OpenSearch version of the default lock (``artifacts.json``)."""
+    text = _package_files().joinpath(DEFAULT_LOCK).read_text("utf-8")
+    try:
+        return str(json.loads(text)["opensearch_version"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ArtifactError(f"malformed artifact lock {DEFAULT_LOCK}: {exc!r}") from exc
+
+
+def shipped_versions() -> list[str]:
+    """Every OpenSearch version with a lock, the default first, then oldest to newest."""
+    prefix, suffix = lock_file_name("|").split("|")
+    others = [
+        entry.name[len(prefix) : -len(suffix)]
+        for entry in _package_files().iterdir()
+        if entry.name.startswith(prefix) and entry.name.endswith(suffix)
+    ]
+    default = default_version()
+    return [default, *sorted((v for v in others if v != default), key=version_key)]
+
+
+def lock_name(version: str | None) -> str | None:
+    """The lock file pinning ``version`` (None or the default version: ``artifacts.json``), or
+    None when the package ships no lock for it."""
+    if version is None or version == default_version():
+        return DEFAULT_LOCK
+    name = lock_file_name(version)
+    return name if _package_files().joinpath(name).is_file() else None
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """``"3.10.0"`` -> ``(3, 10, 0)`` (non-numeric parts count as 0), for sorting versions."""
+    return tuple(int(part) if part.isdigit() else 0 for part in version.split("."))
+
+
+def major_version(version: str) -> int:
+    """The major version of an OpenSearch version string (``"3.6.0"`` -> 3)."""
+    return version_key(version)[0]
 
 
 def _base_text(text: str, raw: dict) -> str:

@@ -1,9 +1,11 @@
 """Assemble a runnable OpenSearch home from the pinned Maven Central artifacts.
 
-The integ-test-zip distribution holds only the transport module; we add the lang-painless module
-(its jar, its runtime jars, a generated descriptor and security policy) and install the k-NN and
-neural-search plugins with ``opensearch-plugin install --batch``. The result lives in
-``CACHE/opensearch/<version>-<lock digest>/`` and is reused until the lock changes.
+The 2.x integ-test-zip distribution holds only the transport module; we add the lang-painless
+module (its jar, its runtime jars, a generated descriptor and security policy) and install the
+k-NN and neural-search plugins with ``opensearch-plugin install --batch``. The 3.x integ-test-zip
+already bundles lang-painless and the other modules, so its lock lists no module. The result lives
+in ``CACHE/opensearch/<version>-<lock digest>/`` and is reused until the lock changes; each
+OpenSearch version (``mathsearch stack up --version``) has a lock and so a home of its own.
 
 A profile may add optional plugins of the lock (the secure profile adds opensearch-security): it
 gets its own home, ``<version>-<lock digest>-<plugin>-<plugin sha256[:8]>``, and the default home
@@ -31,19 +33,25 @@ COMPLETE_MARKER = ".mathsearch-complete"
 
 
 def home_dir(cache_dir: Path, lock: ArtifactLock, extra: tuple[PluginSpec, ...] = ()) -> Path:
+    """The cached home of ``lock`` (plus ``extra`` plugins), keyed by version and lock digest."""
     name = f"{lock.opensearch_version}-{lock.digest[:12]}"
     for plugin in extra:
         name += f"-{plugin.name}-{plugin.artifact.sha256[:8]}"
     return cache_dir / "opensearch" / name
 
 
-def module_descriptor(module: ModuleSpec, opensearch_version: str) -> str:
+def module_descriptor(module: ModuleSpec, opensearch_version: str, java_version: int = 11) -> str:
+    """The ``plugin-descriptor.properties`` of a module we build from jars.
+
+    ``java.version`` is the Java the module was built for (the lock's minimum Java: 11 for 2.x,
+    21 for 3.x); 2.x and 3.x read the same keys.
+    """
     return (
         f"description={module.description}\n"
         f"version={opensearch_version}\n"
         f"name={module.name}\n"
         f"classname={module.classname}\n"
-        "java.version=11\n"
+        f"java.version={java_version}\n"
         f"opensearch.version={opensearch_version}\n"
         "custom.foldername=\n"
         "extended.plugins=\n"
@@ -52,6 +60,7 @@ def module_descriptor(module: ModuleSpec, opensearch_version: str) -> str:
 
 
 def module_policy(module: ModuleSpec) -> str:
+    """The module's ``plugin-security.policy`` (its permissions in one grant block)."""
     lines = "\n".join(f"  {line}" for line in module.security_policy)
     return f"grant {{\n{lines}\n}};\n"
 
@@ -108,11 +117,17 @@ def assemble(
             home = _unpack_distribution(paths[lock.distribution.coordinates], work)
             for module in lock.modules:
                 folder = home / "modules" / module.name
+                if folder.exists():
+                    raise StackError(
+                        f"the OpenSearch {lock.opensearch_version} distribution already bundles "
+                        f"the {module.name} module; drop it from the artifact lock's modules"
+                    )
                 folder.mkdir(parents=True)
                 for jar in module.jars:
                     shutil.copy2(paths[jar.coordinates], folder / jar.filename)
                 (folder / "plugin-descriptor.properties").write_text(
-                    module_descriptor(module, lock.opensearch_version), encoding="utf-8"
+                    module_descriptor(module, lock.opensearch_version, lock.java_min),
+                    encoding="utf-8",
                 )
                 (folder / "plugin-security.policy").write_text(module_policy(module), "utf-8")
             env = {**os.environ, "OPENSEARCH_JAVA_HOME": str(java), "JAVA_HOME": str(java)}

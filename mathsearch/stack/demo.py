@@ -241,8 +241,11 @@ def run_demo(
 ) -> DemoReport:
     """Bring the stack up, index the corpus through the workers, enrich, run hybrid queries."""
     stack = stack or Stack.from_env()
-    # keep a cluster the user already runs (e.g. `stack up --nodes 3`) instead of replacing it
-    messages = stack.up(stack.running_size() or 1) if bring_up else []
+    # keep a cluster the user already runs (e.g. `stack up --nodes 3`, `--version 3.6.0`)
+    # instead of replacing it
+    running = stack.running()
+    size, version = (running.nodes, running.version) if running else (1, None)
+    messages = stack.up(size, version=version) if bring_up else []
     settings = stack.settings
     client = connect(settings)
     alias = f"{settings.index_prefix}-demo-equations"

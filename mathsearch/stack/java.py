@@ -58,8 +58,10 @@ def find_java_home(minimum: int, maximum: int, explicit: Path | None = None) -> 
         if major is not None and minimum <= major <= maximum:
             logger.debug("using Java %s at %s", major, home)
             return home
+    suggested = 17 if minimum <= 17 <= maximum else minimum
     raise StackError(
         f"no Java {minimum}-{maximum} found for OpenSearch "
         f"(looked at: {', '.join(seen) or 'none'}); "
-        "install one (apt-get install openjdk-17-jre-headless) or set MATHSEARCH_JAVA_HOME"
+        f"install one (apt-get install openjdk-{suggested}-jre-headless) "
+        "or set MATHSEARCH_JAVA_HOME"
     )

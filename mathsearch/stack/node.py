@@ -22,6 +22,8 @@ logger = logging.getLogger(__name__)
 CLUSTER_NAME = "mathsearch-local"
 MAIN_CLASS = b"org.opensearch.bootstrap.OpenSearch"
 
+#: jvm.options of a 2.x node: its sandbox is the Java security manager (Java 18+ must allow it;
+#: Java 24+ has none, hence the lock's Java 11-21).
 JVM_OPTIONS = """\
 -XX:+UseG1GC
 -XX:G1ReservePercent=25
@@ -37,6 +39,40 @@ JVM_OPTIONS = """\
 20-:--add-modules=jdk.incubator.vector
 -Djava.util.concurrent.ForkJoinPool.common.threadFactory=org.opensearch.secure_sm.SecuredForkJoinWorkerThreadFactory
 """
+
+#: jvm.options of a 3.x node (Java 21+): the security manager is gone; the distribution's
+#: ``agent/opensearch-agent.jar`` (a Java agent) enforces the plugin policies instead. Its path is
+#: absolute because the node's working folder is not the home. The rest follows the 3.x
+#: distribution's own config/jvm.options.
+JVM_OPTIONS_AGENT = """\
+-XX:+UseG1GC
+-XX:G1ReservePercent=25
+-XX:InitiatingHeapOccupancyPercent=30
+-Djava.io.tmpdir=${{OPENSEARCH_TMPDIR}}
+-XX:+HeapDumpOnOutOfMemoryError
+-XX:HeapDumpPath={logs}
+-XX:ErrorFile={logs}/hs_err_pid%p.log
+-Xlog:gc*:file={logs}/gc.log:utctime,pid,tags:filecount=4,filesize=16m
+-Xms{heap}
+-Xmx{heap}
+20-:--add-modules=jdk.incubator.vector
+-javaagent:{agent}
+--add-opens=java.base/java.nio=org.apache.arrow.memory.core,ALL-UNNAMED
+-Dorg.apache.lucene.store.MMapDirectory.sharedArenaMaxPermits=1
+25-:-XX:+UseCompactObjectHeaders
+"""
+
+#: Where a 3.x distribution keeps its security agent (absent from 2.x).
+AGENT_JAR = Path("agent") / "opensearch-agent.jar"
+
+
+def jvm_options(home: Path, logs: Path, heap: str) -> str:
+    """The node's jvm.options: the agent flavour when ``home`` ships the 3.x security agent,
+    the security-manager one (2.x) otherwise."""
+    agent = home / AGENT_JAR
+    if agent.is_file():
+        return JVM_OPTIONS_AGENT.format(logs=logs, heap=heap, agent=agent)
+    return JVM_OPTIONS.format(logs=logs, heap=heap)
 
 
 @dataclass(frozen=True)
@@ -170,7 +206,7 @@ def prepare(spec: NodeSpec, home: Path, heap: str, run_as: str | None) -> None:
         (spec.folder / sub).mkdir(parents=True, exist_ok=True)
     (conf / "opensearch.yml").write_text(spec.opensearch_yml(), encoding="utf-8")
     (conf / "jvm.options").write_text(
-        JVM_OPTIONS.format(logs=spec.folder / "logs", heap=heap), encoding="utf-8"
+        jvm_options(home, spec.folder / "logs", heap), encoding="utf-8"
     )
     (conf / "jvm.options.d").mkdir(exist_ok=True)
     shutil.copy2(home / "config" / "log4j2.properties", conf / "log4j2.properties")

@@ -15,7 +15,7 @@ from mathsearch.core.redact import redact_url
 from mathsearch.opensearch.settings import OpenSearchSettings
 from mathsearch.stack import node as node_mod
 from mathsearch.stack import redis_server
-from mathsearch.stack.artifacts import ArtifactLock
+from mathsearch.stack.artifacts import ArtifactLock, major_version
 from mathsearch.stack.assemble import assemble
 from mathsearch.stack.java import find_java_home
 from mathsearch.workers.settings import WorkerSettings
@@ -27,6 +27,27 @@ REQUIRED_PLUGINS = ("opensearch-knn", "opensearch-neural-search")
 
 class ClusterAuthenticationError(ClusterUnavailableError):
     """The cluster answered but refused the credentials (HTTP 401 / 403)."""
+
+
+@dataclass(frozen=True)
+class RunningStack:
+    """What ``stack.json`` records of the topology last brought up."""
+
+    nodes: int
+    home: str
+    #: None for a state file written before `stack up --version` existed (a default-lock node).
+    version: str | None
+
+
+def cluster_dirname(size: int, version: str | None) -> str:
+    """The folder (under the state dir) of a ``size``-node cluster of OpenSearch ``version``.
+
+    2.x keeps ``cluster-<size>`` (the folder of every node started before versions could be
+    chosen); a later major gets ``cluster-<size>-os<major>``, because its data cannot be read back
+    by an older major: switching versions never points a node at another major's data.
+    """
+    major = major_version(version) if version else 2
+    return f"cluster-{size}" if major <= 2 else f"cluster-{size}-os{major}"
 
 
 @dataclass
@@ -53,14 +74,31 @@ class Stack:
         """The JDK the nodes run on (MATHSEARCH_JAVA_HOME, else the first that fits the lock)."""
         return find_java_home(lock.java_min, lock.java_max, self.settings.java_home)
 
-    def running_size(self) -> int | None:
-        """Number of nodes of the topology last brought up, None when no stack was started."""
+    def lock(self, version: str | None = None) -> ArtifactLock:
+        """The artifact lock of ``version``, else of MATHSEARCH_OPENSEARCH_VERSION, else the
+        default lock."""
+        return ArtifactLock.load(version or self.settings.opensearch_version)
+
+    def running(self) -> RunningStack | None:
+        """The topology last brought up (``stack.json``), None when no stack was started."""
         try:
-            return int(json.loads(self.state_file.read_text())["nodes"])
-        except (OSError, ValueError, KeyError):
+            state = json.loads(self.state_file.read_text())
+            return RunningStack(int(state["nodes"]), str(state["home"]), state.get("version"))
+        except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    def nodes(self, size: int) -> list[node_mod.NodeSpec]:
+    def running_size(self) -> int | None:
+        """Number of nodes of the topology last brought up, None when no stack was started."""
+        running = self.running()
+        return running.nodes if running else None
+
+    def running_version(self) -> str | None:
+        """OpenSearch version of the topology last brought up (None: none, or the default's)."""
+        running = self.running()
+        return running.version if running else None
+
+    def nodes(self, size: int, version: str | None = None) -> list[node_mod.NodeSpec]:
+        """The node specs of a ``size``-node cluster of OpenSearch ``version`` (None: 2.x)."""
         port = self.settings.port
         return [
             node_mod.NodeSpec(
@@ -68,7 +106,7 @@ class Stack:
                 cluster_size=size,
                 http_base=port,
                 transport_base=port + 100,
-                cluster_dir=self.settings.state_dir / f"cluster-{size}",
+                cluster_dir=self.settings.state_dir / cluster_dirname(size, version),
             )
             for i in range(1, size + 1)
         ]
@@ -78,8 +116,9 @@ class Stack:
         return redis_server.RedisSpec(self.redis_url, self.settings.state_dir / "redis")
 
     # -- commands -----------------------------------------------------------------------------
-    def up(self, size: int = 1, with_redis: bool = True) -> list[str]:
-        """Provision (first time) and start ``size`` nodes and Redis; wait until usable."""
+    def up(self, size: int = 1, with_redis: bool = True, version: str | None = None) -> list[str]:
+        """Provision (first time) and start ``size`` nodes of OpenSearch ``version`` (see
+        :meth:`lock`) and Redis; wait until usable."""
         if size < 1:
             raise StackError("--nodes must be at least 1")
         if not self.settings.is_local:
@@ -89,18 +128,28 @@ class Stack:
                 "`stack up` only manages the local node (use `stack status` for your cluster)"
             )
         messages = []
-        current = self.running_size()
-        if current is not None and current != size:
-            logger.info("switching the local cluster from %d to %d node(s)", current, size)
-            self.stop_nodes(current)
-        lock = ArtifactLock.load()
+        lock = self.lock(version)
+        wanted = lock.opensearch_version
+        current = self.running()
+        if current is not None:
+            was = current.version or ArtifactLock.load().opensearch_version
+            if (current.nodes, was) != (size, wanted):
+                logger.info(
+                    "switching the local cluster from %d node(s) of %s to %d of %s",
+                    current.nodes,
+                    was,
+                    size,
+                    wanted,
+                )
+                self.stop_nodes(current.nodes, current.version)
         java = self.java(lock)
         home = assemble(self.settings.cache_dir, lock, java)
         if self.run_as:
             node_mod.ensure_system_user(self.run_as)
         self.settings.state_dir.mkdir(parents=True, exist_ok=True)
-        self.state_file.write_text(json.dumps({"nodes": size, "home": str(home)}) + "\n")
-        specs = self.nodes(size)
+        state = {"nodes": size, "home": str(home), "version": wanted}
+        self.state_file.write_text(json.dumps(state) + "\n")
+        specs = self.nodes(size, wanted)
         for spec in specs:
             node_mod.start(spec, home, java, self.settings.heap, self.run_as)
         deadline = time.monotonic() + self.settings.stack_timeout
@@ -119,7 +168,8 @@ class Stack:
     def node_settings(self, size: int | None = None) -> OpenSearchSettings:
         """Settings whose URL lists every node of the local cluster (so one may be down)."""
         size = size or self.running_size() or 1
-        return dataclasses.replace(self.settings, url=",".join(s.url for s in self.nodes(size)))
+        urls = ",".join(s.url for s in self.nodes(size, self.running_version()))
+        return dataclasses.replace(self.settings, url=urls)
 
     def wait_health(self, size: int, deadline: float) -> dict:
         from mathsearch.opensearch.client import connect
@@ -136,15 +186,16 @@ class Stack:
             time.sleep(1.0)
         raise StackError(f"cluster did not reach {size} node(s) in time (last answer: {last})")
 
-    def stop_nodes(self, size: int) -> int:
-        return sum(node_mod.stop(spec) for spec in reversed(self.nodes(size)))
+    def stop_nodes(self, size: int, version: str | None = None) -> int:
+        """Stop the nodes of a ``size``-node cluster of ``version``; the number stopped."""
+        return sum(node_mod.stop(spec) for spec in reversed(self.nodes(size, version)))
 
     def down(self) -> list[str]:
         """Stop every node of the current topology and the Redis we started."""
         messages = []
-        size = self.running_size()
-        if size is not None:
-            stopped = self.stop_nodes(size)
+        running = self.running()
+        if running is not None:
+            stopped = self.stop_nodes(running.nodes, running.version)
             messages.append(f"stopped {stopped} OpenSearch node(s)")
             self.state_file.unlink(missing_ok=True)
         else:
@@ -158,24 +209,35 @@ class Stack:
 
     def node_start(self, index: int) -> str:
         spec = self._node(index)
-        state = json.loads(self.state_file.read_text())
-        java = self.java(ArtifactLock.load())
-        node_mod.start(spec, Path(state["home"]), java, self.settings.heap, self.run_as)
+        running = self.running()
+        if running is None:
+            raise StackError("no local stack is up; run `mathsearch stack up` first")
+        java = self.java(ArtifactLock.load(running.version))
+        node_mod.start(spec, Path(running.home), java, self.settings.heap, self.run_as)
         node_mod.wait_http(spec, time.monotonic() + self.settings.stack_timeout)
         return f"{spec.name} started on {spec.url}"
 
     def _node(self, index: int) -> node_mod.NodeSpec:
-        size = self.running_size()
-        if size is None:
+        running = self.running()
+        if running is None:
             raise StackError("no local stack is up; run `mathsearch stack up` first")
-        if not 1 <= index <= size:
-            raise StackError(f"node {index} does not exist (the local cluster has {size})")
-        return self.nodes(size)[index - 1]
+        if not 1 <= index <= running.nodes:
+            raise StackError(f"node {index} does not exist (the local cluster has {running.nodes})")
+        return self.nodes(running.nodes, running.version)[index - 1]
 
     def status(self) -> dict:
-        """Health, nodes, plugins and versions of the cluster at the URL, plus Redis."""
+        """Health, nodes, plugins and versions of the cluster at the URL, plus Redis; for a
+        local stack also what ``stack up`` built (``local``: version, nodes, home)."""
         settings = self.node_settings() if self.settings.is_local else self.settings
-        return cluster_status(settings) | {"redis": self.redis_status()}
+        status = cluster_status(settings) | {"redis": self.redis_status()}
+        running = self.running() if self.settings.is_local else None
+        if running is not None:
+            status["local"] = {
+                "version": running.version or ArtifactLock.load().opensearch_version,
+                "nodes": running.nodes,
+                "home": running.home,
+            }
+        return status
 
     def redis_status(self) -> dict:
         spec = self.redis
