@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One entry point for a fresh machine (the README's two commands):
 #   ./deploy/run.sh demo    set up the runtime (no torch), start the stack, run `mathsearch demo`
-#   ./deploy/run.sh test    set everything up, start the stack, run lint + the whole test suite,
-#                              stop the stack; exits non-zero on any failure (no tests = failure)
+#   ./deploy/run.sh test    set everything up, start the stack, run lint + the whole test suite
+#                              (then a smoke subset on the other OpenSearch version), stop the
+#                              stack; exits non-zero on any failure (no tests = failure)
 #   ./deploy/run.sh shell   set everything up and open a shell with the full venv active
 #   ./deploy/run.sh mathsearch ARGS...   any mathsearch command in the runtime venv, e.g.
 #                              `./deploy/run.sh mathsearch stack down`
@@ -107,6 +108,23 @@ case "$mode" in
     status=$?
     set -e
     if [ "$status" = 5 ]; then echo "deploy/run.sh: pytest collected no tests" >&2; fi
+    # The whole suite ran on the default OpenSearch; a smoke subset (the plugins, indexing
+    # through the workers, every mode, enrichment, re-embedding, the server-vs-client fusion
+    # golden tests) runs on the other supported version too (docs/opensearch.md). Only after a
+    # full, green run; MATHSEARCH_TEST_OTHER_VERSION= (empty) skips it.
+    other="${MATHSEARCH_TEST_OTHER_VERSION-3.6.0}"
+    if [ "$status" = 0 ] && [ "$#" = 0 ] && [ -n "$other" ]; then
+      echo "==> OpenSearch $other: the smoke subset"
+      mathsearch stack up --version "$other"
+      set +e
+      python -m pytest -m services -p no:cacheprovider \
+        tests/opensearch/test_plugins_smoke.py tests/opensearch/test_cluster_capabilities.py \
+        tests/workers/test_pipeline.py tests/opensearch/test_searcher.py \
+        tests/opensearch/test_fusion.py tests/opensearch/test_enrichment.py \
+        tests/opensearch/test_vector_fields.py
+      status=$?
+      set -e
+    fi
     exit "$status"
     ;;
 esac

@@ -11,6 +11,7 @@ from opensearchpy import OpenSearch
 from opensearchpy.exceptions import TransportError
 
 from mathsearch.core.errors import MappingError
+from mathsearch.opensearch.cluster_capabilities import ClusterCapabilities
 from mathsearch.opensearch.schema import (
     VectorSpec,
     add_missing_properties,
@@ -48,7 +49,10 @@ def ensure_equation_index(
                 f"{alias} is an index, not an alias: mathsearch needs the name free for its alias"
             )
         concrete = versioned_name(alias, 1)
-        body = equation_index_body(vectors, settings, alias=alias)
+        body = equation_index_body(
+            vectors, settings, alias=alias,
+            index_settings=ClusterCapabilities.of(client).index_settings(),
+        )  # fmt: skip
         put_equation_template(client, alias, body["settings"], body["mappings"])
         try:
             # settings and mappings come from the template; the alias only from this request

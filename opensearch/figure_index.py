@@ -30,6 +30,7 @@ from mathsearch.core.errors import MappingError
 from mathsearch.indexer.figures import FigureRecord
 from mathsearch.indexer.records import Failure
 from mathsearch.opensearch.bulk_writer import BulkWriter
+from mathsearch.opensearch.cluster_capabilities import ClusterCapabilities
 from mathsearch.opensearch.documents import failure_actions, upsert_action
 from mathsearch.opensearch.schema import VectorSpec, ensure_failures_index, knn_index_body
 from mathsearch.opensearch.settings import OpenSearchSettings
@@ -66,10 +67,15 @@ def figure_properties() -> dict[str, Any]:
 
 
 def figure_index_body(
-    vectors: Sequence[VectorSpec], settings: OpenSearchSettings
+    vectors: Sequence[VectorSpec],
+    settings: OpenSearchSettings,
+    index_settings: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Settings (k-NN on, ``settings.replicas`` replicas: 0 on the local node) and mapping."""
-    return knn_index_body(figure_properties(), vectors, settings, {"mathsearch_figures": 1})
+    """Settings (k-NN on, ``settings.replicas`` replicas: 0 on the local node, plus
+    ``index_settings``) and mapping."""
+    return knn_index_body(
+        figure_properties(), vectors, settings, {"mathsearch_figures": 1}, index_settings
+    )
 
 
 def ensure_figure_index(
@@ -89,7 +95,8 @@ def ensure_figure_index(
     settings = settings or OpenSearchSettings.from_env()
     if not client.indices.exists(index=index):
         try:
-            client.indices.create(index=index, body=figure_index_body(vectors, settings))
+            extra = ClusterCapabilities.of(client).index_settings()
+            client.indices.create(index=index, body=figure_index_body(vectors, settings, extra))
         except TransportError as exc:
             if getattr(exc, "error", "") != "resource_already_exists_exception":
                 raise MappingError(f"cannot create {index}: {exc}") from exc

@@ -11,9 +11,10 @@ Normalisation (per subquery, over the scores that subquery returned):
 * ``min_max``: ``(s - min) / (max - min)``; a result of exactly 0 becomes 0.001, and a list whose
   scores are all equal maps to 1.0;
 * ``l2``: ``s / sqrt(sum of s^2)`` (0 when every score is 0);
-* ``z_score``: ``(s - mean) / std`` (population std), values <= 0 become 0.001; a score equal to
-  the mean maps to the list's max and a zero std to its min. The server needs neural-search 3.0
-  or later; 2.19 refuses it, so :class:`~mathsearch.opensearch.searcher.Searcher` fuses ``z_score``
+* ``z_score``: ``(s - mean) / std`` (the sample std, n - 1, as commons-math computes it for the
+  plugin), values <= 0 become 0.001; a score equal to the mean maps to the list's max and a zero
+  std to its min. The server needs neural-search 3.0 or later (golden-tested against 3.6); 2.19
+  refuses it, so there :class:`~mathsearch.opensearch.searcher.Searcher` fuses ``z_score`` only
   client-side.
 
 Combination (per document; a subquery that did not return the document gives it 0):
@@ -112,7 +113,8 @@ def _normalize(values: np.ndarray, technique: Normalization) -> np.ndarray:
         norm = np.float32(math.sqrt(float(total)))
         return np.zeros_like(values) if norm == 0 else (values / norm).astype(np.float32)
     mean = np.float32(values.astype(np.float64).mean())
-    std = np.float32(values.astype(np.float64).std())
+    # commons-math's DescriptiveStatistics, as the plugin: the sample std (n - 1), 0 for one
+    std = np.float32(values.astype(np.float64).std(ddof=1)) if values.size > 1 else np.float32(0)
     z = np.zeros_like(values) if std == 0 else ((values - mean) / std).astype(np.float32)
     out = np.where(z <= 0, _MIN_SCORE, z)
     out = np.where(std == 0, values.min(), out)

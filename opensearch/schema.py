@@ -26,7 +26,7 @@ Example::
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -118,8 +118,10 @@ def knn_index_body(
     vectors: Sequence[VectorSpec],
     settings: OpenSearchSettings,
     meta: dict[str, Any],
+    index_settings: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Settings (k-NN on, the configured shards and replicas) and a strict mapping of
+    """Settings (k-NN on, the configured shards and replicas, plus ``index_settings``: what
+    :meth:`ClusterCapabilities.index_settings` asks of this cluster) and a strict mapping of
     ``properties`` plus one ``knn_vector`` per spec; ``_meta`` records the vector fields and the
     default (the first) beside ``meta``."""
     properties = dict(properties)
@@ -128,9 +130,9 @@ def knn_index_body(
     return {
         "settings": {
             "index.knn": True,
-            "index.knn.derived_source.enabled": False,
             "number_of_shards": settings.shards,
             "number_of_replicas": settings.replicas,
+            **(index_settings or {}),
         },
         "mappings": {
             "dynamic": "strict",
@@ -145,11 +147,15 @@ def knn_index_body(
 
 
 def equation_index_body(
-    vectors: Sequence[VectorSpec], settings: OpenSearchSettings, *, alias: str
+    vectors: Sequence[VectorSpec],
+    settings: OpenSearchSettings,
+    *,
+    alias: str,
+    index_settings: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Settings and mappings of a new versioned equation index."""
     meta = {"mathsearch_schema": SCHEMA_VERSION, "alias": alias}
-    return knn_index_body(equation_properties(), vectors, settings, meta)
+    return knn_index_body(equation_properties(), vectors, settings, meta, index_settings)
 
 
 def equations_alias(settings: OpenSearchSettings, name: str | None = None) -> str:

@@ -47,6 +47,7 @@ from opensearchpy import OpenSearch
 
 from mathsearch.core.errors import MappingError
 from mathsearch.opensearch import queries
+from mathsearch.opensearch.cluster_capabilities import ClusterCapabilities
 from mathsearch.opensearch.modes import MODES
 from mathsearch.opensearch.queries import Mode
 from mathsearch.opensearch.query_encoder import ModelQueryEncoder, QueryEncoder, QueryFeatures
@@ -207,6 +208,10 @@ class Searcher(SearchCalls):
     def source_fields(self, request: SearchRequest) -> tuple[str, ...]:
         """The stored fields a hit needs, plus ``mathml`` when asked (equations)."""
         return (*self.fields.source, "mathml") if request.mathml else self.fields.source
+
+    def capabilities(self) -> ClusterCapabilities:
+        """What the cluster's OpenSearch version can do (one ``GET /`` per client, cached)."""
+        return ClusterCapabilities.of(self.client, self.call)
 
     def run_body(self, body: dict[str, Any]) -> dict[str, Any]:
         """One ``_search`` of the index (typed errors)."""

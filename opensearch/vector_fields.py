@@ -27,6 +27,7 @@ from opensearchpy import OpenSearch, helpers
 from opensearchpy.exceptions import TransportError
 
 from mathsearch.core.errors import MappingError
+from mathsearch.opensearch.cluster_capabilities import ClusterCapabilities
 from mathsearch.opensearch.schema import (
     VectorSpec,
     index_meta,
@@ -181,9 +182,9 @@ def _index_settings(client: OpenSearch, concrete: str) -> dict[str, Any]:
     current = client.indices.get_settings(index=concrete)[concrete]["settings"]["index"]
     return {
         "index.knn": True,
-        "index.knn.derived_source.enabled": False,
         "number_of_shards": int(current["number_of_shards"]),
         "number_of_replicas": int(current["number_of_replicas"]),
+        **ClusterCapabilities.of(client).index_settings(),
     }
 
 

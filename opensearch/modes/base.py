@@ -25,6 +25,7 @@ from mathsearch.opensearch.results import Hit
 from mathsearch.opensearch.search_fields import SearchFields
 
 if TYPE_CHECKING:
+    from mathsearch.opensearch.cluster_capabilities import ClusterCapabilities
     from mathsearch.opensearch.search_request import SearchRequest
     from mathsearch.opensearch.vector_plan import VectorPlan
 
@@ -58,6 +59,10 @@ class ModeContext(Protocol):
 
     def source_fields(self, request: SearchRequest) -> tuple[str, ...]:
         """The stored fields a hit needs for ``request``."""
+        ...
+
+    def capabilities(self) -> ClusterCapabilities:
+        """What the cluster's OpenSearch version can do (pipeline forms, server-side z_score)."""
         ...
 
 

@@ -19,6 +19,7 @@ from mathsearch.opensearch.modes.hybrid import HybridMode
 from mathsearch.opensearch.queries import Mode
 
 if TYPE_CHECKING:
+    from mathsearch.opensearch.cluster_capabilities import ClusterCapabilities
     from mathsearch.opensearch.search_request import SearchRequest
     from mathsearch.opensearch.vector_plan import VectorPlan
 
@@ -50,7 +51,10 @@ class FusionMode(HybridMode):
     summary = "BM25 and k-NN retrieved separately, normalised and combined."
     parameters = ("alpha", "depth", "normalization", "combination")
 
-    def pipeline(self, request: SearchRequest, plan: VectorPlan) -> dict[str, Any]:
+    def pipeline(
+        self, request: SearchRequest, plan: VectorPlan, capabilities: ClusterCapabilities
+    ) -> dict[str, Any]:
+        # z_score: 3.x takes it (capabilities.server_z_score); 2.19's refusal is a QueryError
         return fusion_pipeline(request.normalization, request.combination, plan.weights)
 
     def fuse(

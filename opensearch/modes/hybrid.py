@@ -6,7 +6,7 @@ client-side (``"client"``: the same subqueries in one ``_msearch``, then
 :mod:`mathsearch.opensearch.fusion`'s copy of the plugin's normalisation / combination or rank
 fusion, then the k sources by ``mget``). Both rank identically (a golden test compares them);
 ``"auto"`` (the default) is client-side, which measured 2x faster at 100k equations and 9x at
-1M, and is the only way to ``z_score`` on neural-search 2.19. At most
+1M, and is the only way to ``z_score`` on neural-search 2.19 (3.x takes it server-side too). At most
 :data:`~mathsearch.opensearch.queries.MAX_HYBRID_SUBQUERIES` subqueries (the plugin's limit).
 
 A subclass gives the pipeline, the client-side fusion and the breakdown's formula.
@@ -33,6 +33,7 @@ from mathsearch.opensearch.results import FieldScore, Hit, ScoreBreakdown
 from mathsearch.opensearch.search_fields import EQUATION_FIELDS, SearchFields
 
 if TYPE_CHECKING:
+    from mathsearch.opensearch.cluster_capabilities import ClusterCapabilities
     from mathsearch.opensearch.search_request import SearchRequest
     from mathsearch.opensearch.vector_plan import VectorPlan
 
@@ -83,8 +84,11 @@ class HybridMode(SearchMode):
     fused = True
 
     @abstractmethod
-    def pipeline(self, request: SearchRequest, plan: VectorPlan) -> dict[str, Any]:
-        """The search pipeline of the server-side hybrid query."""
+    def pipeline(
+        self, request: SearchRequest, plan: VectorPlan, capabilities: ClusterCapabilities
+    ) -> dict[str, Any]:
+        """The search pipeline of the server-side hybrid query, in the form the cluster's
+        neural-search version takes."""
 
     @abstractmethod
     def fuse(
@@ -140,7 +144,7 @@ class HybridMode(SearchMode):
         body = hybrid_body(
             tokens, request.text, plan.queries, size=request.k, depth=request.depth,
             filters=request.filters, source=ctx.source_fields(request),
-            pipeline=self.pipeline(request, plan), fields=ctx.fields,
+            pipeline=self.pipeline(request, plan, ctx.capabilities()), fields=ctx.fields,
         )  # fmt: skip
         body["query"]["hybrid"]["pagination_depth"] = request.depth
         hits = ctx.hits_of(ctx.run_body(body), tokens)

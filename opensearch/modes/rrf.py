@@ -15,24 +15,24 @@ from mathsearch.opensearch.modes.hybrid import HybridMode
 from mathsearch.opensearch.queries import Mode
 
 if TYPE_CHECKING:
+    from mathsearch.opensearch.cluster_capabilities import ClusterCapabilities
     from mathsearch.opensearch.search_request import SearchRequest
     from mathsearch.opensearch.vector_plan import VectorPlan
 
 
-def rrf_pipeline(rank_constant: int = 60) -> dict:
-    """A search pipeline with the ``score-ranker-processor`` (reciprocal rank fusion)."""
-    return {
-        "phase_results_processors": [
-            {
-                "score-ranker-processor": {
-                    "combination": {
-                        "technique": "rrf",
-                        "parameters": {"rank_constant": int(rank_constant)},
-                    }
-                }
-            }
-        ]
-    }
+def rrf_pipeline(rank_constant: int = 60, *, flat: bool = False) -> dict:
+    """A search pipeline with the ``score-ranker-processor`` (reciprocal rank fusion).
+
+    ``flat``: the rank constant as ``combination.rank_constant`` (neural-search 3.x) instead of
+    ``combination.parameters.rank_constant`` (2.19); each version refuses or ignores the other's
+    form (:attr:`ClusterCapabilities.rrf_flat_rank_constant`).
+    """
+    combination: dict[str, Any] = {"technique": "rrf"}
+    if flat:
+        combination["rank_constant"] = int(rank_constant)
+    else:
+        combination["parameters"] = {"rank_constant": int(rank_constant)}
+    return {"phase_results_processors": [{"score-ranker-processor": {"combination": combination}}]}
 
 
 class RrfMode(HybridMode):
@@ -40,8 +40,10 @@ class RrfMode(HybridMode):
     summary = "BM25 and k-NN combined by reciprocal rank fusion."
     parameters = ("depth", "rank_constant")
 
-    def pipeline(self, request: SearchRequest, plan: VectorPlan) -> dict[str, Any]:
-        return rrf_pipeline(request.rank_constant)
+    def pipeline(
+        self, request: SearchRequest, plan: VectorPlan, capabilities: ClusterCapabilities
+    ) -> dict[str, Any]:
+        return rrf_pipeline(request.rank_constant, flat=capabilities.rrf_flat_rank_constant)
 
     def fuse(
         self,

@@ -34,11 +34,16 @@ def test_l2_divides_by_the_euclidean_norm() -> None:
     assert normalize_scores([0.0, 0.0], Normalization.L2) == [0.0, 0.0]
 
 
-def test_z_score_uses_population_std_and_the_plugins_edge_cases() -> None:
-    std = math.sqrt(2 / 3)
+def test_z_score_uses_the_sample_std_and_the_plugins_edge_cases() -> None:
     out = normalize_scores([1.0, 2.0, 3.0], Normalization.Z_SCORE)
-    # below the mean -> 0.001; equal to the mean -> the list's max; above -> (s - mean) / std
-    assert out == pytest.approx([0.001, 3.0, 1 / std], abs=1e-5)
+    # below the mean -> 0.001; equal to the mean -> the list's max; above -> (s - mean) / std,
+    # std the sample one (commons-math's): sqrt(2 / 2) = 1
+    assert out == pytest.approx([0.001, 3.0, 1.0], abs=1e-5)
+    std = math.sqrt(((1 - 2.5) ** 2 + (4 - 2.5) ** 2) / 1)
+    assert normalize_scores([1.0, 4.0], Normalization.Z_SCORE) == pytest.approx(
+        [0.001, 1.5 / std], abs=1e-5
+    )
+    assert normalize_scores([2.5], Normalization.Z_SCORE) == [2.5]  # one score: the mean
 
 
 def test_combinations_with_weights_and_missing_scores() -> None:
@@ -135,13 +140,17 @@ def test_client_rrf_ranks_exactly_as_the_score_ranker_processor(
 
 
 @pytest.mark.services
-def test_z_score_runs_client_side_because_the_219_plugin_refuses_it(
+def test_z_score_runs_client_side_and_server_side_where_the_plugin_takes_it(
     searcher: Searcher, demo_parsed: list
 ) -> None:
     latex = demo_parsed[3].record.latex
     request = SearchRequest(latex, mode=Mode.FUSION, normalization=Normalization.Z_SCORE, k=5)
-    with pytest.raises(QueryError, match="normalization technique is not supported"):
-        searcher.search(SearchRequest(**{**request.__dict__, "fusion_side": "server"}))
+    server = SearchRequest(**{**request.__dict__, "fusion_side": "server"})
+    if searcher.capabilities().server_z_score:  # neural-search 3.x: the same ranking
+        _same_ranking(searcher.search(server).hits, searcher.search(request).hits)
+    else:  # 2.19 refuses it: only the client side offers z_score
+        with pytest.raises(QueryError, match="normalization technique is not supported"):
+            searcher.search(server)
     response = searcher.search(request)
     assert response.fused == "client" and len(response.hits) == 5
     assert response.hits[0].eq_id == demo_parsed[3].eq_id

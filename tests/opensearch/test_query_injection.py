@@ -67,6 +67,9 @@ class _Recorder:
         self.bodies.append(body)
         return {"term_vectors": {}}
 
+    def info(self) -> dict[str, Any]:
+        return {"version": {"number": "2.19.1"}}
+
 
 class _Encoder:
     """Features whose tokens are the raw query text (no featuriser cleaning it up)."""

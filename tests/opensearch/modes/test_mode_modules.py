@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from mathsearch.core.errors import QueryError
+from mathsearch.opensearch.cluster_capabilities import ClusterCapabilities
 from mathsearch.opensearch.fusion import FusedHit
 from mathsearch.opensearch.modes import MODES
 from mathsearch.opensearch.modes.fusion import fusion_pipeline
@@ -70,6 +71,20 @@ def test_hybrid_body_takes_at_most_four_fields_beside_bm25() -> None:
         hybrid_body(["x"], "", [], size=3, depth=7, filters=NO_FILTERS, source=())
 
 
+def test_the_rrf_pipeline_takes_the_form_of_the_clusters_neural_search() -> None:
+    def combination(version: str) -> dict[str, Any]:
+        pipeline = MODES[Mode.RRF].pipeline(  # type: ignore[attr-defined]
+            SearchRequest("x", mode=Mode.RRF, rank_constant=20),
+            PLAN,
+            ClusterCapabilities.parse(version),
+        )
+        return pipeline["phase_results_processors"][0]["score-ranker-processor"]["combination"]
+
+    # 2.19 reads only parameters.rank_constant; 3.x refuses it and reads rank_constant
+    assert combination("2.19.1") == {"technique": "rrf", "parameters": {"rank_constant": 20}}
+    assert combination("3.6.0") == {"technique": "rrf", "rank_constant": 20}
+
+
 def test_fusion_pipeline_carries_the_weights() -> None:
     processor = fusion_pipeline(weights=[0.7, 0.3])["phase_results_processors"][0]
     assert processor["normalization-processor"] == {
@@ -100,6 +115,7 @@ class Recorder:
     fields: SearchFields = EQUATION_FIELDS
     calls: list[tuple[str, Any]] = field(default_factory=list)
     ids: tuple[str, ...] = ("e1", "e2", "e3")
+    cluster: ClusterCapabilities = field(default_factory=ClusterCapabilities)
 
     def _response(self, size: int) -> dict[str, Any]:
         hits = [
@@ -132,6 +148,9 @@ class Recorder:
 
     def source_fields(self, request: SearchRequest) -> tuple[str, ...]:
         return ("eq_id",)
+
+    def capabilities(self) -> ClusterCapabilities:
+        return self.cluster
 
 
 PLAN = VectorPlan(queries=(VectorQuery("vec_a", [1.0, 0.0], 0.5),), bm25_weight=0.5)
