@@ -150,9 +150,12 @@ def _corpus_key(sources: Sequence[str], fmt: str | None, encoder: Any, converter
         "sources": [],
     }
     for source in sources:
-        path = Path(source)
-        stat = path.stat()
-        parts["sources"].append([path.name, stat.st_size, int(stat.st_mtime)])
+        # by content, not mtime: a re-copied data folder (same bytes) keeps its cache
+        digest = hashlib.sha256()
+        with Path(source).open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        parts["sources"].append([Path(source).name, digest.hexdigest()])
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -58,10 +58,12 @@ def find_java_home(minimum: int, maximum: int, explicit: Path | None = None) -> 
         if major is not None and minimum <= major <= maximum:
             logger.debug("using Java %s at %s", major, home)
             return home
-    suggested = 17 if minimum <= 17 <= maximum else minimum
+    if minimum <= 17 <= maximum:
+        how = "apt-get install openjdk-17-jre-headless"
+    else:  # Debian 12 packages no JDK 21+ (Debian 13 has openjdk-21; Temurin has 21 and 25)
+        how = f"a JDK {minimum}+: openjdk-{minimum}-jre-headless on Debian 13+, or Temurin"
     raise StackError(
         f"no Java {minimum}-{maximum} found for OpenSearch "
-        f"(looked at: {', '.join(seen) or 'none'}); "
-        f"install one (apt-get install openjdk-{suggested}-jre-headless) "
-        "or set MATHSEARCH_JAVA_HOME"
+        f"(looked at: {', '.join(seen) or 'none'}); install one ({how}) or set "
+        "MATHSEARCH_JAVA_HOME"
     )

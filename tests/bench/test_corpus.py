@@ -50,3 +50,19 @@ def test_iter_documents_adds_renamed_replicas(tmp_path) -> None:
     assert np.array_equal(out[4][1], vectors[1])  # "copy": the original's vector
     assert (stats.documents, stats.skipped, stats.consistent) == (4, 0, 4)
     assert stats.to_dict("copy")["tokens_consistent"] == 1.0
+
+
+def test_the_corpus_cache_key_follows_the_sources_content_not_their_mtime(tmp_path) -> None:
+    import os
+    from types import SimpleNamespace
+
+    from mathsearch.bench.corpus import _corpus_key
+
+    encoder = SimpleNamespace(card=SimpleNamespace(sha256="m" * 64, vocab_hash="v" * 12))
+    source = tmp_path / "equation.txt"
+    source.write_text("x^2 + y^2\n")
+    first = _corpus_key([str(source)], None, encoder, "python")
+    os.utime(source, (1, 1))  # the data folder copied again: same bytes, new mtime
+    assert _corpus_key([str(source)], None, encoder, "python") == first
+    source.write_text("x^2 + y^3\n")  # same size, other content
+    assert _corpus_key([str(source)], None, encoder, "python") != first
