@@ -57,12 +57,18 @@ def _index_actions(
         yield {"_op_type": "index", "_index": concrete, "_id": source["eq_id"], "_source": source}
 
 
-def _bench_meta(corpus: BenchCorpus, size: int, replica_vectors: str) -> dict[str, Any]:
+def _bench_meta(
+    corpus: BenchCorpus, size: int, replica_vectors: str, settings: Any
+) -> dict[str, Any]:
+    """What a reusable bench index must match: corpus, size, model and the HNSW graph's
+    parameters (``MATHSEARCH_HNSW_M`` / ``_EF_CONSTRUCTION``: another value rebuilds it)."""
     return {
         "equations": size,
         "corpus_key": corpus.key,
         "model_sha256": corpus.stats["model_sha256"],
         "replica_vectors": replica_vectors if size > len(corpus) else None,
+        "hnsw_m": settings.hnsw_m,
+        "hnsw_ef_construction": settings.hnsw_ef_construction,
     }
 
 
@@ -115,7 +121,7 @@ def build_index(
     from mathsearch.opensearch.schema import VectorSpec, index_meta, resolve_alias
 
     alias = bench_alias(settings.index_prefix, size)
-    wanted = _bench_meta(corpus, size, replica_vectors)
+    wanted = _bench_meta(corpus, size, replica_vectors, settings)
     concrete = resolve_alias(client, alias)
     if concrete is not None and not rebuild:
         meta = index_meta(client, alias)

@@ -124,3 +124,22 @@ def test_format_bench_query_says_who_fused_and_max_df() -> None:
     assert "fusion end to end met, cluster met (fused on the server side)" in text
     assert "knn-rescore end to end met, cluster met" in text
     assert "k=10, max_df=0.2 " in format_bench_query({**report, "max_df": 0.2})
+
+
+def test_a_bench_index_built_with_other_hnsw_parameters_is_not_reused() -> None:
+    from dataclasses import replace as with_values
+
+    from mathsearch.bench.query_index import _bench_meta
+    from mathsearch.opensearch import OpenSearchSettings
+
+    class Corpus:
+        key, stats = "c0ffee", {"model_sha256": "m" * 64}
+
+        def __len__(self) -> int:
+            return 100
+
+    settings = OpenSearchSettings()
+    wanted = _bench_meta(Corpus(), 100, "embed", settings)  # type: ignore[arg-type]
+    assert (wanted["hnsw_m"], wanted["hnsw_ef_construction"]) == (16, 128)
+    other = with_values(settings, hnsw_m=32)
+    assert _bench_meta(Corpus(), 100, "embed", other) != wanted  # type: ignore[arg-type]
