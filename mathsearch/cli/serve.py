@@ -79,11 +79,9 @@ def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from mathsearch.core.errors import MathsearchOpenSearchError
-    from mathsearch.opensearch.query_encoder import ModelQueryEncoder
     from mathsearch.opensearch.schema import equations_alias
-    from mathsearch.opensearch.search_profile import SearchProfile
     from mathsearch.opensearch.settings import OpenSearchSettings, parse_serve_workers
-    from mathsearch.serve.http_api import APP_ENV, create_app
+    from mathsearch.serve.http_api import APP_ENV, load_profile, served_app
 
     try:
         settings = OpenSearchSettings.from_env()
@@ -95,11 +93,9 @@ def run_serve(args: argparse.Namespace) -> int:
             settings = replace(settings, serve_host=args.host)
         if args.port is not None:
             settings = replace(settings, serve_port=args.port)
-        profile = SearchProfile.load(args.profile) if args.profile else SearchProfile.default()
+        profile = load_profile(args.profile)
         index = equations_alias(settings, args.index)
-        encoder = ModelQueryEncoder(args.model)
-        encoder.features("x")  # load the model now: a missing model fails here, not per query
-        app = create_app(settings, index, profile=profile, encoder=encoder)
+        app = served_app(settings, index, profile, args.model)
     except MathsearchOpenSearchError as exc:
         return fail(str(exc))
     except Exception as exc:
@@ -127,9 +123,8 @@ def run_serve(args: argparse.Namespace) -> int:
         uvicorn.run(app, **where)
         return 0
     # N processes, each building its own app (client, model, limits) from the same choices
-    del app, encoder
+    del app  # built above only to fail early on a bad model, profile or keys file
     os.environ[APP_ENV] = json.dumps({"index": index, "profile": args.profile, "model": args.model})
-    os.environ["MATHSEARCH_SERVE_WORKERS"] = str(settings.serve_workers)
     uvicorn.run(
         "mathsearch.serve.http_api:app_from_env",
         factory=True,

@@ -384,11 +384,23 @@ def app_from_env() -> FastAPI:
         raise ConfigurationError(
             f"{APP_ENV} must hold the serve command's JSON choices (index, profile, model)"
         ) from exc
-    profile_path = choices.get("profile")
-    profile = SearchProfile.load(profile_path) if profile_path else SearchProfile.default()
-    encoder = ModelQueryEncoder(choices.get("model"))
-    encoder.features("x")  # load the model before the first query
-    return create_app(OpenSearchSettings.from_env(), index, profile=profile, encoder=encoder)
+    settings = OpenSearchSettings.from_env()
+    return served_app(settings, index, load_profile(choices.get("profile")), choices.get("model"))
+
+
+def load_profile(path: str | None) -> SearchProfile:
+    """The search profile at ``path`` (JSON from ``mathsearch tune``), else the shipped one."""
+    return SearchProfile.load(path) if path else SearchProfile.default()
+
+
+def served_app(
+    settings: OpenSearchSettings, index: str, profile: SearchProfile, model: str | None
+) -> FastAPI:
+    """What ``mathsearch serve`` (and each of its worker processes) serves: :func:`create_app`
+    with the query model loaded now, so a missing model fails at start-up, not per query."""
+    encoder = ModelQueryEncoder(model)
+    encoder.features("x")
+    return create_app(settings, index, profile=profile, encoder=encoder)
 
 
 def _check_lengths(settings: OpenSearchSettings, latex: str, text: str) -> None:

@@ -22,9 +22,9 @@ logger = logging.getLogger(__name__)
 CLUSTER_NAME = "mathsearch-local"
 MAIN_CLASS = b"org.opensearch.bootstrap.OpenSearch"
 
-#: jvm.options of a 2.x node: its sandbox is the Java security manager (Java 18+ must allow it;
-#: Java 24+ has none, hence the lock's Java 11-21).
-JVM_OPTIONS = """\
+#: jvm.options lines every node gets: G1, the temp folder, heap dumps and GC logs in the node's
+#: log folder, a fixed heap.
+_JVM_COMMON = """\
 -XX:+UseG1GC
 -XX:G1ReservePercent=25
 -XX:InitiatingHeapOccupancyPercent=30
@@ -35,32 +35,32 @@ JVM_OPTIONS = """\
 -Xlog:gc*:file={logs}/gc.log:utctime,pid,tags:filecount=4,filesize=16m
 -Xms{heap}
 -Xmx{heap}
-18-:-Djava.security.manager=allow
 20-:--add-modules=jdk.incubator.vector
+"""
+
+#: jvm.options of a 2.x node: its sandbox is the Java security manager (Java 18+ must allow it;
+#: Java 24+ has none, hence the lock's Java 11-21).
+JVM_OPTIONS = (
+    _JVM_COMMON
+    + """\
+18-:-Djava.security.manager=allow
 -Djava.util.concurrent.ForkJoinPool.common.threadFactory=org.opensearch.secure_sm.SecuredForkJoinWorkerThreadFactory
 """
+)
 
 #: jvm.options of a 3.x node (Java 21+): the security manager is gone; the distribution's
 #: ``agent/opensearch-agent.jar`` (a Java agent) enforces the plugin policies instead. Its path is
 #: absolute because the node's working folder is not the home. The rest follows the 3.x
 #: distribution's own config/jvm.options.
-JVM_OPTIONS_AGENT = """\
--XX:+UseG1GC
--XX:G1ReservePercent=25
--XX:InitiatingHeapOccupancyPercent=30
--Djava.io.tmpdir=${{OPENSEARCH_TMPDIR}}
--XX:+HeapDumpOnOutOfMemoryError
--XX:HeapDumpPath={logs}
--XX:ErrorFile={logs}/hs_err_pid%p.log
--Xlog:gc*:file={logs}/gc.log:utctime,pid,tags:filecount=4,filesize=16m
--Xms{heap}
--Xmx{heap}
-20-:--add-modules=jdk.incubator.vector
+JVM_OPTIONS_AGENT = (
+    _JVM_COMMON
+    + """\
 -javaagent:{agent}
 --add-opens=java.base/java.nio=org.apache.arrow.memory.core,ALL-UNNAMED
 -Dorg.apache.lucene.store.MMapDirectory.sharedArenaMaxPermits=1
 25-:-XX:+UseCompactObjectHeaders
 """
+)
 
 #: Where a 3.x distribution keeps its security agent (absent from 2.x).
 AGENT_JAR = Path("agent") / "opensearch-agent.jar"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -13,22 +12,7 @@ import pytest
 from mathsearch.bench.serve import ServeProcess, serve_env
 from mathsearch.core.errors import ConfigurationError
 from mathsearch.serve.http_api import APP_ENV, app_from_env
-
-
-def _live_children(pid: int) -> list[int]:
-    children = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        state, parent = stat.rsplit(")", 1)[1].split()[:2]
-        if int(parent) == pid and state != "Z" and b"spawn_main" in cmdline:
-            children.append(int(entry.name))
-    return children
+from tests.process_tree import live_children
 
 
 @pytest.mark.parametrize("value", [None, "not json", json.dumps({"profile": None})])
@@ -55,7 +39,7 @@ def test_two_worker_processes_serve_one_port(equation_alias: str, tmp_path: Any)
     )
     with server as url:
         assert server.process is not None
-        assert len(_live_children(server.process.pid)) == 2, server.log
+        assert len(live_children(server.process.pid, b"spawn_main")) == 2, server.log
         answers = asyncio.run(_searches(url, 12))
         assert [r.status_code for r in answers] == [200] * 12
         ids = {tuple(h["eq_id"] for h in r.json()["hits"]) for r in answers}

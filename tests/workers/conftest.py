@@ -25,6 +25,7 @@ from mathsearch.workers.embedding import process_embedder
 from mathsearch.workers.index_job import IndexJobError
 from mathsearch.workers.settings import WorkerSettings
 from mathsearch.workers.worker_process import start_worker, stop_worker
+from tests.process_tree import live_children
 
 CORPUS = Path(__file__).parents[1] / "resources" / "export" / "hepth2003-every12th.txt"
 
@@ -67,20 +68,7 @@ class WorkerProcess:
         return self
 
     def children(self) -> list[int]:
-        if self.process is None:
-            return []
-        pids = []
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                try:
-                    stat = (entry / "stat").read_text()
-                except OSError:
-                    continue
-                state, parent = stat.rsplit(")", 1)[1].split()[:2]
-                # a killed child stays a zombie until the pool reaps it: not a live child
-                if int(parent) == self.process.pid and state != "Z":
-                    pids.append(int(entry.name))
-        return pids
+        return live_children(self.process.pid) if self.process is not None else []
 
     def kill_hard(self) -> None:
         """SIGKILL the whole worker: main process and pool."""
