@@ -124,11 +124,13 @@ def _description(config: Any, training: dict[str, Any]) -> str:
     """One sentence on what the model is, from its configuration."""
     loss = (training.get("config") or {}).get("loss", "histogram")
     masking = (training.get("config") or {}).get("use_masking", True)
+    permutation = (training.get("config") or {}).get("use_augmentation", True)
     norm = "L2 normalisation (cosine)" if config.normalisation == "l2" else "soft normalisation"
     return (
         f"Graph CNN over Presentation MathML (KDD 2020 seed, section 4): {config.layers} x "
         f"{config.hidden} sum graph convolutions, mean pooling, {config.out_dim}-d, {norm}; "
-        f"{loss} loss{' + masking task' if masking else ''}, identifier permutation."
+        f"{loss} loss{' + masking task' if masking else ''}, "
+        f"{'identifier permutation' if permutation else 'no identifier permutation'}."
     )
 
 

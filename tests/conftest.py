@@ -18,6 +18,7 @@ from mathsearch.workers import WorkerSettings
 DEFAULT_CARD = load_card(default_model_path("gcn"), verify_sha256=False)
 DEFAULT_FIELD = DEFAULT_CARD.vector_field
 DEFAULT_SPACE = DEFAULT_CARD.space_type
+DEFAULT_DIM = DEFAULT_CARD.embedding_dim
 #: The field of the default's int8 variant (tests/opensearch/second_models.gcn_int8).
 DEFAULT_INT8_FIELD = f"{DEFAULT_FIELD}_int8"
 

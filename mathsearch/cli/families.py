@@ -45,6 +45,7 @@ EVAL_MODULES: dict[str, str] = {
     "analogies": "mathsearch.cli.eval_seq2seq",
     "bitmap": "mathsearch.cli.eval_bitmap",
     "figure": "mathsearch.cli.eval_figure",
+    "exact-knn": "mathsearch.cli.eval_exact_knn",
 }
 
 

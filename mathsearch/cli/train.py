@@ -89,6 +89,9 @@ def add_train(commands: Any) -> None:
     gcn.add_argument("--hidden", type=positive_int, default=512, help="graph layer width (512)")
     gcn.add_argument("--layers", type=positive_int, default=3, help="graph layers (3)")
     gcn.add_argument(
+        "--out-dim", type=positive_int, default=64, help="embedding dimension (64, the seed's)"
+    )
+    gcn.add_argument(
         "--normalisation",
         choices=("soft", "l2"),
         default="soft",
@@ -232,6 +235,7 @@ def _model_config(args: argparse.Namespace) -> Any:
     return GCNConfig(
         hidden=args.hidden,
         layers=args.layers,
+        out_dim=args.out_dim,
         batch_norm_before=norms,
         normalisation=args.normalisation,
     )

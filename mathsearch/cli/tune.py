@@ -90,11 +90,14 @@ def run_tune(args: argparse.Namespace) -> int:
     from mathsearch.opensearch.client import connect
     from mathsearch.opensearch.query_encoder import ModelQueryEncoder
     from mathsearch.opensearch.schema import equations_alias
+    from mathsearch.opensearch.search_profile import SearchProfile
     from mathsearch.opensearch.searcher import Searcher
     from mathsearch.opensearch.settings import OpenSearchSettings
 
     try:
-        configs = expand(parse_grid(args.grid) if args.grid else DEFAULT_GRID)
+        configs = expand(
+            parse_grid(args.grid) if args.grid else DEFAULT_GRID, base=SearchProfile.default()
+        )
         topics = read_topics(args.topics)
         qrels = read_qrels(args.qrels)
         settings = OpenSearchSettings.from_env()

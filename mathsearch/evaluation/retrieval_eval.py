@@ -246,7 +246,9 @@ def run_retrieval_eval(
     searcher = Searcher(client, alias, encoder=query_encoder, fields=fields)
 
     tick = time.perf_counter()
-    configs = expand({**(grid or DEFAULT_GRID), "k": (k,)})
+    # the grid keeps the query tokens of the profile users get (max_terms, max_df) unless it
+    # names them, so the tuned row and the default rows below search with the same tokens
+    configs = expand({**(grid or DEFAULT_GRID), "k": (k,)}, base=SearchProfile.default())
     tuned = tune(
         searcher, tune_topics, _subset(data.qrels, tune_topics), configs,
         out_dir=out / "tune", metric=metric, progress=progress,

@@ -8,9 +8,11 @@ inclusive numeric range, or a JSON file (an object of key to list, value or rang
 
 Keys: ``mode`` (or ``all``), ``alpha``, ``normalization``, ``combination``, ``window``, ``k``,
 ``depth``, ``rank_constant``, ``max_df``, ``max_terms`` (0: every token). A key left out takes
-one value: the default grid's ``k``/``window``/``depth`` (100) or
+one value: the default grid's ``k``/``window``/``depth`` (100), the ``base`` profile's
+``max_df``/``max_terms`` (``mathsearch tune`` and ``eval retrieval`` pass the shipped default
+profile, so a grid is tuned with the query tokens users get), or
 :class:`~mathsearch.opensearch.search_profile.SearchProfile`'s default (mode fusion, alpha 0.5,
-min_max, arithmetic_mean, rank constant 60). Each mode combines only the
+min_max, arithmetic_mean, rank constant 60, every query token). Each mode combines only the
 parameters it uses (those of :meth:`SearchRequest.parameters`: alpha for rescore, knn-rescore and
 fusion; window for the rescore modes; depth, normalisation and combination for fusion; depth and
 rank constant for rrf), a window or depth below k is raised to k, and configurations that rank
@@ -109,17 +111,30 @@ def parse_grid(specs: Sequence[str]) -> Grid:
     return grid
 
 
-def expand(grid: Grid) -> list[Configuration]:
-    """Every distinct configuration of ``grid``, in grid order (modes as listed)."""
+#: The keys a ``base`` profile gives :func:`expand` when the grid leaves them out: the query-token
+#: selection, which every mode shares and which the shipped profile fixes.
+BASE_KEYS = ("max_df", "max_terms")
+
+
+def expand(grid: Grid, base: SearchProfile | None = None) -> list[Configuration]:
+    """Every distinct configuration of ``grid``, in grid order (modes as listed).
+
+    ``base`` (e.g. the shipped default profile) gives the query-token keys (:data:`BASE_KEYS`)
+    that ``grid`` leaves out, so that the grid is tuned with the query tokens users get;
+    without it they take :class:`SearchProfile`'s defaults (every token).
+    """
     unknown = sorted(set(grid) - set(KEYS))
     if unknown:
         raise ConfigurationError(f"unknown grid keys {unknown}; keys: {', '.join(KEYS)}")
-    values = {key: tuple(grid.get(key) or (BASE[key],)) for key in KEYS}
+    fallback = dict(BASE)
+    if base is not None:
+        fallback.update({key: getattr(base, key) for key in BASE_KEYS})
+    values = {key: tuple(grid.get(key) or (fallback[key],)) for key in KEYS}
     seen: set[tuple[Any, ...]] = set()
     out: list[Configuration] = []
     for mode in values["mode"]:
         used = _used(Mode(mode))
-        axes = [values[key] if key in used else (BASE[key],) for key in KEYS[1:]]
+        axes = [values[key] if key in used else (fallback[key],) for key in KEYS[1:]]
         for combo in itertools.product(*axes):
             chosen = dict(zip(KEYS[1:], combo, strict=True))
             chosen["window"] = max(chosen["window"], chosen["k"])

@@ -5,7 +5,7 @@
 3. the bundled real hep-th equations (or ``corpus``) through the pipeline - parse queue
    (LaTeX -> MathML graph, math tokens, symbols; :mod:`mathsearch.indexer.parse`), embed queue (the
    shipped
-   default models in ONNX Runtime, each into its own vector field: ``gcn-v2``, the KDD 2020
+   default models in ONNX Runtime, each into its own vector field: ``gcn-v3``, the KDD 2020
    graph CNN, and ``bitmap-v1``, the ECML 2019 CNN over rendered equations, both trained by the
    project on hep-th) and bulk writes - into the demo equation index; failures become records in
    the failures index;
@@ -263,6 +263,7 @@ def run_demo(
         job = run_index(items, alias, settings=settings, progress=progress, encoders=pool.encoders)
         enrichment = enrichment_example(client, settings, sample, progress)
     embedders = [load_embedder(name) for name in pool.encoders]
+    _search_the_default_model(client, alias, embedders[0].vector_field)
     models = [
         {
             "name": e.card.name,
@@ -316,6 +317,17 @@ def run_demo(
             logger.warning("demo multi-encoder query failed: %s", exc)
     report.equivalence = equivalence_example(client, settings, sample, k)
     return report
+
+
+def _search_the_default_model(client: OpenSearch, alias: str, field: str) -> None:
+    """Make ``field`` (the default model's) the demo index's search field: a demo index built
+    by an older release keeps its old default field when the new model's field joins it."""
+    from mathsearch.opensearch.vector_fields import default_vector_field, set_default_vector_field
+
+    before = default_vector_field(client, alias)
+    if before != field:
+        set_default_vector_field(client, alias, field)
+        logger.info("demo index %s now searches %s (was %s)", alias, field, before)
 
 
 def equivalence_example(

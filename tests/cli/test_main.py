@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.conftest import DEFAULT_FIELD
+from tests.conftest import DEFAULT_DIM, DEFAULT_FIELD
 
 
 def _mathsearch(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -72,7 +72,7 @@ def test_demo_indexes_real_equations_and_answers_hybrid_queries() -> None:
     assert sum(report["rejected"].values()) > 0
     # the vectors come from the shipped models through the ONNX runtime, one field each
     fields = [m["field"] for m in report["models"]]
-    assert fields[0] == DEFAULT_FIELD and report["models"][0]["dim"] == 64
+    assert fields[0] == DEFAULT_FIELD and report["models"][0]["dim"] == DEFAULT_DIM
     assert len(fields) == len(set(fields)) >= 1
     modes = {q["mode"] for q in report["queries"]}
     fused = {m for m in modes if m.startswith("rrf: bm25")}
@@ -91,7 +91,7 @@ def test_demo_indexes_real_equations_and_answers_hybrid_queries() -> None:
         assert len(query["hits"]) == 3
     # each query retypes an equation of paper 0301004: the default profile's mode and the modes
     # that weigh BM25 and the vector by score rank that near-identical equation first for every
-    # query (kNN alone and rrf do for the second query only: docs/encoders.md, the demo)
+    # query (kNN alone and rrf not for every query: docs/encoders.md, gcn-v3, the demo)
     for query in report["queries"]:
         assert query["expected"], query["mode"]
         if query["mode"] in {profile["mode"], "fusion", "knn-rescore", "rescore", "bm25"}:

@@ -302,6 +302,20 @@ def test_cli_trains_writes_report_and_reuses_the_cache(
     assert cached[0].stat().st_mtime_ns == stamp
 
 
+def test_cli_out_dim_sets_the_embedding_size(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    argv = ["train", "gcn", str(SAMPLE), "--format", "hepth", "--out", str(out), "--epochs", "1"]
+    argv += ["--steps-per-epoch", "1", "--batch-size", "4", "--eval-triplets", "50"]
+    argv += ["--hidden", "16", "--layers", "2", "--out-dim", "24", "--loss", "infonce"]
+    argv += ["--no-masking", "--normalisation", "l2", "--no-progress", "--device", "cpu", "--json"]
+    assert _cli(argv) == 0
+    assert json.loads(capsys.readouterr().out)["config"]["model"]["out_dim"] == 24
+    state = torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=False)
+    assert tuple(state["model"]["project.weight"].shape) == (24, 16)  # 16 wide -> 24-d
+
+
 def test_cli_fails_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["train", "gcn", str(SAMPLE), "--format", "hepth", "--out", str(tmp_path)]
     assert _cli([*argv, "--resume", str(tmp_path / "missing.pt"), "--no-progress"]) == 1

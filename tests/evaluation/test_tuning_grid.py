@@ -12,6 +12,7 @@ from mathsearch.core.errors import ConfigurationError
 from mathsearch.evaluation.tuning_grid import DEFAULT_GRID, expand, parse_grid
 from mathsearch.opensearch.fusion import Combination, Normalization
 from mathsearch.opensearch.queries import Mode
+from mathsearch.opensearch.search_profile import SearchProfile
 
 
 def test_parses_lists_and_inclusive_ranges() -> None:
@@ -91,6 +92,25 @@ def test_query_token_cuts_vary_only_the_modes_with_a_bm25_side() -> None:
         "knn-k100",
     ]
     assert [c.profile.max_terms for c in configs[:2]] == [0, 32]
+
+
+def test_a_base_profile_gives_the_query_tokens_the_grid_leaves_out() -> None:
+    shipped = SearchProfile(mode=Mode.RESCORE, alpha=0.7, max_terms=32, max_df=0.5)
+    configs = expand(parse_grid(["mode=bm25,rescore,knn alpha=0.3"]), base=shipped)
+    by_mode = {c.profile.mode: c.profile for c in configs}
+    # BM25-side modes search with the shipped cut; kNN has no tokens to cut
+    assert (by_mode[Mode.BM25].max_terms, by_mode[Mode.BM25].max_df) == (32, 0.5)
+    assert (by_mode[Mode.RESCORE].max_terms, by_mode[Mode.RESCORE].alpha) == (32, 0.3)
+    assert [c.name for c in configs] == [
+        "bm25-df0.5-mt32-k100",
+        "rescore-a0.3-w100-min_max-df0.5-mt32-k100",
+        "knn-k100",  # carries the base's settings, but has no query tokens to cut
+    ]
+    # a grid that names the key wins over the base; no base: every token
+    (named,) = expand(parse_grid(["mode=bm25 max_terms=0"]), base=shipped)
+    assert named.profile.max_terms == 0 and named.profile.max_df == 0.5
+    (plain,) = expand(parse_grid(["mode=bm25"]))
+    assert plain.profile.max_terms is None and plain.profile.max_df is None
 
 
 def test_reads_a_json_grid(tmp_path: Path) -> None:

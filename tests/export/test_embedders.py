@@ -24,7 +24,7 @@ from mathsearch.export.model_card import card_path, load_card
 from mathsearch.export.runtime import Encoder
 from mathsearch.export.settings import DEFAULT_MODEL_PATH
 from mathsearch.indexer.parse import Featuriser, ParsedEquation
-from tests.conftest import DEFAULT_FIELD
+from tests.conftest import DEFAULT_DIM, DEFAULT_FIELD
 
 LATEX = [r"\frac{a}{b}+c", r"E = m c^2", r"\int_0^1 x^2 \, dx"]
 
@@ -50,7 +50,7 @@ def test_gcn_embedder_matches_the_encoder_and_keeps_the_interface(gcn: GcnEmbedd
         [Featuriser().parse_latex(latex).graph for latex in LATEX]
     )
     assert isinstance(gcn, Embedder)
-    assert (gcn.family, gcn.vector_field, gcn.dim) == ("gcn", DEFAULT_FIELD, 64)
+    assert (gcn.family, gcn.vector_field, gcn.dim) == ("gcn", DEFAULT_FIELD, DEFAULT_DIM)
     assert np.allclose(np.stack(out), direct, atol=1e-6)
 
 

@@ -147,3 +147,20 @@ def test_l2_model_exports_unit_vectors_with_parity(tmp_path: Path) -> None:
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     out = session.run(None, pack_graphs(graphs[:50]).feeds())[0]
     assert np.allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-5)
+
+
+def test_the_card_description_says_what_the_training_used() -> None:
+    from mathsearch.export.export_model import _description
+
+    config = GCNConfig(
+        hidden=128, layers=2, out_dim=128, batch_norm_before=(0,), normalisation="l2"
+    )
+    plain = {"config": {"loss": "infonce", "use_masking": False, "use_augmentation": False}}
+    seed = {"config": {"loss": "histogram", "use_masking": True, "use_augmentation": True}}
+    assert _description(config, plain).endswith(
+        "2 x 128 sum graph convolutions, mean pooling, 128-d, L2 normalisation (cosine); "
+        "infonce loss, no identifier permutation."
+    )
+    assert _description(config, seed).endswith(
+        "histogram loss + masking task, identifier permutation."
+    )

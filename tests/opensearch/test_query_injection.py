@@ -21,7 +21,7 @@ from mathsearch.opensearch.queries import Filters, Mode
 from mathsearch.opensearch.query_encoder import QueryFeatures
 from mathsearch.opensearch.searcher import Searcher, SearchRequest
 from mathsearch.serve.http_api import create_app
-from tests.conftest import DEFAULT_FIELD
+from tests.conftest import DEFAULT_DIM, DEFAULT_FIELD
 
 FIELD = DEFAULT_FIELD  # the field of the index the service test searches
 BENIGN = "x ^ 2 + y ^ 2"
@@ -75,7 +75,9 @@ class _Encoder:
     """Features whose tokens are the raw query text (no featuriser cleaning it up)."""
 
     def features(self, latex: str) -> QueryFeatures:
-        return QueryFeatures(tokens=latex.split(" "), vector=[0.1] * 64, vector_field=FIELD)
+        return QueryFeatures(
+            tokens=latex.split(" "), vector=[0.1] * DEFAULT_DIM, vector_field=FIELD
+        )
 
 
 def _bodies(latex: str, **options: Any) -> list[Any]:

@@ -25,7 +25,7 @@ from mathsearch.opensearch.searcher import Searcher
 from mathsearch.workers.index_job import run_index
 from mathsearch.workers.pipeline import JobSpec, embed_write_stage, parse_stage
 from mathsearch.workers.worker_process import start_worker, stop_worker
-from tests.conftest import DEFAULT_FIELD, DEFAULT_INT8_FIELD, DEFAULT_SPACE
+from tests.conftest import DEFAULT_DIM, DEFAULT_FIELD, DEFAULT_INT8_FIELD, DEFAULT_SPACE
 
 from ..opensearch.second_models import RefusingEmbedder, gcn_int8
 from .conftest import CORPUS, accounted, drop_failures
@@ -88,14 +88,14 @@ def test_inline_job_with_two_encoders_writes_both_fields_and_reruns_change_nothi
     assert report.written == len(indexed) > 80 and report.refusals == {}
     mapping = client.indices.get_mapping(index=alias)
     properties = next(iter(mapping.values()))["mappings"]["properties"]
-    assert properties[DEFAULT_INT8_FIELD]["dimension"] == 64
+    assert properties[DEFAULT_INT8_FIELD]["dimension"] == DEFAULT_DIM
     # the int8 variant scores like its float32 source: its card's space type, the default's
     space_type = properties[DEFAULT_INT8_FIELD]["method"]["space_type"]
     assert space_type == load_card(int8_model).space_type == DEFAULT_SPACE
     found = client.search(index=alias, body={"size": 200, "query": {"match_all": {}}})
     for hit in found["hits"]["hits"]:
         source = hit["_source"]
-        assert len(source[DEFAULT_FIELD]) == len(source[DEFAULT_INT8_FIELD]) == 64
+        assert len(source[DEFAULT_FIELD]) == len(source[DEFAULT_INT8_FIELD]) == DEFAULT_DIM
         assert source["model_versions"] == FIELDS
         assert source["embed_refusals"] == []
     some = found["hits"]["hits"][0]["_source"]
@@ -127,7 +127,7 @@ def test_secondary_refusal_is_recorded_and_the_equation_stays_searchable(
     client.indices.refresh(index=alias)
     doc = client.get(index=alias, id=refused_ids[0])["_source"]
     assert doc["embed_refusals"] == [refusal]
-    assert DEFAULT_INT8_FIELD not in doc and len(doc[DEFAULT_FIELD]) == 64
+    assert DEFAULT_INT8_FIELD not in doc and len(doc[DEFAULT_FIELD]) == DEFAULT_DIM
     assert doc["model_versions"] == [DEFAULT_FIELD]
     assert not client.exists(index=failures_index, id=failure_id(alias, refused_ids[0]))
     # searchable with both fields: BM25 and gcn find it, the int8 field adds nothing for it

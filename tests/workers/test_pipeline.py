@@ -17,7 +17,7 @@ from mathsearch.workers.embedding import process_embedder
 from mathsearch.workers.index_job import IndexJobError, run_index
 from mathsearch.workers.pipeline import JobSpec, embed_write_stage, parse_stage, write_outcome
 from mathsearch.workers.settings import WorkerSettings
-from tests.conftest import DEFAULT_FIELD
+from tests.conftest import DEFAULT_DIM, DEFAULT_FIELD
 
 from .conftest import accounted, drop_failures, free_port, versions
 
@@ -44,7 +44,7 @@ def test_inline_job_accounts_for_every_equation_and_a_rerun_changes_nothing(
     assert report.batches == -(-sum(1 for i in items if hasattr(i, "latex")) // 64)
     assert set(report.stage_seconds) == {"parse", "embed", "write"}
     hit = client.get(index=alias, id=sorted(indexed)[0])["_source"]
-    assert len(hit[DEFAULT_FIELD]) == 64 and hit["math_tokens"]
+    assert len(hit[DEFAULT_FIELD]) == DEFAULT_DIM and hit["math_tokens"]
     assert hit["mathml"].startswith("<math")
     before = versions(client, alias)
     again = run_index(items, alias, inline=True, batch_size=64, progress=False)
@@ -111,7 +111,7 @@ def test_enrichment_of_a_library_index_through_the_workers(client, settings, ali
         accounted(client, alias, settings, items)
         p1 = client.get(index=library, id="p1")["_source"]
         assert p1["year"] == 2003 and p1["math"]["equation_count"] == 2
-        assert len(p1["math"]["vector"]) == 64
+        assert len(p1["math"]["vector"]) == DEFAULT_DIM
         assert client.get(index=library, id="p2")["_source"]["math"]["equation_count"] == 1
         assert client.get(index=library, id="p3")["_version"] == untouched
     finally:
