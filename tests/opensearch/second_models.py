@@ -6,7 +6,7 @@
   with its own card, field ``<default field>_int8`` (``vec_gcn_v2_int8`` for ``gcn-v2``) and
   vectors that differ from the default's;
 * :func:`gcn_copy` - the shipped default and its card copied under another name and version
-  (by default ``gcn-v3``, field ``vec_gcn_v3``: not the default's own version);
+  (by default the default's version + 1, e.g. ``gcn-v4``, field ``vec_gcn_v4``);
 * :class:`RefusingEmbedder` - a real embedder that refuses the equations a predicate picks,
   as a seq2seq encoder refuses what SymPy cannot read.
 """
@@ -38,12 +38,13 @@ def gcn_int8(folder: Path, graphs: Sequence[EquationGraph]) -> Path:
     return out
 
 
-def gcn_copy(folder: Path, version: int = 3) -> Path:
+def gcn_copy(folder: Path, version: int | None = None) -> Path:
     """The shipped default graph CNN and its card as ``gcn-v<version>`` in ``folder`` (field
-    ``vec_gcn_v<version>``), which must not be the default's own version: the copy's field
-    would be the default's."""
+    ``vec_gcn_v<version>``; default: the default's version + 1), which must not be the default's
+    own version: the copy's field would be the default's."""
     source = default_model_path("gcn")
     card = json.loads(card_path(source).read_text())
+    version = card["version"] + 1 if version is None else version
     if version == card["version"]:
         raise ValueError(f"gcn_copy: version {version} is the default model's own")
     out = folder / f"gcn-v{version}.onnx"

@@ -22,7 +22,7 @@ from mathsearch.opensearch.search_fields import FIGURE_FIELDS
 from mathsearch.opensearch.search_request import SearchRequest
 from mathsearch.opensearch.searcher import Searcher
 from mathsearch.workers.index_job import run_index
-from tests.conftest import DEFAULT_FIELD
+from tests.conftest import DEFAULT_DIM, DEFAULT_FIELD
 
 from .second_models import shipped_families
 
@@ -90,7 +90,7 @@ def figure_alias(
         "mappings": {"properties": {
             "fig_id": {"type": "keyword"}, "doc_id": {"type": "keyword"},
             "caption": {"type": "text", "analyzer": "whitespace"}, "mentions": {"type": "text"},
-            "vec_figure_v1": {"type": "knn_vector", "dimension": 64, "method": {
+            "vec_figure_v1": {"type": "knn_vector", "dimension": DEFAULT_DIM, "method": {
                 "name": "hnsw", "engine": "lucene", "space_type": "cosinesimil"}},
         }},
     })  # fmt: skip

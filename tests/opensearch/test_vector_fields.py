@@ -20,7 +20,7 @@ from mathsearch.opensearch.vector_fields import (
     set_default_vector_field,
 )
 from mathsearch.workers.reembed import reembed
-from tests.conftest import DEFAULT_FIELD, DEFAULT_SPACE
+from tests.conftest import DEFAULT_CARD, DEFAULT_FIELD, DEFAULT_SPACE
 from tests.opensearch.conftest import fill
 from tests.opensearch.second_models import gcn_copy
 
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.services
 
 def _next_version(tmp_path: Path) -> Embedder:
     """The shipped default network published as another version (its own card, hence its own
-    field, e.g. vec_gcn_v3)."""
+    field, e.g. vec_gcn_v4)."""
     return load_embedder(gcn_copy(tmp_path))
 
 
@@ -65,7 +65,7 @@ def test_a_new_model_version_is_added_filled_switched_and_the_old_one_dropped(
     old = DEFAULT_FIELD
     newer = _next_version(tmp_path)
     new = newer.card.vector_field
-    assert new == "vec_gcn_v3" and new != old  # gcn_copy's default version
+    assert new == f"vec_gcn_v{DEFAULT_CARD.version + 1}" and new != old  # gcn_copy's default
     query = demo_dicts[11]["latex"]
     before = Searcher(client, fresh_alias).search(SearchRequest(query, mode=Mode.KNN, k=TOP))
 
