@@ -122,9 +122,10 @@ def _training(checkpoint: Path, meta: dict[str, Any]) -> tuple[dict[str, Any], d
 
 def _description(config: Any, training: dict[str, Any]) -> str:
     """One sentence on what the model is, from its configuration."""
-    loss = (training.get("config") or {}).get("loss", "histogram")
-    masking = (training.get("config") or {}).get("use_masking", True)
-    permutation = (training.get("config") or {}).get("use_augmentation", True)
+    used = training.get("config") or {}
+    loss = used.get("loss", "histogram")
+    masking = used.get("use_masking", True)
+    permutation = used.get("use_augmentation", True)
     norm = "L2 normalisation (cosine)" if config.normalisation == "l2" else "soft normalisation"
     return (
         f"Graph CNN over Presentation MathML (KDD 2020 seed, section 4): {config.layers} x "

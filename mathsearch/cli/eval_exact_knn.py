@@ -15,6 +15,7 @@ import json
 import logging
 import textwrap
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> dict[str, Any]:
     from mathsearch.evaluation.exact_knn import exact_knn_report
     from mathsearch.evaluation.held_out import held_out_papers, validation_papers
-    from mathsearch.evaluation.relevance_sets import build_relevance
+    from mathsearch.evaluation.relevance_sets import CollectionEquation, build_relevance
     from mathsearch.evaluation.retrieval_eval import split_topics
     from mathsearch.export.runtime import Encoder
     from mathsearch.indexer.parse import Featuriser, ParsedEquation
@@ -104,26 +105,35 @@ def _report(args: argparse.Namespace) -> dict[str, Any]:
         raise EvaluationError("--held-out / --validation are same-document options")
     papers = held_out_papers() if args.held_out else None
     papers = validation_papers() if args.validation else papers
-    data = build_relevance(
-        args.task,
-        sources=args.source,
-        semvec_dir=args.semvec,
-        papers=args.papers,
-        topics=args.topics,
-        seed=args.seed,
-        only_papers=papers,
-    )
-    records = [
-        EquationRecord(eq_id=e.eq_id, doc_id=e.doc_id, position=0, latex=e.latex)
-        for e in data.collection
-    ]
+    parsed: dict[str, ParsedEquation] = {}
+
+    def parseable(items: Sequence[CollectionEquation]) -> set[str]:
+        """Featurise the candidates once, keeping the parsed equations for embedding."""
+        records = [
+            EquationRecord(eq_id=e.eq_id, doc_id=e.doc_id, position=0, latex=e.latex) for e in items
+        ]
+        for result in featuriser.parse_batch(records):
+            if isinstance(result, ParsedEquation):
+                parsed[result.eq_id] = result
+        return {e.eq_id for e in items if e.eq_id in parsed}
+
     with Featuriser() as featuriser:
-        parsed = [p for p in featuriser.parse_batch(records) if isinstance(p, ParsedEquation)]
-    ids = [p.record.eq_id for p in parsed]
-    graphs = [p.graph for p in parsed]
+        data = build_relevance(
+            args.task,
+            sources=args.source,
+            semvec_dir=args.semvec,
+            papers=args.papers,
+            topics=args.topics,
+            seed=args.seed,
+            only_papers=papers,
+            parseable=parseable,
+        )
+    kept = [parsed[e.eq_id] for e in data.collection]
+    ids = [p.record.eq_id for p in kept]
+    graphs = [p.graph for p in kept]
     systems: dict[str, np.ndarray] = {}
     if not args.no_bow:
-        systems["bow"] = np.stack([p.bow for p in parsed]).astype(np.float32)
+        systems["bow"] = np.stack([p.bow for p in kept]).astype(np.float32)
     seconds: dict[str, float] = {}
     for model in args.onnx:
         start = time.perf_counter()

@@ -290,8 +290,12 @@ def build_relevance(
     sets: Sequence[str] | None = None,
     seed: int = 0,
     only_papers: Collection[str] | None = None,
+    parseable: Parseable | None = None,
 ) -> RelevanceSet:
     """The relevance set of ``task`` from the shared data (or the given sources).
+
+    ``parseable`` decides which equations enter the collection (default: the featurisation;
+    pass one that keeps what it parses to featurise the collection only once).
 
     same-document: ``papers`` papers (among ``only_papers`` when given) and ``topics`` topics
     of ``sources`` (default ``../shared/data/hepth2003/equation.txt``); equivalence:
@@ -309,11 +313,18 @@ def build_relevance(
         if missing:
             raise EvaluationError(f"no hep-th source {missing[0]}: pass --source FILE")
         return build_same_document(
-            paths, papers=papers, topics=topics, seed=seed, only_papers=only_papers
+            paths,
+            papers=papers,
+            topics=topics,
+            seed=seed,
+            only_papers=only_papers,
+            parseable=parseable,
         )
     folder = Path(semvec_dir) if semvec_dir else SHARED_DATA / "semvec"
     files = sorted(folder.glob("*-validationset.json.gz"))
     if not files:
         raise EvaluationError(f"no SemVec validation sets in {folder}: pass --semvec DIR")
     chosen = list(sets) if sets else list(DEFAULT_SETS)
-    return build_equivalence(files, sets=chosen, topics_per_set=topics, seed=seed)
+    return build_equivalence(
+        files, sets=chosen, topics_per_set=topics, seed=seed, parseable=parseable
+    )

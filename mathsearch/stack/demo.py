@@ -324,10 +324,8 @@ def _search_the_default_model(client: OpenSearch, alias: str, field: str) -> Non
     by an older release keeps its old default field when the new model's field joins it."""
     from mathsearch.opensearch.vector_fields import default_vector_field, set_default_vector_field
 
-    before = default_vector_field(client, alias)
-    if before != field:
-        set_default_vector_field(client, alias, field)
-        logger.info("demo index %s now searches %s (was %s)", alias, field, before)
+    if default_vector_field(client, alias) != field:
+        set_default_vector_field(client, alias, field)  # logs the switch
 
 
 def equivalence_example(
