@@ -332,7 +332,7 @@ def cache_key(
     paths: Sequence[str], fmt: str | None, limit: int | None, settings: BitmapSettings
 ) -> str:
     """SHA-256 over the cache format, render settings, format, limit and sources (path, size,
-    mtime), so an edited source or other settings render again."""
+    content hash), so an edited source or other settings render again."""
     sources = source_stats(paths)
     material = {
         "format": CACHE_FORMAT,

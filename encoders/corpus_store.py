@@ -10,6 +10,7 @@ is refused (:class:`CorpusError`) and the corpus is parsed again.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -111,15 +112,28 @@ def read_corpus(path: str | os.PathLike[str], vocab_hash: str | None = None) -> 
     }
 
 
+@functools.lru_cache(maxsize=4096)
+def _content_digest(path: str, size: int, mtime_ns: int) -> str:
+    """SHA-256 of a file's bytes (memoised per path, size and modification time)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def source_stats(paths: Sequence[str]) -> list[list[Any]]:
-    """``[absolute path, size, mtime_ns]`` of each source (``[path, None]`` when unreadable): the
-    part of a cache key that makes an edited source featurise again."""
+    """``[absolute path, size, sha256 of the bytes]`` of each source (``[path, None]`` when
+    unreadable): the part of a cache key that makes an edited source featurise again. The
+    content, not the modification time, so a fresh copy of the same data (a new checkout of the
+    shared folder) keeps its cache."""
     sources: list[list[Any]] = []
     for source in paths:
         entry: list[Any] = [os.path.abspath(source)]
         try:
             stat = os.stat(source)
-            entry += [stat.st_size, stat.st_mtime_ns]
+            digest = _content_digest(entry[0], stat.st_size, stat.st_mtime_ns)
+            entry += [stat.st_size, digest]
         except OSError:
             entry.append(None)
         sources.append(entry)
@@ -135,8 +149,8 @@ def cache_key(
 ) -> str:
     """SHA-256 over the vocabulary hash, converter, format, limit, citations and the sources.
 
-    Each source contributes its absolute path, size and modification time, so an edited file
-    is parsed again.
+    Each source contributes its absolute path, size and content hash, so an edited file is
+    parsed again.
     """
     sources = source_stats(paths)
     converter = featuriser.converter

@@ -34,6 +34,7 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.data import Data
 
+from mathsearch.encoders.gcn import bucketed_linear
 from mathsearch.encoders.graph_data import EncoderInputError
 from mathsearch.encoders.losses.masking_loss import masked_feature_loss_fn
 from mathsearch.indexer.vocabulary import DEFAULT_SIZES
@@ -147,7 +148,11 @@ class MaskingHeads(nn.Module):
         """Logits for the rows of ``node_states`` (N, hidden) selected by ``mask`` (N,) bool
         (all rows when None)."""
         states = node_states if mask is None else node_states[mask]
-        return MaskLogits(self.tag(states), self.attr(states), self.char(states))
+        return MaskLogits(
+            bucketed_linear(self.tag, states),
+            bucketed_linear(self.attr, states),
+            bucketed_linear(self.char, states),
+        )
 
 
 def masking_loss(logits: MaskLogits, targets: MaskTargets) -> Tensor:

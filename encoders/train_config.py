@@ -75,7 +75,8 @@ class TrainConfig:
     #: infonce: leave the other pairs of the anchor's paper out of its softmax (weak labels).
     infonce_ignore_same_paper: bool = True
     weight_decay: float = 0.0
-    #: bf16 autocast on CUDA (no effect on CPU).
+    #: bf16 autocast of the matrix products (and bf16 node states), on CUDA or on the CPU (fast
+    #: where the CPU has bf16 matrix units: AMX / AVX512-BF16; the weights stay float32).
     amp: bool = False
     #: How the corpus was split (``test_fraction``, ``seed``, ``limit``), so eval can redo it.
     split: dict[str, Any] | None = None

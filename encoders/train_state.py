@@ -55,6 +55,14 @@ __all__ = [
 _EVAL_CHUNK = 512
 
 
+def _cpu_has_bf16() -> bool:
+    """Whether oneDNN has fast bf16 kernels on this CPU (False when torch cannot tell)."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
 def _seed_int(*parts: int) -> int:
     return int(np.random.SeedSequence(list(parts)).generate_state(1, np.uint64)[0] >> 1)
 
@@ -152,6 +160,11 @@ class TrainState:
         self.device = config.resolve_device()
         if config.threads:
             torch.set_num_threads(int(config.threads))
+        if config.amp and self.device.type == "cpu" and not _cpu_has_bf16():
+            logger.warning(
+                "--amp on a CPU without bf16 matrix units (AMX / AVX512-BF16): bf16 products "
+                "are emulated there and usually slower than float32"
+            )
         self.steps_per_epoch = steps_per_epoch
         self.total_steps = config.epochs * steps_per_epoch
         torch.manual_seed(config.seed)
@@ -358,8 +371,8 @@ class TrainState:
         """The network side of one step: forward, losses, backward, optimiser and schedule."""
         step = self.step
         self.model.train()
-        if self.config.amp and self.device.type == "cuda":
-            with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+        if self.config.amp:
+            with torch.autocast(device_type=self.device.type, dtype=torch.bfloat16):
                 loss, similarity, masking = self._losses(prepared)
         else:
             loss, similarity, masking = self._losses(prepared)

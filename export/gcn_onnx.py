@@ -17,7 +17,8 @@ and computes exactly the eval-mode :meth:`GraphCNN.embed_tensors`:
   is fast but, with more than one intra-op thread, loses updates to duplicate indices
   (onnxruntime 1.31: errors up to 2.9 on random data). The blocked cumulative sum is as
   exact as summing 64 float32 numbers and costs about as much as two gathers;
-* mean pooling after the (linear) projection to 64 dimensions, which commutes with it;
+* mean pooling (or the gate-weighted mean of ``pooling="gated"``) after the (linear)
+  projection to 64 dimensions, which commutes with it;
 * batch normalisation and the soft normalisation with their running statistics (eval mode), or
   the L2 normalisation of a ``normalisation="l2"`` model.
 
@@ -174,7 +175,15 @@ class GCNOnnxModule(nn.Module):
         # the mean and the linear projection commute: project the nodes to out_dim first, so
         # the pooling sums 64 columns instead of 512 (same value, an eighth of the work)
         projected = nn.functional.linear(h, model.project.weight)
-        return model.normalise(_mean_pool(projected, batch_index, ptr) + model.project.bias)
+        if model.gate is None:
+            return model.normalise(_mean_pool(projected, batch_index, ptr) + model.project.bias)
+        # the gate-weighted mean commutes with the projection too (the weights sum to one)
+        gate = torch.sigmoid(model.gate(h))
+        counts = ptr[1:] - ptr[:-1]
+        nodes = torch.arange(h.size(0), device=h.device)
+        sums = segment_sum(projected * gate, nodes, batch_index, counts)
+        weights = segment_sum(gate, nodes, batch_index, counts)
+        return model.normalise(sums / weights.clamp_min(1e-12) + model.project.bias)
 
 
 def _example_inputs() -> tuple[Tensor, ...]:

@@ -58,6 +58,7 @@ def add_bench_train(bench_cmds: Any) -> None:
               mathsearch bench train gcn --hidden 512,256,128 --layers 3,2 --loss infonce
               mathsearch bench train gcn --hidden 512 --legacy --json
               mathsearch bench train gcn --device cuda --amp      bf16 autocast on a GPU
+              mathsearch bench train gcn --amp                    bf16 autocast on the CPU
             """),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -79,7 +80,7 @@ def add_bench_train(bench_cmds: Any) -> None:
     )
     gcn.add_argument("--legacy", action="store_true", help="also time the per-graph collate loop")
     gcn.add_argument("--device", default="cpu", help="cpu (default), cuda, auto")
-    gcn.add_argument("--amp", action="store_true", help="bf16 autocast (CUDA only)")
+    gcn.add_argument("--amp", action="store_true", help="bf16 autocast (GPU, or CPU with AMX)")
     gcn.add_argument("--cache-dir", help="featurised-corpus cache (default: none)")
     gcn.add_argument("--json", action="store_true", help="print the reports as JSON")
     seq = kinds.add_parser(

@@ -98,6 +98,12 @@ def add_train(commands: Any) -> None:
         help="output normalisation: the seed's soft one, or l2 (cosine search)",
     )
     gcn.add_argument(
+        "--pooling",
+        choices=("mean", "gated"),
+        default="mean",
+        help="graph readout: the seed's mean over the nodes, or a learned gate-weighted mean",
+    )
+    gcn.add_argument(
         "--time-budget", type=float, metavar="S", help="stop after S seconds of training steps"
     )
     gcn.add_argument("--threads", type=positive_int, help="torch threads (default: all cores)")
@@ -125,6 +131,11 @@ def add_train(commands: Any) -> None:
     gcn.add_argument("--eval-triplets", type=positive_int, default=10_000)
     gcn.add_argument("--checkpoint-every", type=positive_int, default=1000, help="steps (1000)")
     gcn.add_argument("--device", default="auto", help="auto (cuda if available), cpu, cuda:0")
+    gcn.add_argument(
+        "--amp",
+        action="store_true",
+        help="bf16 autocast: on a GPU, or a CPU with bf16 matrix units (AMX / AVX512-BF16)",
+    )
     gcn.add_argument("--vocabulary", help="vocabulary JSON (default: the shipped one)")
     gcn.add_argument("--cache-dir", help="featurised-corpus cache (default OUT/cache)")
     gcn.add_argument("--no-cache", action="store_true", help="always parse the sources again")
@@ -238,6 +249,7 @@ def _model_config(args: argparse.Namespace) -> Any:
         out_dim=args.out_dim,
         batch_norm_before=norms,
         normalisation=args.normalisation,
+        pooling=args.pooling,
     )
 
 
@@ -274,6 +286,7 @@ def _config(args: argparse.Namespace, out: Path, split: dict[str, Any]) -> Any:
         triplet_pool=args.triplet_pool,
         seed=args.seed,
         device=args.device,
+        amp=args.amp,
         checkpoint_dir=str(out),
         checkpoint_every=args.checkpoint_every,
         eval_every=args.eval_every,

@@ -50,6 +50,17 @@ def test_cli_json_for_two_widths_and_infonce(capsys: pytest.CaptureFixture[str])
     assert all(r["graphs_per_step"] == 8 for r in reports)  # pairs: 2 graphs per item
 
 
+def test_cli_amp_runs_bf16_on_the_cpu_with_masking(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        ["bench", "train", "gcn", str(SAMPLE), "--format", "hepth", "--hidden", "16",
+         "--layers", "3", "--batch-size", "4", "--steps", "2", "--amp", "--json"]
+    )  # fmt: skip
+    assert code == 0
+    (report,) = json.loads(capsys.readouterr().out)
+    assert report["amp"] is True and report["device"] == "cpu" and report["masking"] is True
+    assert report["loop"]["items_per_s"] > 0 and report["network"]["items_per_s"] > 0
+
+
 def test_cli_refuses_a_bad_width_list(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["bench", "train", "gcn", "--hidden", "0,x"])

@@ -3,6 +3,7 @@ files."""
 
 from __future__ import annotations
 
+import os
 import textwrap
 from collections.abc import Sequence
 from functools import lru_cache
@@ -199,8 +200,20 @@ def test_cache_key_follows_vocabulary_converter_and_sources(tmp_path: Path) -> N
     assert key != cache_key([str(source)], "hepth", 5, featuriser)
     assert key != cache_key([str(source)], "tex", None, featuriser)
     assert key != cache_key([str(source)], "hepth", None, Featuriser(strict=True))
+    source.write_text("y", encoding="utf-8")  # same size, other bytes
+    assert key != cache_key([str(source)], "hepth", None, featuriser)
     source.write_text("longer", encoding="utf-8")
     assert key != cache_key([str(source)], "hepth", None, featuriser)
+
+
+def test_a_fresh_copy_of_the_same_sources_keeps_its_cache_key(tmp_path: Path) -> None:
+    """The key follows the bytes, not the modification time (a new copy of the shared data)."""
+    source = tmp_path / "a.txt"
+    source.write_text("x", encoding="utf-8")
+    featuriser = Featuriser()
+    key = cache_key([str(source)], "hepth", None, featuriser)
+    os.utime(source, ns=(1, 1))
+    assert key == cache_key([str(source)], "hepth", None, featuriser)
 
 
 def test_failures_only_make_an_empty_corpus() -> None:

@@ -15,6 +15,7 @@ from mathsearch.encoders.gcn import (
     GraphCNN,
     SoftNormalisation,
     SumGraphConv,
+    gated_mean_pool,
     mean_pool,
     norm_stats,
     sinusoid_table,
@@ -126,6 +127,32 @@ def test_mean_pool_by_hand() -> None:
     h = torch.tensor([[1.0, 2.0], [3.0, 4.0], [10.0, 0.0]])
     pooled = mean_pool(h, torch.tensor([0, 0, 1]), torch.tensor([0, 2, 3]))
     assert pooled.tolist() == [[2.0, 3.0], [10.0, 0.0]]
+
+
+def test_gated_mean_pool_by_hand_and_a_constant_gate_is_the_mean() -> None:
+    h = torch.tensor([[1.0, 2.0], [3.0, 4.0], [10.0, 0.0]])
+    index, ptr = torch.tensor([0, 0, 1]), torch.tensor([0, 2, 3])
+    gate = torch.tensor([[1.0], [3.0], [0.5]])
+    pooled = gated_mean_pool(h, gate, index, ptr)
+    assert torch.allclose(pooled, torch.tensor([[2.5, 3.5], [10.0, 0.0]]))
+    constant = gated_mean_pool(h, torch.full((3, 1), 0.3), index, ptr)
+    assert torch.allclose(constant, mean_pool(h, index, ptr))
+
+
+def test_a_gated_model_starts_as_the_mean_and_its_gate_learns() -> None:
+    mean = _model(hidden=16, layers=2, batch_norm_before=(0,), normalisation="l2")
+    gated = _model(hidden=16, layers=2, batch_norm_before=(0,), normalisation="l2", pooling="gated")
+    gated.load_state_dict(mean.state_dict(), strict=False)  # the same graph layers
+    batch = collate(_sample_graphs()[:12])
+    mean.eval(), gated.eval()
+    with torch.no_grad():  # zero gate weights: every node weighs the same
+        assert torch.allclose(gated(batch), mean(batch), atol=1e-6)
+    gated.train()
+    gated(batch).pow(3).sum().backward()
+    assert gated.gate is not None and gated.gate.weight.grad is not None
+    assert gated.gate.weight.grad.abs().sum() > 0
+    with pytest.raises(GCNConfigError, match="pooling"):
+        GCNConfig(pooling="max")
 
 
 def test_shapes_on_a_real_batch() -> None:

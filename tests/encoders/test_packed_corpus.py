@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 from mathsearch.encoders.corpus import CorpusError, EquationCorpus
 from mathsearch.encoders.gcn import GCNConfig, GraphCNN, tree_adjacency
@@ -56,11 +57,16 @@ def test_save_and_memory_mapped_load(tmp_path: Path) -> None:
         packed.batch(np.array([], dtype=np.int64))
 
 
-@pytest.mark.parametrize("normalisation", ["soft", "l2"])
-def test_the_id_path_equals_the_one_hot_path(normalisation: str) -> None:
+@pytest.mark.parametrize(
+    ("normalisation", "pooling"), [("soft", "mean"), ("l2", "mean"), ("l2", "gated")]
+)
+def test_the_id_path_equals_the_one_hot_path(normalisation: str, pooling: str) -> None:
     corpus = _corpus()
     torch.manual_seed(0)
-    model = GraphCNN(GCNConfig(hidden=32, normalisation=normalisation)).eval()
+    model = GraphCNN(GCNConfig(hidden=32, normalisation=normalisation, pooling=pooling))
+    if model.gate is not None:
+        nn.init.normal_(model.gate.weight)  # a gate that weighs nodes differently
+    model.eval()
     batch = PackedCorpus.from_corpus(corpus).batch(np.arange(40))
     n = batch.x_tag.numel()
     ids = (batch.x_tag, batch.x_attr, batch.x_char, batch.pos, batch.edge_index)
@@ -72,3 +78,22 @@ def test_the_id_path_equals_the_one_hot_path(normalisation: str) -> None:
             assert torch.allclose(states, want_states, atol=1e-4)
     if normalisation == "l2":
         assert torch.allclose(want.norm(dim=1), torch.ones(40), atol=1e-5)
+
+
+def test_bf16_autocast_on_the_cpu_stays_close_to_float32() -> None:
+    """``--amp`` on a CPU: bf16 products and node states, float32 pooling and embeddings."""
+    corpus = _corpus()
+    torch.manual_seed(0)
+    model = GraphCNN(GCNConfig(hidden=64, layers=2, batch_norm_before=(0,), normalisation="l2"))
+    model.eval()
+    batch = PackedCorpus.from_corpus(corpus).batch(np.arange(40))
+    adjacency = tree_adjacency(batch.edge_index, batch.x_tag.numel()).coalesce()
+    ids = (batch.x_tag, batch.x_attr, batch.x_char, batch.pos, batch.edge_index)
+    with torch.no_grad():
+        want, _ = model.forward_ids(*ids, batch.batch, batch.ptr, adjacency)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            got, states = model.forward_ids(*ids, batch.batch, batch.ptr, adjacency)
+    assert states.dtype == torch.bfloat16  # the states stayed bf16 between the layers
+    assert got.dtype == torch.float32
+    cosine = torch.nn.functional.cosine_similarity(got, want, dim=1)
+    assert cosine.min() > 0.99

@@ -130,6 +130,22 @@ def test_infonce_loss_falls_and_l2_model_beats_the_untrained_one() -> None:
     assert torch.allclose(norms, torch.ones_like(norms), atol=1e-5)
 
 
+def test_bf16_autocast_on_the_cpu_trains_a_gated_model() -> None:
+    """``train gcn --amp --pooling gated`` on a CPU: the loss falls, the ranking beats the start."""
+    train_corpus, test_corpus = _split()
+    model = GCNConfig(hidden=32, normalisation="l2", pooling="gated")
+    config = _small(
+        loss="infonce", steps_per_epoch=80, batch_size=16, model=model, use_masking=False, amp=True
+    )
+    result = train(config, train_corpus, test_corpus)
+    similarity = np.array([x["similarity"] for x in result.losses])
+    assert similarity[-20:].mean() < 0.8 * similarity[:10].mean()
+    first, last = result.evaluations[0], result.evaluations[-1]
+    assert last["ranking_score"] > first["ranking_score"] + 0.05
+    assert result.model.gate is not None
+    assert result.model.gate.weight.abs().sum() > 0  # the gate moved from its zero start
+
+
 def test_packed_and_collated_batches_train_the_same() -> None:
     train_corpus, _ = _split()
     packed = train(_small(use_augmentation=True), train_corpus)
