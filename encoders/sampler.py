@@ -146,6 +146,8 @@ class TripletSampler:
         self._cite_list = np.array([q for n in neighbours for q in n], dtype=np.int64)
         #: papers anchors are drawn from: at least two equations
         self.anchor_papers = np.flatnonzero(self._paper_size >= 2)
+        #: :meth:`restrict_anchors`: the subset anchors come from for now (None: all)
+        self._anchor_subset: np.ndarray | None = None
 
         feasible = np.array(
             [
@@ -177,6 +179,19 @@ class TripletSampler:
     def set_state(self, state: dict) -> None:
         self.rng.bit_generator.state = state
 
+    def restrict_anchors(self, papers: np.ndarray | None) -> int:
+        """Draw anchors only from ``papers`` (those with two or more equations) until called
+        again; None lifts the restriction. Returns how many anchor papers that leaves (0: the
+        restriction is not applied). Positives and negatives are drawn as before."""
+        if papers is None:
+            self._anchor_subset = None
+            return int(self.anchor_papers.size)
+        subset = np.unique(np.asarray(papers, dtype=np.int64))
+        subset = subset[(subset >= 0) & (subset < self.corpus.num_papers)]
+        subset = subset[self._paper_size[subset] >= 2]
+        self._anchor_subset = subset if subset.size else None
+        return int(subset.size)
+
     # -- sampling ---------------------------------------------------------------------------
 
     def _uniform_index(self, sizes: np.ndarray) -> np.ndarray:
@@ -205,7 +220,8 @@ class TripletSampler:
     def _round(self, m: int) -> TripletArrays:
         """``m`` candidate anchors; returns the ones that found a positive (no negatives yet)."""
         corpus = self.corpus
-        papers = self.anchor_papers[self.rng.integers(0, self.anchor_papers.size, m)]
+        pool = self.anchor_papers if self._anchor_subset is None else self._anchor_subset
+        papers = pool[self.rng.integers(0, pool.size, m)]
         anchors = self._equation_of(papers)
         kinds = self.rng.choice(len(KINDS), size=m, p=self.mixture)
         positives = np.full(m, -1, dtype=np.int64)

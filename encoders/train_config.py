@@ -75,6 +75,12 @@ class TrainConfig:
     #: infonce: leave the other pairs of the anchor's paper out of its softmax (weak labels).
     infonce_ignore_same_paper: bool = True
     weight_decay: float = 0.0
+    #: Hard in-batch negatives (beyond the seeds): each step draws its anchors from this many
+    #: groups of papers with similar notation (:mod:`~mathsearch.encoders.notation_groups`);
+    #: 0: uniform anchor papers, the seed's sampler.
+    hard_batches: int = 0
+    #: How many notation groups the papers are clustered into for ``hard_batches``.
+    notation_groups: int = 512
     #: bf16 autocast of the matrix products (and bf16 node states), on CUDA or on the CPU (fast
     #: where the CPU has bf16 matrix units: AMX / AVX512-BF16; the weights stay float32).
     amp: bool = False
@@ -96,6 +102,11 @@ class TrainConfig:
             value = getattr(self, name)
             if value is not None and int(value) < 1:
                 raise TrainingError(f"{name} must be >= 1 or None, not {value}")
+        if int(self.hard_batches) < 0 or int(self.notation_groups) < 1:
+            raise TrainingError(
+                f"hard_batches must be >= 0 and notation_groups >= 1, not "
+                f"{self.hard_batches} and {self.notation_groups}"
+            )
         if self.time_budget is not None and not self.time_budget > 0:
             raise TrainingError(f"time_budget must be > 0 seconds, not {self.time_budget}")
         if self.threads is not None and int(self.threads) < 1:

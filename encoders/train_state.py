@@ -37,6 +37,7 @@ from mathsearch.encoders.losses import (
     same_group_mask,
 )
 from mathsearch.encoders.masking import MaskingHeads, mask_nodes
+from mathsearch.encoders.notation_groups import notation_groups
 from mathsearch.encoders.packed_corpus import PackedCorpus
 from mathsearch.encoders.sampler import TripletArrays, TripletSampler
 from mathsearch.encoders.train_config import TrainConfig, TrainingError
@@ -79,10 +80,29 @@ class TripletBatches:
         if config.triplet_pool:
             self.pool = self.sampler.sample_arrays(config.triplet_pool)
             logger.info("triplet pool: %s", self.pool.kind_counts())
+        #: papers of each notation group (``hard_batches``), as one array per group
+        self.group_papers: list[np.ndarray] = []
+        if config.hard_batches:
+            self.group_papers = _notation_group_papers(corpus, config)
+
+    def _restrict(self, step: int) -> None:
+        """Anchors of step ``step`` from ``hard_batches`` notation groups drawn at random."""
+        rng = np.random.default_rng([self.config.seed, 5, step])
+        order = rng.permutation(len(self.group_papers))
+        chosen: list[np.ndarray] = []
+        for group in order:
+            chosen.append(self.group_papers[group])
+            if len(chosen) >= self.config.hard_batches and (
+                self.sampler.restrict_anchors(np.concatenate(chosen)) > 0
+            ):
+                return
+        self.sampler.restrict_anchors(None)
 
     def __call__(self, step: int) -> TripletArrays:
         size = self.config.batch_size
         if self.pool is None:
+            if self.group_papers:
+                self._restrict(step)
             self.sampler.reseed([self.config.seed, 1, step])
             return self.sampler.sample_arrays(size)
         epoch, index = divmod(step, self.steps_per_epoch)
@@ -94,6 +114,17 @@ class TripletBatches:
         return TripletArrays(
             pool.anchors[take], pool.positives[take], pool.negatives[take], pool.kinds[take]
         )
+
+
+def _notation_group_papers(corpus: EquationCorpus, config: TrainConfig) -> list[np.ndarray]:
+    packed = PackedCorpus.from_corpus(corpus)
+    n_groups = min(int(config.notation_groups), corpus.num_papers)
+    groups = notation_groups(
+        packed.char, packed.offsets, corpus.eq_paper, corpus.num_papers, n_groups, config.seed
+    )
+    order = np.argsort(groups, kind="stable")
+    bounds = np.searchsorted(groups[order], np.arange(n_groups + 1))
+    return [order[bounds[g] : bounds[g + 1]] for g in range(n_groups) if bounds[g + 1] > bounds[g]]
 
 
 def similarity_loss(config: TrainConfig) -> nn.Module:

@@ -114,6 +114,20 @@ def add_train(commands: Any) -> None:
         help="both tasks from the masked graphs in one forward pass (cheaper)",
     )
     gcn.add_argument("--no-masking", action="store_true", help="no masking task")
+    gcn.add_argument(
+        "--hard-batches",
+        type=int,
+        default=0,
+        metavar="G",
+        help="draw each step's anchors from G groups of papers with similar notation (hard "
+        "in-batch negatives for infonce; 0: uniform papers, the seed's)",
+    )
+    gcn.add_argument(
+        "--notation-groups",
+        type=positive_int,
+        default=512,
+        help="groups the papers are clustered into for --hard-batches (512)",
+    )
     gcn.add_argument("--no-augmentation", action="store_true", help="no identifier permutation")
     gcn.add_argument(
         "--triplet-pool", type=positive_int, help="sample this many triplets once (seed style)"
@@ -296,6 +310,8 @@ def _config(args: argparse.Namespace, out: Path, split: dict[str, Any]) -> Any:
         time_budget=args.time_budget,
         threads=args.threads,
         weight_decay=args.weight_decay,
+        hard_batches=args.hard_batches,
+        notation_groups=args.notation_groups,
         shared_masking_pass=args.shared_masking_pass,
         model=_model_config(args),
     )

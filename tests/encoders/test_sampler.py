@@ -206,3 +206,18 @@ def test_impossible_settings_raise_sampler_error() -> None:
     with pytest.raises(SamplerError):
         TripletSampler(corpus).sample(-1)
     assert TripletSampler(corpus).sample(0) == []
+
+
+def test_restricted_anchors_come_only_from_the_given_papers() -> None:
+    corpus = _corpus(LAYOUT, CITATIONS)
+    sampler = TripletSampler(corpus, seed=0)
+    index = {p: i for i, p in enumerate(corpus.paper_ids)}
+    # p5 has one equation: it cannot be an anchor, so one paper is left
+    assert sampler.restrict_anchors(np.array([index["p2"], index["p5"]])) == 1
+    triplets = sampler.sample_arrays(300)
+    assert set(corpus.eq_paper[triplets.anchors].tolist()) == {index["p2"]}
+    assert set(corpus.eq_paper[triplets.negatives].tolist()) != {index["p2"]}  # not restricted
+    assert sampler.restrict_anchors(np.array([index["p5"]])) == 0  # nothing left: unrestricted
+    anchors = sampler.sample_arrays(300).anchors
+    assert len(set(corpus.eq_paper[anchors].tolist())) == 5
+    assert sampler.restrict_anchors(None) == 5

@@ -146,6 +146,29 @@ def test_bf16_autocast_on_the_cpu_trains_a_gated_model() -> None:
     assert result.model.gate.weight.abs().sum() > 0  # the gate moved from its zero start
 
 
+def test_hard_batches_draw_each_steps_anchors_from_few_notation_groups() -> None:
+    from mathsearch.encoders.train_state import TripletBatches
+
+    train_corpus, test_corpus = _split()
+    config = _small(
+        loss="infonce", use_masking=False, hard_batches=1, notation_groups=3, batch_size=16
+    )
+    batches = TripletBatches(train_corpus, config, 4)
+    groups = batches.group_papers
+    assert sorted(int(p) for g in groups for p in g) == list(range(train_corpus.num_papers))
+    for step in range(6):
+        papers = set(train_corpus.eq_paper[batches(step).anchors].tolist())
+        assert any(papers <= set(g.tolist()) for g in groups)  # one group per step
+    model = GCNConfig(hidden=32, normalisation="l2")
+    result = train(replace(config, steps_per_epoch=60, model=model), train_corpus, test_corpus)
+    similarity = np.array([x["similarity"] for x in result.losses])
+    assert np.isfinite(similarity).all()
+    first, last = result.evaluations[0], result.evaluations[-1]
+    assert last["ranking_score"] > first["ranking_score"]
+    with pytest.raises(TrainingError, match="hard_batches"):
+        _small(hard_batches=-1)
+
+
 def test_packed_and_collated_batches_train_the_same() -> None:
     train_corpus, _ = _split()
     packed = train(_small(use_augmentation=True), train_corpus)
