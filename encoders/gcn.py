@@ -434,9 +434,11 @@ class GraphCNN(nn.Module):
         return self.normalise(self.project(self.pool(states, batch_index, ptr)))
 
     def pool(self, states: Tensor, batch_index: Tensor, ptr: Tensor) -> Tensor:
-        """(B, hidden) graph vectors: :func:`mean_pool`, or :func:`gated_mean_pool` (``gated``)."""
+        """(B, hidden) float32 graph vectors: :func:`mean_pool`, or :func:`gated_mean_pool`
+        (``gated``); bf16 states (``--amp``) are pooled in float32 (bf16 sums of ~100 rows lose
+        digits)."""
         if self.gate is None:
-            return mean_pool(states, batch_index, ptr)
+            return mean_pool(states.float(), batch_index, ptr)
         gate = torch.sigmoid(bucketed_linear(self.gate, states).float())
         return gated_mean_pool(states.float(), gate, batch_index, ptr)
 
@@ -492,9 +494,8 @@ class GraphCNN(nn.Module):
         h = torch.relu(aggregate(first.to(dtype), edge_index, adjacency) + bias)
         for norm, conv in zip(self.norms, self.convs, strict=True):
             h = conv(norm(h), edge_index, adjacency=adjacency)
-        # pooling and the normalised embeddings in float32 (bf16 sums of ~100 rows lose digits)
-        pooled = self.pool(h, batch_index, ptr).float()
-        embeddings = self.normalise(self.project(pooled).float())
+        # the projection's output back to float32 for the normalisation and the losses
+        embeddings = self.normalise(self.project(self.pool(h, batch_index, ptr)).float())
         return embeddings, h
 
     # -- torch-geometric interface ----------------------------------------------------------

@@ -71,7 +71,15 @@ def _seed_int(*parts: int) -> int:
 class TripletBatches:
     """The triplets of step ``t``: fresh draws seeded with (seed, t), or a shuffled pool."""
 
-    def __init__(self, corpus: EquationCorpus, config: TrainConfig, steps_per_epoch: int) -> None:
+    def __init__(
+        self,
+        corpus: EquationCorpus,
+        config: TrainConfig,
+        steps_per_epoch: int,
+        packed: PackedCorpus | None = None,
+    ) -> None:
+        """``packed``: the run's packed corpus, if it has one (``hard_batches`` reads its
+        character column instead of packing the corpus again)."""
         self.config = config
         self.steps_per_epoch = steps_per_epoch
         self.sampler = TripletSampler(corpus, config.mixture, [config.seed, 0])
@@ -83,7 +91,7 @@ class TripletBatches:
         #: papers of each notation group (``hard_batches``), as one array per group
         self.group_papers: list[np.ndarray] = []
         if config.hard_batches:
-            self.group_papers = _notation_group_papers(corpus, config)
+            self.group_papers = _notation_group_papers(corpus, config, packed)
 
     def _restrict(self, step: int) -> None:
         """Anchors of step ``step`` from ``hard_batches`` notation groups drawn at random."""
@@ -116,8 +124,10 @@ class TripletBatches:
         )
 
 
-def _notation_group_papers(corpus: EquationCorpus, config: TrainConfig) -> list[np.ndarray]:
-    packed = PackedCorpus.from_corpus(corpus)
+def _notation_group_papers(
+    corpus: EquationCorpus, config: TrainConfig, packed: PackedCorpus | None
+) -> list[np.ndarray]:
+    packed = packed if packed is not None else PackedCorpus.from_corpus(corpus)
     n_groups = min(int(config.notation_groups), corpus.num_papers)
     groups = notation_groups(
         packed.char, packed.offsets, corpus.eq_paper, corpus.num_papers, n_groups, config.seed
@@ -355,7 +365,7 @@ class TrainState:
         if config.loss == "infonce" and config.infonce_ignore_same_paper:
             ignore = same_group_mask(torch.from_numpy(self.corpus.eq_paper[triplets.anchors]))
         adjacency = None
-        if self.packed is not None:
+        if self.packed is not None and not config.amp:  # autocast sums row-wise (gcn.aggregate)
             adjacency = tree_adjacency(batch.edge_index, int(batch.x_tag.numel())).coalesce()
         return PreparedBatch(batch, masked, mask, targets, ignore, adjacency)
 

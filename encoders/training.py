@@ -125,7 +125,7 @@ def train(
         1, math.ceil((config.triplet_pool or len(corpus_train)) / config.batch_size)
     )
     run = TrainState(config, corpus_train, vocabulary, steps_per_epoch)
-    batches = TripletBatches(corpus_train, config, steps_per_epoch)
+    batches = TripletBatches(corpus_train, config, steps_per_epoch, run.packed)
     if corpus_test is not None and len(corpus_test):
         try:
             triplets = holdout_triplets(corpus_test, config.eval_triplets, [config.seed, 5])

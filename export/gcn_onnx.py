@@ -117,10 +117,14 @@ def _aggregate(h: Tensor, edge_index: Tensor) -> Tensor:
     return h + segment_sum(h, edge_index[0], target, counts)
 
 
-def _mean_pool(h: Tensor, batch_index: Tensor, ptr: Tensor) -> Tensor:
-    """Mean of each graph's node rows, as :func:`mathsearch.encoders.gcn.mean_pool`."""
+def _mean_pool(h: Tensor, batch_index: Tensor, ptr: Tensor, gate: Tensor | None = None) -> Tensor:
+    """Mean of each graph's node rows, as :func:`mathsearch.encoders.gcn.mean_pool`; with a
+    ``gate`` (N, 1) the gate-weighted mean of :func:`~mathsearch.encoders.gcn.gated_mean_pool`."""
     counts = ptr[1:] - ptr[:-1]
     nodes = torch.arange(h.size(0), device=h.device)
+    if gate is not None:
+        sums = segment_sum(h * gate, nodes, batch_index, counts)
+        return sums / segment_sum(gate, nodes, batch_index, counts).clamp_min(1e-12)
     sums = segment_sum(h, nodes, batch_index, counts)
     return sums / counts.clamp_min(1).to(h.dtype).unsqueeze(1)
 
@@ -175,15 +179,10 @@ class GCNOnnxModule(nn.Module):
         # the mean and the linear projection commute: project the nodes to out_dim first, so
         # the pooling sums 64 columns instead of 512 (same value, an eighth of the work)
         projected = nn.functional.linear(h, model.project.weight)
-        if model.gate is None:
-            return model.normalise(_mean_pool(projected, batch_index, ptr) + model.project.bias)
-        # the gate-weighted mean commutes with the projection too (the weights sum to one)
-        gate = torch.sigmoid(model.gate(h))
-        counts = ptr[1:] - ptr[:-1]
-        nodes = torch.arange(h.size(0), device=h.device)
-        sums = segment_sum(projected * gate, nodes, batch_index, counts)
-        weights = segment_sum(gate, nodes, batch_index, counts)
-        return model.normalise(sums / weights.clamp_min(1e-12) + model.project.bias)
+        # so does the gate-weighted mean (its weights sum to one)
+        gate = torch.sigmoid(model.gate(h)) if model.gate is not None else None
+        pooled = _mean_pool(projected, batch_index, ptr, gate)
+        return model.normalise(pooled + model.project.bias)
 
 
 def _example_inputs() -> tuple[Tensor, ...]:
