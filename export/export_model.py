@@ -128,11 +128,14 @@ def _description(config: Any, training: dict[str, Any]) -> str:
     permutation = used.get("use_augmentation", True)
     norm = "L2 normalisation (cosine)" if config.normalisation == "l2" else "soft normalisation"
     pooling = "gated mean pooling" if config.pooling == "gated" else "mean pooling"
+    sources = training.get("sources")
+    trained_on = f"; trained on {' + '.join(sorted(sources))}" if isinstance(sources, dict) else ""
     return (
         f"Graph CNN over Presentation MathML (KDD 2020 seed, section 4): {config.layers} x "
         f"{config.hidden} sum graph convolutions, {pooling}, {config.out_dim}-d, {norm}; "
         f"{loss} loss{' + masking task' if masking else ''}, "
-        f"{'identifier permutation' if permutation else 'no identifier permutation'}."
+        f"{'identifier permutation' if permutation else 'no identifier permutation'}"
+        f"{trained_on}."
     )
 
 

@@ -65,6 +65,11 @@ def add_train(commands: Any) -> None:
               mathsearch train gcn --shared-data ../shared/data --out runs/gcn-v2 --loss infonce \\
                   --hidden 256 --layers 2 --batch-size 256 --lr 2e-3 --normalisation l2 \\
                   --time-budget 3600 --epochs 1000      every shared equation, one CPU hour
+              mathsearch train gcn --shared-data ../shared/data \\
+                  --shared-sources hepth2003,documents --out runs/gcn-v4 --loss infonce \\
+                  --out-dim 128 --hidden 128 --layers 2 \\
+                  --batch-size 256 --lr 2e-3 --no-masking --no-augmentation --normalisation l2 \\
+                  --time-budget 300 --epochs 1000 --amp   gcn-v4: the 2003 papers, 5 CPU minutes
             """),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -74,6 +79,13 @@ def add_train(commands: Any) -> None:
         metavar="DIR",
         help="train on every equation of the shared data folder instead of SRC (hepth2003, "
         "hepth2003-documents, hep_array; the hepth2003 held-out papers dropped everywhere)",
+    )
+    gcn.add_argument(
+        "--shared-sources",
+        metavar="NAMES",
+        default="hepth2003,documents,hep_array",
+        help="with --shared-data: which sources to train on, comma-separated (default all three: "
+        "hepth2003,documents,hep_array; hep_array is 87k array environments of 9.6k older papers)",
     )
     gcn.add_argument("--format", choices=FORMATS, help="source format (default: from the name)")
     gcn.add_argument("--out", required=True, help="output folder (checkpoints, train.json)")
@@ -267,6 +279,16 @@ def _model_config(args: argparse.Namespace) -> Any:
     )
 
 
+def _source_names(text: str) -> tuple[str, ...]:
+    """``"hepth2003,documents"`` -> ``("hepth2003", "documents")``; refuses an empty list."""
+    from mathsearch.encoders.train_config import TrainingError
+
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    if not names:
+        raise TrainingError("--shared-sources names no source")
+    return names
+
+
 def _shared_corpus(args: argparse.Namespace, out: Path, vocabulary: Any) -> tuple[Any, ...]:
     """``(train, held_out, split, data)`` of ``--shared-data``
     (:mod:`mathsearch.encoders.shared_corpus`)."""
@@ -280,7 +302,7 @@ def _shared_corpus(args: argparse.Namespace, out: Path, vocabulary: Any) -> tupl
     cache = Path(args.cache_dir) if args.cache_dir else out / "cache"
     with Featuriser(vocabulary) as featuriser:
         corpus_train, corpus_test, data = shared_training_corpus(
-            args.shared_data, featuriser, cache
+            args.shared_data, featuriser, cache, sources=_source_names(args.shared_sources)
         )
     split = {**HELD_OUT_SPLIT, "method": "shared-data", "validation": VALIDATION_SPLIT}
     return corpus_train, corpus_test, split, {"shared": data}

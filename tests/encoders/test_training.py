@@ -363,6 +363,31 @@ def test_cli_fails_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "\n" not in err
 
 
+def test_cli_shared_sources_refuses_an_unknown_source(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["train", "gcn", "--shared-data", str(tmp_path), "--out", str(tmp_path / "run")]
+    assert _cli([*argv, "--shared-sources", "hepth2003,arrays", "--no-progress"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "unknown shared source(s) ['arrays']" in err
+    assert "known: hepth2003, documents, hep_array" in err
+    assert _cli([*argv, "--shared-sources", " , ", "--no-progress"]) == 1
+    assert "names no source" in capsys.readouterr().err
+
+
+def test_shared_corpus_reads_only_the_sources_asked_for(tmp_path: Path) -> None:
+    from mathsearch.encoders.corpus import CorpusError
+    from mathsearch.encoders.shared_corpus import shared_sources
+
+    (tmp_path / "hepth2003").mkdir()
+    for name in ("equation.txt", "eqnarray.txt"):
+        (tmp_path / "hepth2003" / name).write_text("")
+    paths = shared_sources(tmp_path, ("hepth2003",))  # no documents, no hep_array: fine
+    assert paths["hepth2003"][1] == "hepth"
+    with pytest.raises(CorpusError, match="hep_array"):
+        shared_sources(tmp_path, ("hepth2003", "hep_array"))
+
+
 def test_cli_module_does_not_import_torch() -> None:
     code = "import sys, mathsearch.cli.train; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -191,3 +191,7 @@ def test_the_card_description_says_what_the_training_used() -> None:
     )
     gated = replace(config, pooling="gated")
     assert "sum graph convolutions, gated mean pooling, 128-d" in _description(gated, plain)
+    shared = {**plain, "sources": {"hepth2003": ["a"], "documents": ["b"]}}
+    assert _description(config, shared).endswith(
+        "no identifier permutation; trained on documents + hepth2003."
+    )
