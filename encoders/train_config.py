@@ -84,6 +84,9 @@ class TrainConfig:
     #: bf16 autocast of the matrix products (and bf16 node states), on CUDA or on the CPU (fast
     #: where the CPU has bf16 matrix units: AMX / AVX512-BF16; the weights stay float32).
     amp: bool = False
+    #: A checkpoint whose model weights (and infonce scale) the run starts from instead of a
+    #: random initialisation (fine-tuning; its optimiser, schedule and step are not taken).
+    init_from: str | None = None
     #: How the corpus was split (``test_fraction``, ``seed``, ``limit``), so eval can redo it.
     split: dict[str, Any] | None = None
     model: GCNConfig = field(default_factory=GCNConfig)

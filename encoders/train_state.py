@@ -27,7 +27,7 @@ from mathsearch.encoders.checkpoints import (
     set_rng_states,
 )
 from mathsearch.encoders.corpus import EquationCorpus
-from mathsearch.encoders.gcn import GraphCNN, tree_adjacency
+from mathsearch.encoders.gcn import GCNConfig, GraphCNN, tree_adjacency
 from mathsearch.encoders.graph_data import collate
 from mathsearch.encoders.losses import (
     HistogramLoss,
@@ -302,6 +302,32 @@ class TrainState:
             "history": {"evaluations": self.evaluations, "epochs": self.epochs},
         }
 
+    def initialise_from(self, path: str | Path) -> None:
+        """Start from the model weights of another run's checkpoint (fine-tuning).
+
+        Only the network (and the infonce scale, when both runs learn one) is taken; the
+        optimiser, schedule, step and history start fresh, as in a new run.
+
+        Raises:
+            CheckpointError: another vocabulary or model configuration, or a bad file.
+        """
+        data = load_checkpoint(path, self.device)
+        if data["vocab_hash"] != self.corpus.vocab_hash:
+            raise CheckpointError(
+                f"{path} was trained on vocabulary {data['vocab_hash'][:12]}, the corpus uses "
+                f"{self.corpus.vocab_hash[:12]}"
+            )
+        # from_dict first: a checkpoint older than a config field holds that field's default
+        if GCNConfig.from_dict(data["model_config"]).to_dict() != self.config.model.to_dict():
+            raise CheckpointError(f"{path} holds another model configuration")
+        self.model.load_state_dict(data["model"])
+        if (
+            data.get("similarity")
+            and self.similarity.state_dict().keys() == data["similarity"].keys()
+        ):
+            self.similarity.load_state_dict(data["similarity"])
+        logger.info("initialised from %s (its step %d)", path, int(data["step"]))
+
     def restore(self, path: str | Path) -> None:
         data = load_checkpoint(path, self.device)
         if data["vocab_hash"] != self.corpus.vocab_hash:
@@ -309,7 +335,8 @@ class TrainState:
                 f"{path} was trained on vocabulary {data['vocab_hash'][:12]}, the corpus uses "
                 f"{self.corpus.vocab_hash[:12]}"
             )
-        if data["model_config"] != self.config.model.to_dict():
+        # from_dict first: a checkpoint older than a config field holds that field's default
+        if GCNConfig.from_dict(data["model_config"]).to_dict() != self.config.model.to_dict():
             raise CheckpointError(f"{path} holds another model configuration")
         if (data["heads"] is None) != (self.heads is None):
             raise CheckpointError(f"{path}: masking was {'off' if data['heads'] is None else 'on'}")

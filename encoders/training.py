@@ -136,7 +136,9 @@ def train(
     if resume is not None:
         run.restore(resume)
     else:
-        run.evaluate()  # the untrained model, for comparison
+        if config.init_from:
+            run.initialise_from(config.init_from)
+        run.evaluate()  # the untrained (or the initial) model, for comparison
     logger.info(
         "training on %r: %d epochs x %d steps of %d triplets on %s (loss %s, masking %s, "
         "augmentation %s)",

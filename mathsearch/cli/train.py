@@ -145,6 +145,12 @@ def add_train(commands: Any) -> None:
         "--triplet-pool", type=positive_int, help="sample this many triplets once (seed style)"
     )
     gcn.add_argument("--resume", metavar="CKPT", help="continue from this checkpoint")
+    gcn.add_argument(
+        "--init",
+        metavar="CKPT",
+        help="start from this checkpoint's model weights (fine-tuning: a fresh optimiser, "
+        "schedule and step count; same network and vocabulary)",
+    )
     gcn.add_argument("--seed", type=int, default=0, help="seed of everything random (0)")
     gcn.add_argument("--limit", type=positive_int, help="use at most N equations")
     gcn.add_argument(
@@ -230,6 +236,11 @@ def _train_gcn(args: argparse.Namespace) -> dict[str, Any]:
     vocabulary = Vocabulary.load(args.vocabulary) if args.vocabulary else default_vocabulary()
     if bool(args.shared_data) == bool(args.sources):
         raise TrainingError("give either SRC... or --shared-data DIR")
+    if args.init and args.resume:
+        raise TrainingError(
+            "--init starts a new run from a checkpoint's weights, --resume "
+            "continues one: give one of them"
+        )
     if args.shared_data:
         corpus_train, corpus_test, split, data = _shared_corpus(args, out, vocabulary)
     else:
@@ -335,5 +346,6 @@ def _config(args: argparse.Namespace, out: Path, split: dict[str, Any]) -> Any:
         hard_batches=args.hard_batches,
         notation_groups=args.notation_groups,
         shared_masking_pass=args.shared_masking_pass,
+        init_from=args.init,
         model=_model_config(args),
     )

@@ -87,3 +87,16 @@ def test_cached_second_run_and_missing_source(data: Path, tmp_path: Path) -> Non
             shared_training_corpus(tmp_path / "nowhere", featuriser, tmp_path)
         with pytest.raises(CorpusError, match="unknown shared source"):
             shared_training_corpus(data, featuriser, tmp_path, sources=("arxiv",))
+
+
+def test_sources_pick_the_parts_and_keep_the_held_out_rule(data: Path, tmp_path: Path) -> None:
+    with Featuriser() as featuriser:
+        every, _, _ = shared_training_corpus(data, featuriser, tmp_path)
+        train, test, description = shared_training_corpus(
+            data, featuriser, tmp_path, sources=("hepth2003", "documents")
+        )
+    assert set(description["parts"]) == {"hepth2003", "documents"}
+    assert "0204170" in every.paper_ids and "0204170" not in train.paper_ids  # no arrays
+    assert set(train.paper_ids) == set(every.paper_ids) - {"0204170"}
+    assert set(test.paper_ids) == set(_held_out(data))  # the same held-out papers
+    assert not set(_validation(data)) & set(train.paper_ids)

@@ -266,6 +266,29 @@ def test_resume_refuses_other_vocabulary_or_model(tmp_path: Path) -> None:
         train(config, train_corpus, resume=tmp_path / "junk.pt")
 
 
+def test_init_starts_a_new_run_from_another_runs_weights(tmp_path: Path) -> None:
+    train_corpus, test_corpus = _split()
+    first = train(_small(checkpoint_dir=str(tmp_path / "a")), train_corpus, test_corpus)
+    assert first.checkpoint is not None
+    fresh = train(_small(epochs=1, steps_per_epoch=1), train_corpus, test_corpus)
+    tuned = train(
+        _small(steps_per_epoch=2, init_from=str(first.checkpoint)), train_corpus, test_corpus
+    )
+    # a new run: its own steps and schedule, not the first run's
+    assert [x["step"] for x in tuned.losses] == [1, 2]
+    assert tuned.losses[0]["lr"] == pytest.approx(fresh.losses[0]["lr"])
+    # ... that starts where the first one ended, not from a random network
+    assert tuned.evaluations[0]["step"] == 0
+    assert tuned.evaluations[0]["ranking_score"] == pytest.approx(
+        first.evaluations[-1]["ranking_score"]
+    )
+    assert tuned.evaluations[0]["ranking_score"] != pytest.approx(
+        fresh.evaluations[0]["ranking_score"]
+    )
+    with pytest.raises(CheckpointError, match="model"):
+        train(_small(model=GCNConfig(hidden=32), init_from=str(first.checkpoint)), train_corpus)
+
+
 def test_load_model_gives_the_trained_embeddings(tmp_path: Path) -> None:
     train_corpus, test_corpus = _split()
     result = train(_small(checkpoint_dir=str(tmp_path)), train_corpus)
@@ -373,6 +396,9 @@ def test_cli_shared_sources_refuses_an_unknown_source(
     assert "known: hepth2003, documents, hep_array" in err
     assert _cli([*argv, "--shared-sources", " , ", "--no-progress"]) == 1
     assert "names no source" in capsys.readouterr().err
+    both = ["--init", "a.pt", "--resume", "b.pt", "--no-progress"]
+    assert _cli(["train", "gcn", str(SAMPLE), "--out", str(tmp_path / "run"), *both]) == 1
+    assert "give one of them" in capsys.readouterr().err
 
 
 def test_shared_corpus_reads_only_the_sources_asked_for(tmp_path: Path) -> None:
