@@ -302,6 +302,19 @@ class TrainState:
             "history": {"evaluations": self.evaluations, "epochs": self.epochs},
         }
 
+    def _compatible_checkpoint(self, path: str | Path) -> dict[str, Any]:
+        """The checkpoint at ``path``, refused unless its vocabulary and network are this run's."""
+        data = load_checkpoint(path, self.device)
+        if data["vocab_hash"] != self.corpus.vocab_hash:
+            raise CheckpointError(
+                f"{path} was trained on vocabulary {data['vocab_hash'][:12]}, the corpus uses "
+                f"{self.corpus.vocab_hash[:12]}"
+            )
+        # from_dict first: a checkpoint older than a config field holds that field's default
+        if GCNConfig.from_dict(data["model_config"]).to_dict() != self.config.model.to_dict():
+            raise CheckpointError(f"{path} holds another model configuration")
+        return data
+
     def initialise_from(self, path: str | Path) -> None:
         """Start from the model weights of another run's checkpoint (fine-tuning).
 
@@ -311,15 +324,7 @@ class TrainState:
         Raises:
             CheckpointError: another vocabulary or model configuration, or a bad file.
         """
-        data = load_checkpoint(path, self.device)
-        if data["vocab_hash"] != self.corpus.vocab_hash:
-            raise CheckpointError(
-                f"{path} was trained on vocabulary {data['vocab_hash'][:12]}, the corpus uses "
-                f"{self.corpus.vocab_hash[:12]}"
-            )
-        # from_dict first: a checkpoint older than a config field holds that field's default
-        if GCNConfig.from_dict(data["model_config"]).to_dict() != self.config.model.to_dict():
-            raise CheckpointError(f"{path} holds another model configuration")
+        data = self._compatible_checkpoint(path)
         self.model.load_state_dict(data["model"])
         if (
             data.get("similarity")
@@ -329,15 +334,7 @@ class TrainState:
         logger.info("initialised from %s (its step %d)", path, int(data["step"]))
 
     def restore(self, path: str | Path) -> None:
-        data = load_checkpoint(path, self.device)
-        if data["vocab_hash"] != self.corpus.vocab_hash:
-            raise CheckpointError(
-                f"{path} was trained on vocabulary {data['vocab_hash'][:12]}, the corpus uses "
-                f"{self.corpus.vocab_hash[:12]}"
-            )
-        # from_dict first: a checkpoint older than a config field holds that field's default
-        if GCNConfig.from_dict(data["model_config"]).to_dict() != self.config.model.to_dict():
-            raise CheckpointError(f"{path} holds another model configuration")
+        data = self._compatible_checkpoint(path)
         if (data["heads"] is None) != (self.heads is None):
             raise CheckpointError(f"{path}: masking was {'off' if data['heads'] is None else 'on'}")
         saved = data["train_config"]
