@@ -83,7 +83,6 @@ def add_train(commands: Any) -> None:
     gcn.add_argument(
         "--shared-sources",
         metavar="NAMES",
-        default="hepth2003,documents,hep_array",
         help="with --shared-data: which sources to train on, comma-separated (default all three: "
         "hepth2003,documents,hep_array; hep_array is 87k array environments of 9.6k older papers)",
     )
@@ -291,7 +290,8 @@ def _model_config(args: argparse.Namespace) -> Any:
 
 
 def _source_names(text: str) -> tuple[str, ...]:
-    """``"hepth2003,documents"`` -> ``("hepth2003", "documents")``; refuses an empty list."""
+    """``"hepth2003,documents"`` -> ``("hepth2003", "documents")``; refuses an empty list (the
+    names themselves are checked by ``shared_training_corpus``)."""
     from mathsearch.encoders.train_config import TrainingError
 
     names = tuple(name.strip() for name in text.split(",") if name.strip())
@@ -305,15 +305,18 @@ def _shared_corpus(args: argparse.Namespace, out: Path, vocabulary: Any) -> tupl
     (:mod:`mathsearch.encoders.shared_corpus`)."""
     from mathsearch.encoders.shared_corpus import (
         HELD_OUT_SPLIT,
+        SHARED_SOURCES,
         VALIDATION_SPLIT,
         shared_training_corpus,
     )
     from mathsearch.indexer.parse import Featuriser
 
     cache = Path(args.cache_dir) if args.cache_dir else out / "cache"
+    chosen = args.shared_sources
+    sources = SHARED_SOURCES if chosen is None else _source_names(chosen)
     with Featuriser(vocabulary) as featuriser:
         corpus_train, corpus_test, data = shared_training_corpus(
-            args.shared_data, featuriser, cache, sources=_source_names(args.shared_sources)
+            args.shared_data, featuriser, cache, sources=sources
         )
     split = {**HELD_OUT_SPLIT, "method": "shared-data", "validation": VALIDATION_SPLIT}
     return corpus_train, corpus_test, split, {"shared": data}
