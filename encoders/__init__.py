@@ -33,6 +33,8 @@ _LAZY = {
     "TrainConfig": "mathsearch.encoders.train_config",
     "train": "mathsearch.encoders.training",
     "load_model": "mathsearch.encoders.checkpoints",
+    "soup_checkpoints": "mathsearch.encoders.model_soup",
+    "soup_state": "mathsearch.encoders.model_soup",
     "ranking_score": "mathsearch.encoders.evaluation",
     "ranking_confidence_bound": "mathsearch.encoders.evaluation",
     "one_nn_accuracy": "mathsearch.encoders.evaluation",

@@ -335,6 +335,11 @@ class TrainState:
 
     def restore(self, path: str | Path) -> None:
         data = self._compatible_checkpoint(path)
+        if "optimizer" not in data:
+            raise CheckpointError(
+                f"{path} holds no optimiser state (a model soup?): start a new run from it "
+                "with --init instead of --resume"
+            )
         if (data["heads"] is None) != (self.heads is None):
             raise CheckpointError(f"{path}: masking was {'off' if data['heads'] is None else 'on'}")
         saved = data["train_config"]

@@ -113,11 +113,24 @@ def _training(checkpoint: Path, meta: dict[str, Any]) -> tuple[dict[str, Any], d
             training["triplets_per_second"] = summary.get("triplets_per_second")
     metrics: dict[str, Any] = {}
     if evaluations:
-        metrics["holdout_ranking_untrained"] = evaluations[0]["ranking_score"]
+        # step 0 is the random network, or for --init runs the checkpoint they started from
+        start = "init" if config.get("init_from") else "untrained"
+        metrics[f"holdout_ranking_{start}"] = evaluations[0]["ranking_score"]
         metrics["holdout_ranking"] = evaluations[-1]["ranking_score"]
         metrics["holdout_ranking_step"] = evaluations[-1]["step"]
         metrics["holdout_bound_95"] = evaluations[-1].get("bound_95")
     return training, metrics
+
+
+def _with_untrained(metrics: dict[str, Any]) -> dict[str, Any]:
+    """``metrics`` with ``holdout_ranking_untrained`` taken from an ``eval ranking`` report
+    (``--metrics``) when the run's history has none (runs started from another checkpoint)."""
+    if "holdout_ranking_untrained" not in metrics:
+        scores = (metrics.get("eval") or {}).get("scores") or {}
+        untrained = (scores.get("untrained") or {}).get("ranking_score")
+        if untrained is not None:
+            metrics["holdout_ranking_untrained"] = untrained
+    return metrics
 
 
 def _description(config: Any, training: dict[str, Any]) -> str:
@@ -130,6 +143,11 @@ def _description(config: Any, training: dict[str, Any]) -> str:
     pooling = "gated mean pooling" if config.pooling == "gated" else "mean pooling"
     sources = training.get("sources")
     trained_on = f"; trained on {' + '.join(sorted(sources))}" if isinstance(sources, dict) else ""
+    if used.get("init_from"):
+        trained_on += f"; started from the weights of {run_dir(str(used['init_from'])).name}"
+    soup = used.get("soup")
+    if isinstance(soup, list) and soup:
+        trained_on += f"; uniform soup (mean weights) of {len(soup)} runs"
     return (
         f"Graph CNN over Presentation MathML (KDD 2020 seed, section 4): {config.layers} x "
         f"{config.hidden} sum graph convolutions, {pooling}, {config.out_dim}-d, {norm}; "
@@ -196,7 +214,7 @@ def export_checkpoint(
         outputs=[{"name": OUTPUT_NAME, "dtype": "float32", "shape": ["B", model.config.out_dim]}],
         sha256=file_sha256(out),
         training=training,
-        metrics={**found, **(metrics or {})},
+        metrics=_with_untrained({**found, **(metrics or {})}),
         parity={**parity.to_dict(), "data": parity_data},
         created=datetime.now(UTC).replace(microsecond=0).isoformat(),
         software=software_versions(),

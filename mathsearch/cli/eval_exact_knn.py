@@ -42,9 +42,9 @@ def register(kinds: Any) -> None:
         epilog=textwrap.dedent("""\
             examples:
               mathsearch eval exact-knn --task same-document --validation \\
-                  --onnx export/models/gcn-v4.onnx --onnx export/models/gcn-v3.onnx
+                  --onnx export/models/gcn-v5.onnx --onnx export/models/gcn-v4.onnx
               mathsearch eval exact-knn --task same-document --held-out \\
-                  --onnx export/models/gcn-v4.onnx --json
+                  --onnx export/models/gcn-v5.onnx --json
               mathsearch eval exact-knn --task equivalence --topics 40 \\
                   --onnx export/models/seq2seq-v1.onnx
             """),

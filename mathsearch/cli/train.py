@@ -70,6 +70,12 @@ def add_train(commands: Any) -> None:
                   --out-dim 128 --hidden 128 --layers 2 \\
                   --batch-size 256 --lr 2e-3 --no-masking --no-augmentation --normalisation l2 \\
                   --time-budget 300 --epochs 1000 --amp   gcn-v4: the 2003 papers, 5 CPU minutes
+              mathsearch train gcn --shared-data ../shared/data \\
+                  --shared-sources hepth2003,documents --out runs/gcn-v5 --loss infonce \\
+                  --out-dim 128 --hidden 128 --layers 2 \\
+                  --batch-size 256 --lr 2e-3 --no-masking --no-augmentation --normalisation l2 \\
+                  --time-budget 300 --epochs 1000 --amp --init runs/gcn-v3/checkpoint.pt
+                                  gcn-v5: gcn-v3 (every source, 1 hour) fine-tuned 5 minutes
             """),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -172,13 +178,19 @@ def add_train(commands: Any) -> None:
     gcn.add_argument("--no-cache", action="store_true", help="always parse the sources again")
     gcn.add_argument("--no-progress", action="store_true", help="no progress bar")
     gcn.add_argument("--json", action="store_true", help="print the summary as JSON")
+    from mathsearch.cli import train_soup
     from mathsearch.cli.families import register_trainers
 
+    train_soup.register(kinds)
     register_trainers(kinds)
 
 
 def run_train(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch train``; 0 on success, 1 with a one-line reason otherwise."""
+    if args.train_command == "soup":
+        from mathsearch.cli import train_soup
+
+        return train_soup.run(args)
     if args.train_command != "gcn":
         from mathsearch.cli.families import train_module
 

@@ -195,3 +195,11 @@ def test_the_card_description_says_what_the_training_used() -> None:
     assert _description(config, shared).endswith(
         "no identifier permutation; trained on documents + hepth2003."
     )
+    tuned = {**shared, "config": {**plain["config"], "init_from": "/runs/gcn-v3/checkpoint.pt"}}
+    assert _description(config, tuned).endswith(
+        "trained on documents + hepth2003; started from the weights of gcn-v3."
+    )
+    soup = {**shared, "config": {**plain["config"], "soup": ["a.pt", "b.pt", "c.pt"]}}
+    assert _description(config, soup).endswith(
+        "trained on documents + hepth2003; uniform soup (mean weights) of 3 runs."
+    )

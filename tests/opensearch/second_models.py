@@ -6,7 +6,7 @@
   with its own card, field ``<default field>_int8`` (``vec_gcn_v2_int8`` for ``gcn-v2``) and
   vectors that differ from the default's;
 * :func:`gcn_copy` - the shipped default and its card copied under another name and version
-  (by default the default's version + 1, e.g. ``gcn-v4``, field ``vec_gcn_v4``);
+  (by default the default's version + 1, e.g. ``gcn-v6``, field ``vec_gcn_v6``);
 * :class:`RefusingEmbedder` - a real embedder that refuses the equations a predicate picks,
   as a seq2seq encoder refuses what SymPy cannot read.
 """

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.services
 
 def _next_version(tmp_path: Path) -> Embedder:
     """The shipped default network published as another version (its own card, hence its own
-    field, e.g. vec_gcn_v4)."""
+    field, e.g. vec_gcn_v6)."""
     return load_embedder(gcn_copy(tmp_path))
 
 
