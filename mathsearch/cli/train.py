@@ -74,8 +74,9 @@ def add_train(commands: Any) -> None:
                   --shared-sources hepth2003,documents --out runs/gcn-v5 --loss infonce \\
                   --out-dim 128 --hidden 128 --layers 2 \\
                   --batch-size 256 --lr 2e-3 --no-masking --no-augmentation --normalisation l2 \\
-                  --time-budget 300 --epochs 1000 --amp --init runs/gcn-v3/checkpoint.pt
-                                  gcn-v5: gcn-v3 (every source, 1 hour) fine-tuned 5 minutes
+                  --time-budget 300 --epochs 1000 --amp --seed 2 --init runs/pre/checkpoint.pt
+                                  gcn-v5: runs/pre (gcn-v4's command without
+                                  --shared-sources: every source, 5 minutes) fine-tuned 5 minutes
             """),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
