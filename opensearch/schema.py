@@ -98,7 +98,7 @@ def equation_properties() -> dict[str, Any]:
         "section": {"type": "keyword"},
         "position": {"type": "integer"},
         "latex": {"type": "text", "index": False},
-        "mathml": {"type": "text", "index": False, "store": True},
+        "mathml": {"type": "text", "index": False},
         "math_tokens": {"type": "text", "analyzer": "whitespace", "similarity": "BM25"},
         # normal forms (mathsearch.indexer.canonical_form): form:/term:/vars: tokens, empty when
         # none
