@@ -40,6 +40,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "CHECKPOINT_FORMAT",
     "CheckpointError",
+    "check_compatible",
     "load_checkpoint",
     "load_model",
     "rng_states",
@@ -100,6 +101,31 @@ def load_checkpoint(
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
         raise CheckpointError(f"{path} is not a {CHECKPOINT_FORMAT} file (found {found!r})")
     return data
+
+
+def check_compatible(
+    data: dict[str, Any],
+    path: str | os.PathLike[str],
+    vocab_hash: str,
+    network: GCNConfig,
+    what: str,
+) -> None:
+    """Refuse the checkpoint ``data`` (read from ``path``) unless it was trained on ``vocab_hash``
+    with the network ``network``, those of ``what`` (a run, another checkpoint).
+
+    The network is compared after :meth:`GCNConfig.from_dict`: a checkpoint older than a config
+    field holds that field's default.
+
+    Raises:
+        CheckpointError: another vocabulary or network.
+    """
+    if data["vocab_hash"] != vocab_hash:
+        raise CheckpointError(
+            f"{path} was trained on vocabulary {str(data['vocab_hash'])[:12]}, {what} uses "
+            f"{vocab_hash[:12]}"
+        )
+    if GCNConfig.from_dict(dict(data["model_config"])).to_dict() != network.to_dict():
+        raise CheckpointError(f"{path} holds another network (model configuration) than {what}")
 
 
 def load_model(

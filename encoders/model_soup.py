@@ -38,6 +38,7 @@ from torch import Tensor
 
 from mathsearch.encoders.checkpoints import (
     CheckpointError,
+    check_compatible,
     load_checkpoint,
     run_dir,
     save_checkpoint,
@@ -135,15 +136,9 @@ def soup_checkpoints(
         raise CheckpointError(f"{target} is an ingredient: write the soup to another folder")
     loaded = [load_checkpoint(path) for path in paths]
     first = loaded[0]
-    network = GCNConfig.from_dict(dict(first["model_config"])).to_dict()
+    network = GCNConfig.from_dict(dict(first["model_config"]))
     for path, data in zip(paths[1:], loaded[1:], strict=True):
-        if data["vocab_hash"] != first["vocab_hash"]:
-            raise CheckpointError(
-                f"{path} was trained on vocabulary {str(data['vocab_hash'])[:12]}, "
-                f"{paths[0]} on {str(first['vocab_hash'])[:12]}"
-            )
-        if GCNConfig.from_dict(dict(data["model_config"])).to_dict() != network:
-            raise CheckpointError(f"{path} holds another network than {paths[0]}")
+        check_compatible(data, path, str(first["vocab_hash"]), network, str(paths[0]))
         if not allow_different_starts and _start(data) != _start(first):
             raise CheckpointError(
                 f"{path} started from {_start(data)[1]!r}, {paths[0]} from "

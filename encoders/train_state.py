@@ -20,6 +20,7 @@ from torch import Tensor, nn
 from mathsearch.encoders.checkpoints import (
     CHECKPOINTS,
     CheckpointError,
+    check_compatible,
     load_checkpoint,
     prune,
     rng_states,
@@ -27,7 +28,7 @@ from mathsearch.encoders.checkpoints import (
     set_rng_states,
 )
 from mathsearch.encoders.corpus import EquationCorpus
-from mathsearch.encoders.gcn import GCNConfig, GraphCNN, tree_adjacency
+from mathsearch.encoders.gcn import GraphCNN, tree_adjacency
 from mathsearch.encoders.graph_data import collate
 from mathsearch.encoders.losses import (
     HistogramLoss,
@@ -305,14 +306,7 @@ class TrainState:
     def _compatible_checkpoint(self, path: str | Path) -> dict[str, Any]:
         """The checkpoint at ``path``, refused unless its vocabulary and network are this run's."""
         data = load_checkpoint(path, self.device)
-        if data["vocab_hash"] != self.corpus.vocab_hash:
-            raise CheckpointError(
-                f"{path} was trained on vocabulary {data['vocab_hash'][:12]}, the corpus uses "
-                f"{self.corpus.vocab_hash[:12]}"
-            )
-        # from_dict first: a checkpoint older than a config field holds that field's default
-        if GCNConfig.from_dict(data["model_config"]).to_dict() != self.config.model.to_dict():
-            raise CheckpointError(f"{path} holds another model configuration")
+        check_compatible(data, path, self.corpus.vocab_hash, self.config.model, "this run")
         return data
 
     def initialise_from(self, path: str | Path) -> None:
