@@ -21,7 +21,10 @@ from mathsearch.export.model_card import ModelCard, load_card
 
 _log = logging.getLogger(__name__)
 
-__all__ = ["EmbedRefusal", "Embedder", "OnnxEmbedder", "embed_safely"]
+__all__ = ["EmbedRefusal", "Embedder", "OnnxEmbedder", "embed_safely", "written_vector"]
+
+#: Decimals a vector keeps in the JSON written to OpenSearch and sent in kNN queries.
+WRITTEN_DECIMALS = 6
 
 
 @dataclass(frozen=True)
@@ -139,3 +142,19 @@ def embed_safely(
         detail = f"{len(results)} results for {len(items)} items"
         return [EmbedRefusal("encoder-error", detail)] * len(items)
     return results
+
+
+def written_vector(vector: Sequence[float] | np.ndarray) -> list[float]:
+    """A vector in the form written to OpenSearch and sent in kNN queries: rounded to
+    :data:`WRITTEN_DECIMALS` decimals, as Python floats whose JSON text is that short.
+
+    The rounding is done in float64 on purpose. Rounded in float32 and then widened,
+    ``0.011659`` becomes the double ``0.011658999882638454``, whose JSON text is 20 characters
+    instead of 8: a 128-d vector took ~2,770 characters of ``_source`` instead of ~1,400, for no
+    precision the float32 field keeps (OpenSearch parses either text to the same float32 to
+    within one unit in the last place).
+
+    >>> written_vector(np.array([0.011659, -0.5], dtype=np.float32))
+    [0.011659, -0.5]
+    """
+    return np.asarray(vector, dtype=np.float64).round(WRITTEN_DECIMALS).tolist()

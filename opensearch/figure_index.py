@@ -27,6 +27,7 @@ from opensearchpy import OpenSearch
 from opensearchpy.exceptions import TransportError
 
 from mathsearch.core.errors import MappingError
+from mathsearch.export.embedder_base import written_vector
 from mathsearch.indexer.figures import FigureRecord
 from mathsearch.indexer.records import Failure
 from mathsearch.opensearch.bulk_writer import BulkWriter
@@ -192,7 +193,7 @@ def index_figures(
                 report.refused[result.reason] = report.refused.get(result.reason, 0) + 1
                 column.append(None)
             else:
-                column.append([float(x) for x in result])
+                column.append(written_vector(result))
                 report.embedded += 1
     writer = BulkWriter(client, settings, refresh=refresh)
     written = writer.write(figure_actions(index, figures, {spec.field: column}))

@@ -68,6 +68,7 @@ class FigureQueryEncoder:
 
     def features(self, text: str, encoders: Any = None) -> QueryFeatures:
         """The words of ``text`` and its figure vector (``refusals`` says why there is none)."""
+        from mathsearch.export.embedder_base import written_vector
         from mathsearch.export.embedders import EmbedRefusal
 
         words = _WORD.findall(text)
@@ -78,5 +79,5 @@ class FigureQueryEncoder:
         field = embedder.vector_field
         if isinstance(result, EmbedRefusal):
             return QueryFeatures(words, None, field, vectors={}, refusals={field: result.reason})
-        vector = [float(x) for x in result]
+        vector = written_vector(result)
         return QueryFeatures(words, vector, field, vectors={field: vector}, refusals={})

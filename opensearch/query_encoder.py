@@ -101,14 +101,14 @@ class ModelQueryEncoder:
         item = parsed.embed_item()
         vectors: dict[str, list[float]] = {}
         refusals: dict[str, str] = {}
-        from mathsearch.export.embedder_base import EmbedRefusal, embed_safely
+        from mathsearch.export.embedder_base import EmbedRefusal, embed_safely, written_vector
 
         for embedder in embedders:
             (result,) = embed_safely(embedder, [item])  # a model fault: no vector for its field
             if isinstance(result, EmbedRefusal):
                 refusals[embedder.vector_field] = f"{result.reason} {result.detail}".strip()
             else:
-                vectors[embedder.vector_field] = [float(x) for x in result]
+                vectors[embedder.vector_field] = written_vector(result)
         first = embedders[0].vector_field
         return QueryFeatures(
             tokens=list(parsed.math_tokens) + list(parsed.canonical),

@@ -23,6 +23,9 @@ MATHSEARCH_STACK_USER              system user the local node runs as (root)   m
 MATHSEARCH_STACK_TIMEOUT           seconds to wait for a local node to start   240
 MATHSEARCH_INDEX_SHARDS            primary shards of a new equation index      1
 MATHSEARCH_INDEX_REPLICAS          replicas of a new equation index            0
+MATHSEARCH_INDEX_CODEC             stored-fields codec of a new equation       default
+                                   index: default (LZ4) or best_compression
+                                   (DEFLATE; smaller, slower to fetch)
 MATHSEARCH_HNSW_M                  HNSW graph degree (lucene ``m``)            16
 MATHSEARCH_HNSW_EF_CONSTRUCTION    HNSW ``ef_construction``                    128
 MATHSEARCH_BULK_CHUNK_DOCS         actions per bulk request                    500
@@ -119,6 +122,7 @@ class OpenSearchSettings:
     stack_timeout: float = 240.0
     shards: int = 1
     replicas: int = 0
+    index_codec: str = "default"
     hnsw_m: int = 16
     hnsw_ef_construction: int = 128
     bulk_chunk_docs: int = 500
@@ -184,6 +188,7 @@ class OpenSearchSettings:
             stack_timeout=_env_float("MATHSEARCH_STACK_TIMEOUT", cls.stack_timeout),
             shards=_env_int("MATHSEARCH_INDEX_SHARDS", cls.shards, minimum=1),
             replicas=_env_int("MATHSEARCH_INDEX_REPLICAS", cls.replicas),
+            index_codec=_env_codec(),
             hnsw_m=_env_int("MATHSEARCH_HNSW_M", cls.hnsw_m, minimum=2),
             hnsw_ef_construction=_env_int(
                 "MATHSEARCH_HNSW_EF_CONSTRUCTION", cls.hnsw_ef_construction, minimum=2
@@ -256,3 +261,16 @@ class OpenSearchSettings:
         """True when the first URL is plain http on loopback, so that `stack up` may manage it."""
         first = urlsplit(self.urls[0])
         return first.scheme == "http" and self.host in {"127.0.0.1", "localhost", "::1"}
+
+
+#: Stored-fields codecs every OpenSearch 2.x / 3.x node has (Lucene's own).
+INDEX_CODECS = ("default", "best_compression")
+
+
+def _env_codec() -> str:
+    value = os.environ.get("MATHSEARCH_INDEX_CODEC") or "default"
+    if value not in INDEX_CODECS:
+        raise ConfigurationError(
+            f"MATHSEARCH_INDEX_CODEC must be one of {', '.join(INDEX_CODECS)}, not {value!r}"
+        )
+    return value

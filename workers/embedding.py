@@ -6,7 +6,8 @@ One way to embed, here as on the query side: an
 crash) over :meth:`~mathsearch.indexer.parse.ParsedEquation.embed_item` items.
 
 Vectors are rounded to 6 decimals (float32 carries about 7 significant digits; the JSON bodies
-stay short), the form every job writes to OpenSearch.
+stay short: :func:`~mathsearch.export.embedder_base.written_vector`), the form every job writes
+to OpenSearch and the query side sends.
 
 A worker process serves one or several encoders (``MATHSEARCH_ENCODERS``, ``mathsearch worker
 --encoders gcn,bitmap``): :func:`process_embedders` loads each one once per process through
@@ -29,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from mathsearch.export.embedder_base import embed_safely
+from mathsearch.export.embedder_base import embed_safely, written_vector
 from mathsearch.export.embedders import Embedder, EmbedRefusal, load_embedder
 from mathsearch.export.errors import EmbedError
 from mathsearch.indexer.parse import Featuriser, ParsedEquation
@@ -81,7 +82,7 @@ def rounded(result: np.ndarray | EmbedRefusal) -> Embedded:
     """One embedder result in the written form: a vector rounded to 6 decimals, or the refusal."""
     if isinstance(result, EmbedRefusal):
         return result
-    return np.asarray(result, dtype=np.float32).round(6).tolist()
+    return written_vector(result)
 
 
 def embed_items(embedder: Embedder, items: Sequence[Mapping[str, Any]]) -> list[Embedded]:

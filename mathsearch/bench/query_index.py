@@ -48,11 +48,12 @@ def bench_alias(prefix: str, size: int) -> str:
 def _index_actions(
     concrete: str, documents: Iterable[tuple[dict[str, Any], np.ndarray]], field_name: str
 ) -> Iterator[dict[str, Any]]:
+    from mathsearch.export.embedder_base import written_vector
     from mathsearch.opensearch.documents import equation_source, now_iso
 
     stamp = now_iso()
     for parsed, vector in documents:
-        source = equation_source(parsed, {field_name: vector.tolist()})
+        source = equation_source(parsed, {field_name: written_vector(vector)})
         source["indexed_at"] = stamp
         yield {"_op_type": "index", "_index": concrete, "_id": source["eq_id"], "_source": source}
 

@@ -20,7 +20,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from mathsearch.opensearch.queries import Mode, bm25_body, knn_body
+from mathsearch.opensearch.queries import Mode, bm25_body, hit_id, knn_body
 from mathsearch.opensearch.results import Hit
 from mathsearch.opensearch.search_fields import SearchFields
 
@@ -116,12 +116,16 @@ def ranked_lists(
 ) -> list[list[tuple[str, float]]]:
     """BM25 (unless ``bm25`` is false) and one kNN list per field, top ``depth`` ``(id, score)``
     each, best first, in one ``_msearch`` (the cluster runs them concurrently)."""
-    # ids and scores only: the sources of the hits kept are fetched afterwards
-    common: dict[str, Any] = {"filters": request.filters, "source": (), "fields": ctx.fields}
+    # ids and scores only, the ids from doc values (no stored field read per hit): the sources
+    # of the hits kept are fetched afterwards
+    ids_from = ctx.fields.id_field
+    common: dict[str, Any] = {
+        "filters": request.filters, "source": (), "fields": ctx.fields, "ids_from": ids_from,
+    }  # fmt: skip
     bodies = [bm25_body(tokens, request.text, size=depth, **common)] if bm25 else []
     bodies += [knn_body(v.field, v.vector, size=depth, k=depth, **common) for v in plan.queries]
     return [
-        [(hit["_id"], float(hit["_score"])) for hit in response["hits"]["hits"]]
+        [(hit_id(hit, ids_from), float(hit["_score"])) for hit in response["hits"]["hits"]]
         for response in ctx.run_bodies(bodies)
     ]
 

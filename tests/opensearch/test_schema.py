@@ -1,14 +1,103 @@
-"""mathsearch.opensearch.schema: the equation mapping (pure; the live index is tested through
-ensure_equation_index in the other opensearch tests)."""
+"""mathsearch.opensearch.schema: the equation mapping - what an equation costs on disk
+(docs/opensearch.md, "What an equation costs on disk"). Pure checks of the mapping, and the
+live index built by the real code on the real node."""
 
 from __future__ import annotations
 
-from mathsearch.opensearch.schema import equation_properties
+import dataclasses
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+from opensearchpy import OpenSearch
+
+from mathsearch.core.errors import ConfigurationError
+from mathsearch.export.embedders import Embedder
+from mathsearch.opensearch import OpenSearchSettings
+from mathsearch.opensearch.schema import VectorSpec, equation_properties, resolve_alias
+from tests.conftest import DEFAULT_FIELD, DEFAULT_SPACE
+from tests.opensearch.conftest import fill
 
 
 def test_no_field_is_stored_a_second_time_beside_the_source() -> None:
     # every field is in _source already; a stored copy (e.g. mathml's former "store": true)
-    # costs ~270 B per equation on disk (docs/opensearch.md, "What an equation costs on disk")
+    # costs ~270 B per equation on disk
     properties = equation_properties()
     assert [name for name, spec in properties.items() if spec.get("store")] == []
     assert properties["mathml"] == {"type": "text", "index": False}
+
+
+def test_vector_fields_keep_no_doc_values_copy() -> None:
+    mapping = VectorSpec("vec_x_v1", 128, "innerproduct").mapping(OpenSearchSettings())
+    assert mapping["doc_values"] is False and mapping["method"]["engine"] == "lucene"
+
+
+def test_the_codec_setting_is_read_and_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MATHSEARCH_INDEX_CODEC", raising=False)
+    assert OpenSearchSettings.from_env().index_codec == "default"
+    monkeypatch.setenv("MATHSEARCH_INDEX_CODEC", "best_compression")
+    assert OpenSearchSettings.from_env().index_codec == "best_compression"
+    monkeypatch.setenv("MATHSEARCH_INDEX_CODEC", "zip")
+    with pytest.raises(ConfigurationError, match="MATHSEARCH_INDEX_CODEC must be one of"):
+        OpenSearchSettings.from_env()
+
+
+def _exact_top(client: OpenSearch, alias: str, vector: list[float], k: int) -> list[str]:
+    body = {
+        "size": k,
+        "query": {
+            "script_score": {
+                "query": {"match_all": {}},
+                "script": {
+                    "source": "knn_score",
+                    "lang": "knn",
+                    "params": {
+                        "field": DEFAULT_FIELD,
+                        "query_value": vector,
+                        "space_type": DEFAULT_SPACE,
+                    },
+                },
+            }
+        },
+    }
+    return [h["_id"] for h in client.search(index=alias, body=body)["hits"]["hits"]]
+
+
+@pytest.mark.parametrize("codec", ["default", "best_compression"])
+def test_a_live_index_without_vector_doc_values_still_answers_knn_and_exact_scripts(
+    client: OpenSearch,
+    settings: OpenSearchSettings,
+    encoder: Embedder,
+    demo_dicts: list[dict[str, Any]],
+    demo_vectors: list[list[float]],
+    fresh_alias: str,
+    codec: str,
+) -> None:
+    fill(
+        client,
+        fresh_alias,
+        dataclasses.replace(settings, index_codec=codec),
+        encoder,
+        demo_dicts,
+        demo_vectors,
+    )
+    index = resolve_alias(client, fresh_alias)
+    field = client.indices.get_mapping(index=index)[index]["mappings"]["properties"][DEFAULT_FIELD]
+    assert field["doc_values"] is False
+    index_settings = client.indices.get_settings(index=index)[index]["settings"]["index"]
+    assert index_settings.get("codec", "default") == codec
+    # the written vectors are 6-decimal numbers: their JSON is the short form
+    hit = client.get(index=fresh_alias, id=demo_dicts[40]["eq_id"])["_source"]
+    assert hit[DEFAULT_FIELD] == demo_vectors[40]
+    assert len(json.dumps(hit[DEFAULT_FIELD])) < 12 * len(demo_vectors[40])
+    # HNSW search and the exact knn_score script (reads the .vec file, not doc values) agree
+    query = (np.asarray(demo_vectors[40]) + 0.001).tolist()
+    knn = client.search(
+        index=fresh_alias,
+        body={"size": 5, "query": {"knn": {DEFAULT_FIELD: {"vector": query, "k": 5}}}},
+    )
+    knn_ids = [h["_id"] for h in knn["hits"]["hits"]]
+    exact_ids = _exact_top(client, fresh_alias, query, 5)
+    assert knn_ids[0] == exact_ids[0] == demo_dicts[40]["eq_id"]
+    assert len(set(knn_ids) & set(exact_ids)) >= 4

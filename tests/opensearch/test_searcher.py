@@ -263,3 +263,25 @@ def test_a_hybrid_mode_whose_vectors_were_all_refused_falls_back_to_bm25(
     with pytest.raises(QueryError, match="refused"):  # knn has no BM25 side
         refusing.search(SearchRequest(latex, mode=Mode.KNN, k=5))
     assert "fallback" not in searcher.search(SearchRequest(latex, mode=mode, k=5)).parameters
+
+
+def test_id_only_lists_read_ids_from_doc_values_and_rank_alike(
+    searcher: Searcher, demo_parsed: list, demo_vectors: list
+) -> None:
+    from mathsearch.opensearch.queries import NO_FILTERS, bm25_body, hit_id, knn_body
+
+    tokens = list(demo_parsed[QUERY].math_tokens)
+    pairs = [
+        (bm25_body(tokens, "", size=20, filters=NO_FILTERS, source=(), ids_from=ids_from))
+        for ids_from in (None, "eq_id")
+    ] + [
+        knn_body(DEFAULT_FIELD, demo_vectors[QUERY], size=20, ids_from=ids_from)
+        for ids_from in (None, "eq_id")
+    ]
+    answers = [searcher.run_body(body)["hits"]["hits"] for body in pairs]
+    for by_id, by_values in (answers[0:2], answers[2:4]):
+        assert all("_id" not in hit and "_source" not in hit for hit in by_values)
+        assert [(h["_id"], h["_score"]) for h in by_id] == [
+            (hit_id(h, "eq_id"), h["_score"]) for h in by_values
+        ]
+        assert len(by_id) == 20

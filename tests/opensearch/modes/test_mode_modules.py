@@ -180,6 +180,10 @@ def test_each_mode_makes_its_calls_and_explains_every_hit(
     bodies += [body for name, group in ctx.calls if name == "msearch" for body in group]
     # nothing shows a total: every search lets Lucene skip non-competitive blocks
     assert bodies and all(body["track_total_hits"] is False for body in bodies)
+    # the id-only lists of a multi-search read no stored field: ids come from doc values
+    for name, group in ctx.calls:
+        for body in group if name == "msearch" else ():
+            assert body["stored_fields"] == "_none_" and body["docvalue_fields"] == ["eq_id"]
     assert [hit.rank for hit in hits] == [1, 2]
     assert all(hit.explanation is not None and hit.explanation.formula for hit in hits)
     assert spec.fused_side(request) == (
