@@ -28,6 +28,14 @@ def test_no_field_is_stored_a_second_time_beside_the_source() -> None:
     assert properties["mathml"] == {"type": "text", "index": False}
 
 
+def test_token_fields_index_frequencies_but_no_positions() -> None:
+    # BM25 needs freqs and norms; nothing phrase-matches, the highlight is client-side
+    properties = equation_properties()
+    for name in ("math_tokens", "canon_tokens"):
+        assert properties[name]["index_options"] == "freqs"
+        assert properties[name].get("norms", True) is True
+
+
 def test_vector_fields_keep_no_doc_values_copy() -> None:
     mapping = VectorSpec("vec_x_v1", 128, "innerproduct").mapping(OpenSearchSettings())
     assert mapping["doc_values"] is False and mapping["method"]["engine"] == "lucene"
@@ -85,6 +93,16 @@ def test_a_live_index_without_vector_doc_values_still_answers_knn_and_exact_scri
     index = resolve_alias(client, fresh_alias)
     field = client.indices.get_mapping(index=index)[index]["mappings"]["properties"][DEFAULT_FIELD]
     assert field["doc_values"] is False
+    tokens = client.indices.get_mapping(index=index)[index]["mappings"]["properties"]
+    assert tokens["math_tokens"]["index_options"] == "freqs"
+    bm25 = client.search(
+        index=fresh_alias,
+        body={
+            "size": 1,
+            "query": {"match": {"math_tokens": " ".join(demo_dicts[40]["math_tokens"])}},
+        },
+    )
+    assert bm25["hits"]["hits"][0]["_id"] == demo_dicts[40]["eq_id"]
     index_settings = client.indices.get_settings(index=index)[index]["settings"]["index"]
     assert index_settings.get("codec", "default") == codec
     # the written vectors are 6-decimal numbers: their JSON is the short form
