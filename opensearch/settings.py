@@ -84,6 +84,8 @@ __all__ = [
 #: Values of ``MATHSEARCH_REFRESH``: per bulk request (``false`` / ``wait_for`` / ``true``) or
 #: one refresh when the writer finishes (``end``).
 REFRESH_MODES = ("false", "wait_for", "true", "end")
+#: Stored-fields codecs every OpenSearch 2.x / 3.x node has (Lucene's own).
+INDEX_CODECS = ("default", "best_compression")
 
 
 def parse_serve_workers(value: str | None, source: str = "MATHSEARCH_SERVE_WORKERS") -> int:
@@ -188,7 +190,7 @@ class OpenSearchSettings:
             stack_timeout=_env_float("MATHSEARCH_STACK_TIMEOUT", cls.stack_timeout),
             shards=_env_int("MATHSEARCH_INDEX_SHARDS", cls.shards, minimum=1),
             replicas=_env_int("MATHSEARCH_INDEX_REPLICAS", cls.replicas),
-            index_codec=_env_codec(),
+            index_codec=env.get("MATHSEARCH_INDEX_CODEC") or cls.index_codec,
             hnsw_m=_env_int("MATHSEARCH_HNSW_M", cls.hnsw_m, minimum=2),
             hnsw_ef_construction=_env_int(
                 "MATHSEARCH_HNSW_EF_CONSTRUCTION", cls.hnsw_ef_construction, minimum=2
@@ -224,7 +226,8 @@ class OpenSearchSettings:
         return settings
 
     def validate(self) -> None:
-        """Raise :class:`ConfigurationError` for a URL or heap that cannot work."""
+        """Raise :class:`ConfigurationError` for a URL, refresh mode, codec or heap that cannot
+        work."""
         for url in self.urls:
             parts = urlsplit(url)
             if parts.scheme not in {"http", "https"} or not parts.hostname:
@@ -235,6 +238,11 @@ class OpenSearchSettings:
         if self.refresh not in REFRESH_MODES:
             raise ConfigurationError(
                 f"MATHSEARCH_REFRESH={self.refresh!r} must be one of {', '.join(REFRESH_MODES)}"
+            )
+        if self.index_codec not in INDEX_CODECS:
+            raise ConfigurationError(
+                f"MATHSEARCH_INDEX_CODEC must be one of {', '.join(INDEX_CODECS)}, "
+                f"not {self.index_codec!r}"
             )
         if not self.heap[:-1].isdigit() or self.heap[-1].lower() not in {"m", "g"}:
             raise ConfigurationError(
@@ -261,16 +269,3 @@ class OpenSearchSettings:
         """True when the first URL is plain http on loopback, so that `stack up` may manage it."""
         first = urlsplit(self.urls[0])
         return first.scheme == "http" and self.host in {"127.0.0.1", "localhost", "::1"}
-
-
-#: Stored-fields codecs every OpenSearch 2.x / 3.x node has (Lucene's own).
-INDEX_CODECS = ("default", "best_compression")
-
-
-def _env_codec() -> str:
-    value = os.environ.get("MATHSEARCH_INDEX_CODEC") or "default"
-    if value not in INDEX_CODECS:
-        raise ConfigurationError(
-            f"MATHSEARCH_INDEX_CODEC must be one of {', '.join(INDEX_CODECS)}, not {value!r}"
-        )
-    return value
