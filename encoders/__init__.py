@@ -32,6 +32,7 @@ _LAZY = {
     "holdout_triplets": "mathsearch.encoders.sampler",
     "TrainConfig": "mathsearch.encoders.train_config",
     "train": "mathsearch.encoders.training",
+    "BatchPrefetcher": "mathsearch.encoders.prefetch",
     "load_model": "mathsearch.encoders.checkpoints",
     "soup_checkpoints": "mathsearch.encoders.model_soup",
     "soup_state": "mathsearch.encoders.model_soup",

@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from mathsearch.encoders.corpus import EquationCorpus
+from mathsearch.encoders.prefetch import BatchPrefetcher
 from mathsearch.encoders.train_config import TrainConfig
 from mathsearch.encoders.train_state import TrainState, TripletBatches
 from mathsearch.indexer.vocabulary import Vocabulary, default_vocabulary
@@ -65,15 +66,21 @@ def _time_loop(
     state = _state(config, corpus, vocabulary)
     batches = TripletBatches(corpus, config, _STEPS_PER_EPOCH)
     seconds, prepare = [], []
-    for step in range(warmup + steps):
-        tick = time.perf_counter()
-        prepared = state.prepare(batches(step))
-        ready = time.perf_counter()
-        state.optimise(prepared)
-        if step >= warmup:
-            seconds.append(time.perf_counter() - tick)
-            prepare.append(ready - tick)
+    total = warmup + steps
+    with BatchPrefetcher(
+        lambda step: state.prepare(batches(step), step),
+        enabled=config.resolve_prefetch(state.device),
+    ) as fetch:
+        for step in range(total):
+            tick = time.perf_counter()
+            prepared = fetch.get(step, step + 1 if step + 1 < total else None)
+            ready = time.perf_counter()
+            state.optimise(prepared)
+            if step >= warmup:
+                seconds.append(time.perf_counter() - tick)
+                prepare.append(ready - tick)
     out = step_rate(config.batch_size, seconds)
+    #: the data time the step waited for (all of it without prefetching)
     out["median_prepare_s"] = round(statistics.median(prepare), 4)
     return out
 
@@ -132,6 +139,7 @@ def bench_train(
         "threads": torch.get_num_threads(),
         "device": str(config.resolve_device()),
         "amp": config.amp,
+        "prefetch": config.resolve_prefetch(config.resolve_device()),
         "corpus_equations": len(corpus),
         "corpus_papers": corpus.num_papers,
         "mean_nodes": round(float(sum(g.num_nodes for g in corpus.graphs) / len(corpus)), 1),
@@ -170,7 +178,9 @@ def format_bench_train(reports: list[dict[str, Any]]) -> str:
     first = reports[0] if reports else {}
     lines.append(
         f"items/s: triplets (pairs for infonce) per second, median step; {first.get('threads')} "
-        f"threads on {first.get('device')}; {first.get('corpus_equations')} equations, "
+        f"threads on {first.get('device')}"
+        f"{', next batch prefetched' if first.get('prefetch') else ''}; "
+        f"{first.get('corpus_equations')} equations, "
         f"{first.get('mean_nodes')} nodes on average"
     )
     return "\n".join(lines)

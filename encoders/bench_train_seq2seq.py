@@ -56,9 +56,11 @@ def _padding(batches: Sequence[Batch]) -> float:
     return round(1 - real / max(1, cells), 4)
 
 
-def _model(config: ExpEmbConfig, seed: int) -> tuple[ExpEmb, torch.optim.Optimizer]:
+def _model(
+    config: ExpEmbConfig, seed: int, device: str = "cpu"
+) -> tuple[ExpEmb, torch.optim.Optimizer]:
     torch.manual_seed(seed)
-    model = ExpEmb(config).train()
+    model = ExpEmb(config).to(device).train()
     return model, torch.optim.AdamW(model.parameters(), lr=config.lr)
 
 
@@ -72,8 +74,19 @@ def bench_train_seq2seq(
     threads: int | None = None,
     legacy: bool = True,
     seed: int = 0,
+    device: str = "cpu",
+    amp: bool = False,
 ) -> dict[str, Any]:
-    """Time ``steps`` training steps (after ``warmup``) three ways (module docstring)."""
+    """Time ``steps`` training steps (after ``warmup``) three ways (module docstring).
+
+    On ``device`` ``cuda`` the prepared batches of ``network`` are on the GPU before the clock
+    starts, the loop's are copied inside it; every step ends with a synchronise. ``amp``: bf16
+    autocast of the forward pass, as ``train seq2seq --amp``.
+    """
+    from mathsearch.encoders.torch_setup import resolve_device
+
+    device = resolve_device(device)
+    cuda = device.startswith("cuda")
     if threads:
         torch.set_num_threads(threads)
     vocab = TokenVocabulary.build((s for p in pairs for s in p), 1)
@@ -85,16 +98,18 @@ def bench_train_seq2seq(
 
     def timed(batch_of_step: Callable[[int], Batch]) -> list[float]:
         """Seconds of each step after the warm-up: building the batch + the network step."""
-        model, optimizer = _model(config, seed)
+        model, optimizer = _model(config, seed, device)
         seconds = []
         for step in range(len(chosen)):
             tick = time.perf_counter()
-            optimise_step(model, optimizer, batch_of_step(step))
+            optimise_step(model, optimizer, batch_of_step(step), device=device, amp=amp)
+            if cuda:
+                torch.cuda.synchronize()
             if step >= warmup:
                 seconds.append(time.perf_counter() - tick)
         return seconds
 
-    prepared = [make_batch(b, vocab) for b in chosen]
+    prepared = [make_batch(b, vocab).to(device) for b in chosen]
     shuffled = list(pairs)
     random.Random(seed).shuffle(shuffled)
     unbucketed = [
@@ -106,6 +121,8 @@ def bench_train_seq2seq(
         "hidden": hidden,
         "batch_size": batch_size,
         "threads": torch.get_num_threads(),
+        "device": device,
+        "amp": amp,
         "pairs": len(pairs),
         "vocab_size": len(vocab),
         "mean_target_tokens": round(statistics.fmean(len(b) for _, b in pairs), 1),
@@ -144,6 +161,7 @@ def format_bench_train_seq2seq(reports: Sequence[dict[str, Any]]) -> str:
         r = reports[0]
         lines.append(
             f"{r['pairs']} pairs, mean target {r['mean_target_tokens']} tokens, "
-            f"{r['threads']} threads; pairs/s = batch / median step"
+            f"{r['threads']} threads, {r.get('device', 'cpu')}"
+            f"{' bf16 autocast' if r.get('amp') else ''}; pairs/s = batch / median step"
         )
     return "\n".join(lines)

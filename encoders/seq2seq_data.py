@@ -242,6 +242,13 @@ class Batch:
     tgt_in: torch.Tensor
     tgt_out: torch.Tensor
 
+    def to(self, device: str | torch.device) -> Batch:
+        """The same batch on ``device`` (itself when already there)."""
+        if self.src.device == torch.device(device):
+            return self
+        tensors = (self.src, self.lengths, self.tgt_in, self.tgt_out)
+        return Batch(*(t.to(device, non_blocking=True) for t in tensors))
+
 
 def pad_ids(sequences: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-padded ``(B, S)`` int64 ids and ``(B,)`` lengths."""

@@ -158,7 +158,8 @@ def checkpoint_embedder(model: Any, vocab: Any, batch_size: int = 256) -> EmbedF
                 chunk = sequences[start : start + batch_size]
                 ids = [vocab.encode(s[: model.config.max_len]) for s in chunk]
                 src, lengths = pad_ids(ids)
-                parts.append(model.embed(src, lengths).numpy())
+                device = next(model.parameters()).device
+                parts.append(model.embed(src.to(device), lengths.to(device)).float().cpu().numpy())
         return np.concatenate(parts) if parts else np.zeros((0, model.config.hidden))
 
     return embed

@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 import torch
 from tqdm import tqdm
 
-from mathsearch.encoders.seq2seq import ExpEmb, ExpEmbConfig
+from mathsearch.encoders.seq2seq import ExpEmb, ExpEmbConfig, sequence_nll
 from mathsearch.encoders.seq2seq_data import (
     Batch,
     EncodedPair,
@@ -102,6 +102,10 @@ class RunConfig:
     vocabulary: str | None = None
     seed: int = 0
     threads: int = 1
+    #: ``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (see ``torch_setup.resolve_device``)
+    device: str = "cpu"
+    #: bf16 autocast of the forward pass (the loss and the optimiser stay float32)
+    amp: bool = False
     log_every: int = 50
     #: without validation sets: write checkpoint.pt every this many steps (0: only at the end)
     checkpoint_every: int = 2000
@@ -187,9 +191,24 @@ def _batches(pairs: Sequence[_P], size: int, rng: random.Random) -> list[list[_P
     return batches
 
 
-def optimise_step(model: ExpEmb, optimizer: torch.optim.Optimizer, batch: Batch) -> float:
-    """One teacher-forced step: loss (eq. 7), backward, clip at 5, AdamW; returns the loss."""
-    loss = model.loss(batch.src, batch.lengths, batch.tgt_in, batch.tgt_out)
+def optimise_step(
+    model: ExpEmb,
+    optimizer: torch.optim.Optimizer,
+    batch: Batch,
+    *,
+    device: str | torch.device = "cpu",
+    amp: bool = False,
+) -> float:
+    """One teacher-forced step: loss (eq. 7), backward, clip at 5, AdamW; returns the loss.
+
+    ``batch`` is moved to ``device`` (the model's); ``amp`` runs the forward pass under bf16
+    autocast (no loss scaling: bf16 keeps float32's exponent range).
+    """
+    batch = batch.to(device)
+    kind = torch.device(device).type
+    with torch.autocast(kind, dtype=torch.bfloat16, enabled=amp):
+        logits = model(batch.src, batch.lengths, batch.tgt_in)
+    loss = sequence_nll(logits.float(), batch.tgt_out).mean()
     optimizer.zero_grad()
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
@@ -251,7 +270,7 @@ def save_checkpoint(
         "model_config": model.config.to_dict(),
         "vocab": list(vocab.tokens),
         "vocab_hash": vocab.hash,
-        "model": model.state_dict(),
+        "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
         "run": run.to_dict(),
         "history": history,
     }
@@ -281,8 +300,11 @@ def load_expemb(path: str | Path) -> tuple[ExpEmb, TokenVocabulary, dict[str, An
 
 def train_expemb(run: RunConfig) -> dict[str, Any]:
     """Train one model; returns the summary also written to ``OUT/train.json``."""
+    from mathsearch.encoders.torch_setup import resolve_device
+
     torch.set_num_threads(max(1, run.threads))
     torch.manual_seed(run.seed)
+    device = resolve_device(run.device)
     out = Path(run.out)
     out.mkdir(parents=True, exist_ok=True)
     pairs, counts = collect_pairs(run, out)
@@ -303,7 +325,7 @@ def train_expemb(run: RunConfig) -> dict[str, Any]:
         epochs=run.epochs,
         mode=run.mode,
     )
-    model = ExpEmb(config)
+    model = ExpEmb(config).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
     rng = random.Random(run.seed)
     encoded = encode_pairs(pairs, vocab)  # tokenised once, not per step
@@ -321,7 +343,9 @@ def train_expemb(run: RunConfig) -> dict[str, Any]:
     try:
         while step < total:
             for batch_pairs in _batches(encoded, config.batch_size, rng):
-                loss = optimise_step(model, optimizer, batch_of_ids(batch_pairs))
+                loss = optimise_step(
+                    model, optimizer, batch_of_ids(batch_pairs), device=device, amp=run.amp
+                )
                 step += 1
                 window.append(loss)
                 every = run.validate_every
@@ -376,6 +400,8 @@ def train_expemb(run: RunConfig) -> dict[str, Any]:
         "seconds": round(time.perf_counter() - start, 1),
         "vocab_size": len(vocab),
         "vocab_hash": vocab.hash,
+        "device": device,
+        "amp": run.amp,
         "counts": counts,
         "first_loss": history["losses"][0]["loss"] if history["losses"] else None,
         "last_loss": history["losses"][-1]["loss"] if history["losses"] else None,

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from mathsearch.encoders.gcn import GCNConfig
+from mathsearch.encoders.prefetch import PREFETCH_MODES, prefetch_enabled
 from mathsearch.encoders.sampler import DEFAULT_MIXTURE
 
 logger = logging.getLogger(__name__)
@@ -84,6 +85,9 @@ class TrainConfig:
     #: bf16 autocast of the matrix products (and bf16 node states), on CUDA or on the CPU (fast
     #: where the CPU has bf16 matrix units: AMX / AVX512-BF16; the weights stay float32).
     amp: bool = False
+    #: Prepare step t + 1's batch on a worker thread while step t trains
+    #: (:mod:`~mathsearch.encoders.prefetch`): ``auto`` (on for CUDA), ``on``, ``off``.
+    prefetch: str = "auto"
     #: A checkpoint whose model weights (and infonce scale) the run starts from instead of a
     #: random initialisation (fine-tuning; its optimiser, schedule and step are not taken).
     init_from: str | None = None
@@ -114,8 +118,16 @@ class TrainConfig:
             raise TrainingError(f"time_budget must be > 0 seconds, not {self.time_budget}")
         if self.threads is not None and int(self.threads) < 1:
             raise TrainingError(f"threads must be >= 1, not {self.threads}")
+        if self.prefetch not in PREFETCH_MODES:
+            raise TrainingError(
+                f"prefetch must be one of {', '.join(PREFETCH_MODES)}, not {self.prefetch!r}"
+            )
         if not self.lr > 0 or not 0.0 <= self.mask_rate <= 1.0 or self.masking_weight < 0:
             raise TrainingError("lr must be > 0, mask_rate in [0, 1], masking_weight >= 0")
+
+    def resolve_prefetch(self, device: torch.device) -> bool:
+        """Whether batches are prepared one step ahead on ``device`` (see ``prefetch``)."""
+        return prefetch_enabled(self.prefetch, device.type)
 
     def resolve_device(self) -> torch.device:
         """``auto``: cuda when available, else cpu; a cuda device must be available."""

@@ -49,6 +49,7 @@ from tqdm.auto import tqdm
 from mathsearch.encoders.corpus import EquationCorpus
 from mathsearch.encoders.gcn import GraphCNN
 from mathsearch.encoders.masking import MaskingHeads
+from mathsearch.encoders.prefetch import BatchPrefetcher
 from mathsearch.encoders.sampler import SamplerError, holdout_triplets
 from mathsearch.encoders.train_config import LOSSES, TrainConfig, TrainingError
 from mathsearch.encoders.train_state import TrainState, TripletBatches, evaluate_ranking
@@ -164,11 +165,16 @@ def train(
         unit="step",
         dynamic_ncols=True,
     )
+    fetch = BatchPrefetcher(
+        lambda step: run.prepare(batches(step), step),
+        enabled=config.resolve_prefetch(run.device),
+    )
     try:
         budget = config.time_budget
         while run.step < run.total_steps and not (budget and run.elapsed >= budget):
             tick = time.perf_counter()
-            losses.append(run.train_step(batches(run.step)))
+            ahead = run.step + 1 if run.step + 1 < run.total_steps else None
+            losses.append(run.optimise(fetch.get(run.step, ahead)))
             spent = time.perf_counter() - tick
             run.elapsed += spent
             now = config.batch_size / max(spent, 1e-9)
@@ -186,6 +192,7 @@ def train(
             if config.checkpoint_every and run.step % config.checkpoint_every == 0:
                 checkpoint, saved_at = run.checkpoint(), run.step
     finally:
+        fetch.close()
         bar.close()
     if losses and saved_at != run.step:
         checkpoint = run.checkpoint()

@@ -81,6 +81,12 @@ def add_bench_train(bench_cmds: Any) -> None:
     gcn.add_argument("--legacy", action="store_true", help="also time the per-graph collate loop")
     gcn.add_argument("--device", default="cpu", help="cpu (default), cuda, auto")
     gcn.add_argument("--amp", action="store_true", help="bf16 autocast (GPU, or CPU with AMX)")
+    gcn.add_argument(
+        "--prefetch",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="prepare the next batch on a worker thread (auto: on for cuda)",
+    )
     gcn.add_argument("--cache-dir", help="featurised-corpus cache (default: none)")
     gcn.add_argument("--json", action="store_true", help="print the reports as JSON")
     seq = kinds.add_parser(
@@ -95,6 +101,7 @@ def add_bench_train(bench_cmds: Any) -> None:
             examples:
               mathsearch bench train seq2seq                       H = 64, 128, 256
               mathsearch bench train seq2seq --hidden 1024 --steps 4
+              mathsearch bench train seq2seq --device cuda --amp --hidden 64,1024
               mathsearch bench train seq2seq ../shared/data/semvec/poly8-trainset.json.gz --json
             """),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -108,6 +115,8 @@ def add_bench_train(bench_cmds: Any) -> None:
     seq.add_argument("--steps", type=positive_int, default=16, help="timed steps (16)")
     seq.add_argument("--warmup", type=int, default=2, help="untimed steps first (2)")
     seq.add_argument("--threads", type=positive_int, help="torch threads (default: all cores)")
+    seq.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N, auto")
+    seq.add_argument("--amp", action="store_true", help="bf16 autocast of the forward pass")
     seq.add_argument("--json", action="store_true", help="print the reports as JSON")
 
 
@@ -137,19 +146,28 @@ def _run_seq2seq(args: argparse.Namespace) -> int:
         return fail(str(exc))
     rng.shuffle(pairs)
     pairs = pairs[: args.pairs]
-    reports = [
-        bench_train_seq2seq(
+    try:
+        reports = _seq2seq_reports(bench_train_seq2seq, pairs, args)
+    except ValueError as exc:  # an unknown device, or CUDA asked for where there is none
+        return fail(str(exc))
+    emit(json.dumps(reports, indent=2) if args.json else format_bench_train_seq2seq(reports))
+    return 0
+
+
+def _seq2seq_reports(bench: Any, pairs: list[Any], args: argparse.Namespace) -> list[Any]:
+    return [
+        bench(
             pairs,
             hidden=hidden,
             batch_size=args.batch_size,
             steps=args.steps,
             warmup=args.warmup,
             threads=args.threads,
+            device=args.device,
+            amp=args.amp,
         )
         for hidden in args.hidden
     ]
-    emit(json.dumps(reports, indent=2) if args.json else format_bench_train_seq2seq(reports))
-    return 0
 
 
 def run_bench_train(args: argparse.Namespace) -> int:
@@ -195,6 +213,7 @@ def run_bench_train(args: argparse.Namespace) -> int:
                     threads=args.threads,
                     device=args.device,
                     amp=args.amp,
+                    prefetch=args.prefetch,
                     model=model,
                 )
                 reports.append(

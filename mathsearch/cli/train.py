@@ -174,6 +174,12 @@ def add_train(commands: Any) -> None:
         action="store_true",
         help="bf16 autocast: on a GPU, or a CPU with bf16 matrix units (AMX / AVX512-BF16)",
     )
+    gcn.add_argument(
+        "--prefetch",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="prepare the next batch on a worker thread while a step trains (auto: on for cuda)",
+    )
     gcn.add_argument("--vocabulary", help="vocabulary JSON (default: the shipped one)")
     gcn.add_argument("--cache-dir", help="featurised-corpus cache (default OUT/cache)")
     gcn.add_argument("--no-cache", action="store_true", help="always parse the sources again")
@@ -350,6 +356,7 @@ def _config(args: argparse.Namespace, out: Path, split: dict[str, Any]) -> Any:
         seed=args.seed,
         device=args.device,
         amp=args.amp,
+        prefetch=args.prefetch,
         checkpoint_dir=str(out),
         checkpoint_every=args.checkpoint_every,
         eval_every=args.eval_every,

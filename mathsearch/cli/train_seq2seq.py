@@ -82,6 +82,8 @@ def register(kinds: Any) -> None:
               mathsearch train seq2seq --mode autoencoder --hidden 128 --out runs/expemb-a
               mathsearch train seq2seq --semvec poly5 --hidden 128 --out runs/poly5-128
                   (one SemVec set by name: the seed's per-set protocol, below)
+              mathsearch train seq2seq --semvec boolean5 --hidden 1024 --device cuda \
+                  --out runs/boolean5-1024        (on a GPU; --amp for bf16 autocast)
 
             A SemVec set given by name (poly5, simplepoly8, boolean5, ...) rather than a file
             is trained alone at the seed's protocol: the Appendix C pairs of its train split
@@ -131,6 +133,12 @@ def register(kinds: Any) -> None:
     parser.add_argument("--vocabulary", help="a vocab.json to reuse")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=positive_int, default=1, help="torch threads (1)")
+    parser.add_argument(
+        "--device", default="cpu", help="cpu (default), cuda, cuda:N or auto (cuda if present)"
+    )
+    parser.add_argument(
+        "--amp", action="store_true", help="bf16 autocast of the forward pass (GPU, or AMX CPU)"
+    )
     parser.add_argument(
         "--checkpoint-every",
         type=int,
@@ -198,6 +206,8 @@ def run(args: argparse.Namespace) -> int:
         vocabulary=args.vocabulary,
         seed=args.seed,
         threads=args.threads,
+        device=args.device,
+        amp=args.amp,
         checkpoint_every=max(0, args.checkpoint_every),
         progress=not args.no_progress,
     )

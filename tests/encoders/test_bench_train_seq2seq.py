@@ -62,3 +62,19 @@ def test_missing_sets_are_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFi
     code = main(["bench", "train", "seq2seq", str(tmp_path / "nope.json.gz")])
     assert code != 0
     assert "not found" in capsys.readouterr().err
+
+
+def test_the_report_names_device_and_autocast(pairs: list) -> None:
+    report = bench_train_seq2seq(
+        pairs, hidden=16, batch_size=8, steps=2, warmup=1, threads=1, legacy=False, amp=True
+    )
+    assert report["device"] == "cpu" and report["amp"] is True
+    assert report["network"]["items_per_s"] > 0 and "legacy" not in report
+    assert "cpu bf16 autocast" in format_bench_train_seq2seq([report])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error where there is no GPU")
+def test_cuda_without_a_gpu_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["bench", "train", "seq2seq", *map(str, SETS), "--device", "cuda"])
+    assert code != 0
+    assert "CUDA is not available" in capsys.readouterr().err

@@ -143,3 +143,27 @@ def test_a_set_name_with_egen_files_is_refused(capsys: pytest.CaptureFixture[str
     code = main(["train", "seq2seq", str(EGEN), "--semvec", "poly5", "--out", "x"])
     assert code != 0
     assert "trained alone" in capsys.readouterr().err
+
+
+def test_bf16_autocast_training_still_learns(tmp_path: Path) -> None:
+    """`--amp`: the forward pass under bf16 autocast (CPU here, CUDA on a GPU) still trains."""
+    out = tmp_path / "amp"
+    args = ["train", "seq2seq", str(EGEN), "--out", str(out), "--hidden", "32", "--lr", "3e-3"]
+    args += ["--batch-size", "16", "--max-len", "40", "--max-steps", "120", "--held-out", "0.8"]
+    args += ["--semvec", str(BOOLEAN5), "--min-count", "1", "--amp", "--device", "cpu"]
+    assert main([*args, "--no-progress", "--json"]) == 0
+    report = json.loads((out / "train.json").read_text())
+    assert report["amp"] is True and report["device"] == "cpu"
+    assert report["last_loss"] < 0.8 * report["first_loss"]
+    # the checkpoint holds float32 CPU tensors whatever the device and autocast
+    state = torch.load(out / "checkpoint.pt", weights_only=True)["model"]
+    assert all(t.device.type == "cpu" and t.dtype == torch.float32 for t in state.values())
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error where there is no GPU")
+def test_cuda_asked_for_without_a_gpu_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["train", "seq2seq", str(EGEN), "--out", str(tmp_path / "x"), "--hidden", "16"]
+    assert main([*args, "--device", "cuda", "--max-steps", "2", "--no-progress"]) != 0
+    assert "CUDA is not available" in capsys.readouterr().err

@@ -178,6 +178,27 @@ def test_packed_and_collated_batches_train_the_same() -> None:
     )
 
 
+@pytest.mark.parametrize("loss", ["histogram", "infonce"])
+def test_prefetching_the_next_batch_trains_the_same(loss: str) -> None:
+    """Step t + 1 prepared on a worker thread is the batch step t + 1 would build itself."""
+    train_corpus, _ = _split()
+    config = _small(loss=loss, steps_per_epoch=6, use_masking=loss == "histogram")
+    plain = train(replace(config, prefetch="off"), train_corpus)
+    ahead = train(replace(config, prefetch="on"), train_corpus)
+    assert [x["loss"] for x in ahead.losses] == [x["loss"] for x in plain.losses]
+    for a, b in zip(ahead.model.parameters(), plain.model.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_prefetch_auto_is_on_for_cuda_only() -> None:
+    config = TrainConfig()
+    assert config.resolve_prefetch(torch.device("cuda")) is True
+    assert config.resolve_prefetch(torch.device("cpu")) is False
+    assert replace(config, prefetch="on").resolve_prefetch(torch.device("cpu")) is True
+    with pytest.raises(TrainingError, match="prefetch"):
+        TrainConfig(prefetch="sometimes")
+
+
 def test_time_budget_stops_the_run_and_drives_the_schedule() -> None:
     train_corpus, _ = _split()
     result = train(_small(steps_per_epoch=10_000, time_budget=1.0), train_corpus)
