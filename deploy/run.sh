@@ -136,7 +136,7 @@ PY
           tests/opensearch/test_plugins_smoke.py tests/opensearch/test_cluster_capabilities.py \
           tests/workers/test_pipeline.py tests/opensearch/test_searcher.py \
           tests/opensearch/test_fusion.py tests/opensearch/test_enrichment.py \
-          tests/opensearch/test_vector_fields.py
+          tests/opensearch/test_vector_fields.py tests/opensearch/test_schema.py
         status=$?
       elif [ "$status" = 3 ]; then
         status=0

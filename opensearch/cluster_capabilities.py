@@ -8,11 +8,14 @@ two differ, the code asks :class:`ClusterCapabilities` instead of assuming one:
   ("supported parameters are [weights]") and reads ``combination.rank_constant``;
 * **server-side z_score**: the ``normalization-processor`` of 3.x takes ``z_score`` (with
   ``arithmetic_mean``); 2.19 refuses it, so only client-side fusion offers it there;
-* **derived vector source**: k-NN 3.x stores vectors only in the index and rebuilds them in
-  ``_source`` from float32, so re-writing the same document is an update instead of a no-op;
-  new indices turn it off (``index.knn.derived_source.enabled: false``), which keeps writes
-  idempotent and ``_source`` as written on both versions. 2.19 has it off already and older
-  clusters do not know the setting, so it is only sent to 3.x.
+* **derived vector source** (``index.knn.derived_source.enabled``, k-NN 2.19 and later; on by
+  default from 3.0): the vectors are kept only in the vector files, not a second time as JSON in
+  the stored ``_source``, and are put back into ``_source`` (from their float32 values) when a
+  document is read, updated or copied. mathsearch sets it on every new k-NN index of 2.19 or
+  later as ``MATHSEARCH_VECTOR_SOURCE`` says (``derived``, the default: about 1,330 B less per
+  equation at 128 dimensions; ``stored``: off). Re-writes stay no-ops because the written
+  vectors have at most 6 decimals (:func:`~mathsearch.export.embedder_base.written_vector`),
+  which read back from float32 unchanged. Older clusters do not know the setting and get none.
 
 Example::
 
@@ -90,6 +93,17 @@ class ClusterCapabilities:
         """The ``normalization-processor`` accepts ``z_score`` (3.x)."""
         return self.major >= 3
 
-    def index_settings(self) -> dict[str, Any]:
-        """Settings every new k-NN index of mathsearch adds on this cluster."""
-        return {"index.knn.derived_source.enabled": False} if self.major >= 3 else {}
+    @property
+    def derived_vector_source(self) -> bool:
+        """k-NN knows ``index.knn.derived_source.enabled`` (2.19 and later)."""
+        return self.version >= (2, 19, 0)
+
+    def index_settings(self, vector_source: str = "derived") -> dict[str, Any]:
+        """Settings every new k-NN index of mathsearch adds on this cluster.
+
+        Args:
+            vector_source: ``derived`` or ``stored`` (``MATHSEARCH_VECTOR_SOURCE``).
+        """
+        if not self.derived_vector_source:
+            return {}
+        return {"index.knn.derived_source.enabled": vector_source == "derived"}

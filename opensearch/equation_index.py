@@ -51,7 +51,7 @@ def ensure_equation_index(
         concrete = versioned_name(alias, 1)
         body = equation_index_body(
             vectors, settings, alias=alias,
-            index_settings=ClusterCapabilities.of(client).index_settings(),
+            index_settings=ClusterCapabilities.of(client).index_settings(settings.vector_source),
         )  # fmt: skip
         put_equation_template(client, alias, body["settings"], body["mappings"])
         try:

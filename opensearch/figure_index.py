@@ -96,7 +96,7 @@ def ensure_figure_index(
     settings = settings or OpenSearchSettings.from_env()
     if not client.indices.exists(index=index):
         try:
-            extra = ClusterCapabilities.of(client).index_settings()
+            extra = ClusterCapabilities.of(client).index_settings(settings.vector_source)
             client.indices.create(index=index, body=figure_index_body(vectors, settings, extra))
         except TransportError as exc:
             if getattr(exc, "error", "") != "resource_already_exists_exception":

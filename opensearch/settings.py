@@ -86,6 +86,9 @@ __all__ = [
 REFRESH_MODES = ("false", "wait_for", "true", "end")
 #: Stored-fields codecs every OpenSearch 2.x / 3.x node has (Lucene's own).
 INDEX_CODECS = ("default", "best_compression")
+#: Values of ``MATHSEARCH_VECTOR_SOURCE``: ``derived`` (k-NN's derived source: vectors kept only
+#: in the vector files and put back into ``_source`` when read) or ``stored`` (in ``_source`` too).
+VECTOR_SOURCES = ("derived", "stored")
 
 
 def parse_serve_workers(value: str | None, source: str = "MATHSEARCH_SERVE_WORKERS") -> int:
@@ -125,6 +128,7 @@ class OpenSearchSettings:
     shards: int = 1
     replicas: int = 0
     index_codec: str = "default"
+    vector_source: str = "derived"
     hnsw_m: int = 16
     hnsw_ef_construction: int = 128
     bulk_chunk_docs: int = 500
@@ -191,6 +195,7 @@ class OpenSearchSettings:
             shards=_env_int("MATHSEARCH_INDEX_SHARDS", cls.shards, minimum=1),
             replicas=_env_int("MATHSEARCH_INDEX_REPLICAS", cls.replicas),
             index_codec=env.get("MATHSEARCH_INDEX_CODEC") or cls.index_codec,
+            vector_source=env.get("MATHSEARCH_VECTOR_SOURCE") or cls.vector_source,
             hnsw_m=_env_int("MATHSEARCH_HNSW_M", cls.hnsw_m, minimum=2),
             hnsw_ef_construction=_env_int(
                 "MATHSEARCH_HNSW_EF_CONSTRUCTION", cls.hnsw_ef_construction, minimum=2
@@ -243,6 +248,11 @@ class OpenSearchSettings:
             raise ConfigurationError(
                 f"MATHSEARCH_INDEX_CODEC must be one of {', '.join(INDEX_CODECS)}, "
                 f"not {self.index_codec!r}"
+            )
+        if self.vector_source not in VECTOR_SOURCES:
+            raise ConfigurationError(
+                f"MATHSEARCH_VECTOR_SOURCE must be one of {', '.join(VECTOR_SOURCES)}, "
+                f"not {self.vector_source!r}"
             )
         if not self.heap[:-1].isdigit() or self.heap[-1].lower() not in {"m", "g"}:
             raise ConfigurationError(

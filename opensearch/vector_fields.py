@@ -178,13 +178,19 @@ def _sync_template(client: OpenSearch, alias: str) -> None:
 
 
 def _index_settings(client: OpenSearch, concrete: str) -> dict[str, Any]:
-    """The settings a new version inherits: k-NN on, the same shards and replicas."""
-    current = client.indices.get_settings(index=concrete)[concrete]["settings"]["index"]
+    """The settings a new version inherits: k-NN on, the same shards, replicas, stored-fields
+    codec and vector source (derived or stored) as the live one."""
+    live = client.indices.get_settings(index=concrete, flat_settings=True)
+    current = live[concrete]["settings"]
+    derived = str(current.get("index.knn.derived_source.enabled", "false")) == "true"
+    vector_source = "derived" if derived else "stored"
+    codec = current.get("index.codec")
     return {
         "index.knn": True,
-        "number_of_shards": int(current["number_of_shards"]),
-        "number_of_replicas": int(current["number_of_replicas"]),
-        **ClusterCapabilities.of(client).index_settings(),
+        "number_of_shards": int(current["index.number_of_shards"]),
+        "number_of_replicas": int(current["index.number_of_replicas"]),
+        **({"codec": codec} if codec and codec != "default" else {}),
+        **ClusterCapabilities.of(client).index_settings(vector_source),
     }
 
 

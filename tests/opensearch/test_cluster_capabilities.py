@@ -13,10 +13,10 @@ from mathsearch.opensearch.schema import VectorSpec
 @pytest.mark.parametrize(
     ("number", "version", "flat", "z_score", "settings"),
     [
-        ("2.19.1", (2, 19, 1), False, False, {}),
+        ("2.19.1", (2, 19, 1), False, False, {"index.knn.derived_source.enabled": True}),
         ("2.11", (2, 11, 0), False, False, {}),
-        ("3.6.0", (3, 6, 0), True, True, {"index.knn.derived_source.enabled": False}),
-        ("3.0.0-SNAPSHOT", (3, 0, 0), True, True, {"index.knn.derived_source.enabled": False}),
+        ("3.6.0", (3, 6, 0), True, True, {"index.knn.derived_source.enabled": True}),
+        ("3.0.0-SNAPSHOT", (3, 0, 0), True, True, {"index.knn.derived_source.enabled": True}),
     ],
 )
 def test_what_each_version_can_do(number, version, flat, z_score, settings) -> None:
@@ -24,6 +24,8 @@ def test_what_each_version_can_do(number, version, flat, z_score, settings) -> N
     assert caps.version == version
     assert (caps.rrf_flat_rank_constant, caps.server_z_score) == (flat, z_score)
     assert caps.index_settings() == settings
+    if settings:  # MATHSEARCH_VECTOR_SOURCE=stored turns it off where the cluster knows it
+        assert caps.index_settings("stored") == {"index.knn.derived_source.enabled": False}
 
 
 @pytest.mark.parametrize("number", ["", "three", "v3.6.0"])
@@ -45,6 +47,6 @@ def test_the_live_clusters_version_and_the_index_settings_it_gets(
     )
     live = client.indices.get_settings(index=concrete, flat_settings=True)[concrete]["settings"]
     derived = live.get("index.knn.derived_source.enabled")
-    # 3.x would rebuild vectors from float32 (re-writes no longer no-ops): mathsearch turns it
-    # off; 2.x never gets the setting
-    assert derived == ("false" if caps.major >= 3 else None)
+    # vectors only in the vector files (MATHSEARCH_VECTOR_SOURCE=derived, the default) where
+    # the cluster's k-NN knows the setting (2.19 and later)
+    assert derived == ("true" if caps.derived_vector_source else None)

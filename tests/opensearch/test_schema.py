@@ -15,6 +15,9 @@ from opensearchpy import OpenSearch
 from mathsearch.core.errors import ConfigurationError
 from mathsearch.export.embedders import Embedder
 from mathsearch.opensearch import OpenSearchSettings
+from mathsearch.opensearch.bulk_writer import BulkWriter
+from mathsearch.opensearch.cluster_capabilities import ClusterCapabilities
+from mathsearch.opensearch.documents import equation_actions
 from mathsearch.opensearch.schema import VectorSpec, equation_properties, resolve_alias
 from tests.conftest import DEFAULT_FIELD, DEFAULT_SPACE
 from tests.opensearch.conftest import fill
@@ -119,3 +122,72 @@ def test_a_live_index_without_vector_doc_values_still_answers_knn_and_exact_scri
     exact_ids = _exact_top(client, fresh_alias, query, 5)
     assert knn_ids[0] == exact_ids[0] == demo_dicts[40]["eq_id"]
     assert len(set(knn_ids) & set(exact_ids)) >= 4
+
+
+def test_the_vector_source_setting_is_read_and_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MATHSEARCH_VECTOR_SOURCE", raising=False)
+    assert OpenSearchSettings.from_env().vector_source == "derived"
+    monkeypatch.setenv("MATHSEARCH_VECTOR_SOURCE", "stored")
+    assert OpenSearchSettings.from_env().vector_source == "stored"
+    monkeypatch.setenv("MATHSEARCH_VECTOR_SOURCE", "both")
+    with pytest.raises(ConfigurationError, match="MATHSEARCH_VECTOR_SOURCE"):
+        OpenSearchSettings.from_env()
+
+
+def _store_bytes(client: OpenSearch, alias: str) -> int:
+    index = resolve_alias(client, alias)
+    client.indices.forcemerge(index=index, max_num_segments=1, request_timeout=120)
+    client.indices.refresh(index=index)
+    stats = client.indices.stats(index=index, metric="store")
+    return int(stats["indices"][index]["primaries"]["store"]["size_in_bytes"])
+
+
+def test_derived_vectors_are_not_stored_twice_and_survive_updates_and_rewrites(
+    client: OpenSearch,
+    settings: OpenSearchSettings,
+    encoder: Embedder,
+    demo_dicts: list[dict[str, Any]],
+    demo_vectors: list[list[float]],
+    fresh_alias: str,
+) -> None:
+    """``MATHSEARCH_VECTOR_SOURCE=derived`` (the default): the vectors live in the vector files
+    only, yet every read, partial update and re-write sees them as written."""
+    if not ClusterCapabilities.of(client).derived_vector_source:
+        pytest.skip("this cluster's k-NN has no derived source")
+    stored_alias = fresh_alias + "-stored"
+    try:
+        fill(client, fresh_alias, settings, encoder, demo_dicts, demo_vectors)
+        stored = dataclasses.replace(settings, vector_source="stored")
+        fill(client, stored_alias, stored, encoder, demo_dicts, demo_vectors)
+        for alias, expected in ((fresh_alias, "true"), (stored_alias, "false")):
+            index = resolve_alias(client, alias)
+            live = client.indices.get_settings(index=index, flat_settings=True)[index]["settings"]
+            assert live["index.knn.derived_source.enabled"] == expected
+        # read back exactly as written (6 decimals survive float32)
+        some = range(0, len(demo_dicts), 7)
+        for row in some:
+            hit = client.get(index=fresh_alias, id=demo_dicts[row]["eq_id"])["_source"]
+            assert hit[DEFAULT_FIELD] == demo_vectors[row]
+        # writing the same documents again changes nothing: idempotent writes hold
+        spec = VectorSpec.from_card(encoder.card)
+        again = BulkWriter(client, settings, refresh="end").write(
+            equation_actions(fresh_alias, demo_dicts, {spec.field: demo_vectors})
+        )
+        assert again.noop == len(demo_dicts) and again.created == again.updated == 0
+        # a partial update of another field rebuilds the document with its vector
+        eq_id = demo_dicts[3]["eq_id"]
+        client.update(index=fresh_alias, id=eq_id, body={"doc": {"section": "moved"}})
+        client.indices.refresh(index=fresh_alias)
+        hit = client.get(index=fresh_alias, id=eq_id)["_source"]
+        assert hit["section"] == "moved" and hit[DEFAULT_FIELD] == demo_vectors[3]
+        query = {"knn": {DEFAULT_FIELD: {"vector": hit[DEFAULT_FIELD], "k": 1}}}
+        knn = client.search(index=fresh_alias, body={"size": 1, "query": query})
+        assert knn["hits"]["hits"][0]["_id"] == eq_id
+        # and the point of it: each equation's vector JSON is no longer in the stored fields
+        saved = _store_bytes(client, stored_alias) - _store_bytes(client, fresh_alias)
+        per_equation = saved / len(demo_dicts)
+        assert per_equation > 0.25 * len(json.dumps(demo_vectors[0])), per_equation
+    finally:
+        from tests.opensearch.conftest import drop_alias
+
+        drop_alias(client, stored_alias)
