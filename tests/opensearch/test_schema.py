@@ -44,13 +44,27 @@ def test_vector_fields_keep_no_doc_values_copy() -> None:
     assert mapping["doc_values"] is False and mapping["method"]["engine"] == "lucene"
 
 
-def test_the_codec_setting_is_read_and_checked(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("MATHSEARCH_INDEX_CODEC", raising=False)
-    assert OpenSearchSettings.from_env().index_codec == "default"
-    monkeypatch.setenv("MATHSEARCH_INDEX_CODEC", "best_compression")
-    assert OpenSearchSettings.from_env().index_codec == "best_compression"
-    monkeypatch.setenv("MATHSEARCH_INDEX_CODEC", "zip")
-    with pytest.raises(ConfigurationError, match="MATHSEARCH_INDEX_CODEC must be one of"):
+@pytest.mark.parametrize(
+    ("variable", "attribute", "default", "other", "bad"),
+    [
+        ("MATHSEARCH_INDEX_CODEC", "index_codec", "default", "best_compression", "zip"),
+        ("MATHSEARCH_VECTOR_SOURCE", "vector_source", "derived", "stored", "both"),
+    ],
+)
+def test_the_storage_settings_are_read_and_checked(
+    monkeypatch: pytest.MonkeyPatch,
+    variable: str,
+    attribute: str,
+    default: str,
+    other: str,
+    bad: str,
+) -> None:
+    monkeypatch.delenv(variable, raising=False)
+    assert getattr(OpenSearchSettings.from_env(), attribute) == default
+    monkeypatch.setenv(variable, other)
+    assert getattr(OpenSearchSettings.from_env(), attribute) == other
+    monkeypatch.setenv(variable, bad)
+    with pytest.raises(ConfigurationError, match=f"{variable} must be one of"):
         OpenSearchSettings.from_env()
 
 
@@ -122,16 +136,6 @@ def test_a_live_index_without_vector_doc_values_still_answers_knn_and_exact_scri
     exact_ids = _exact_top(client, fresh_alias, query, 5)
     assert knn_ids[0] == exact_ids[0] == demo_dicts[40]["eq_id"]
     assert len(set(knn_ids) & set(exact_ids)) >= 4
-
-
-def test_the_vector_source_setting_is_read_and_checked(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("MATHSEARCH_VECTOR_SOURCE", raising=False)
-    assert OpenSearchSettings.from_env().vector_source == "derived"
-    monkeypatch.setenv("MATHSEARCH_VECTOR_SOURCE", "stored")
-    assert OpenSearchSettings.from_env().vector_source == "stored"
-    monkeypatch.setenv("MATHSEARCH_VECTOR_SOURCE", "both")
-    with pytest.raises(ConfigurationError, match="MATHSEARCH_VECTOR_SOURCE"):
-        OpenSearchSettings.from_env()
 
 
 def _store_bytes(client: OpenSearch, alias: str) -> int:
