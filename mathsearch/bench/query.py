@@ -55,7 +55,7 @@ from mathsearch.bench.query_index import (
     bench_alias,
     build_index,
     drop_bench_index,
-    index_info,
+    settled_index_info,
     wait_for_merges,
 )
 from mathsearch.bench.timing import (
@@ -214,7 +214,7 @@ def bench_query(
         )
         alias = bench_alias(settings.index_prefix, size)
         built["merge_wait_s"] = round(wait_for_merges(client, built["index"]), 1)
-        built.update(index_info(client, built["index"]))
+        built.update(settled_index_info(client, built["index"]))
         rows = time_modes(
             client,
             alias,

@@ -35,7 +35,14 @@ from mathsearch.core.errors import MathsearchOpenSearchError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["bench_alias", "build_index", "drop_bench_index", "index_info", "wait_for_merges"]
+__all__ = [
+    "bench_alias",
+    "build_index",
+    "drop_bench_index",
+    "index_info",
+    "settled_index_info",
+    "wait_for_merges",
+]
 
 _BULK_CHUNK = 500
 
@@ -82,6 +89,33 @@ def index_info(client: Any, concrete: str) -> dict[str, Any]:
         "store_bytes": int(primaries["store"]["size_in_bytes"]),
         "segments": int(primaries["segments"]["count"]),
     }
+
+
+def settled_index_info(
+    client: Any, concrete: str, *, interval_s: float = 3.0, limit_s: float = 90.0
+) -> dict[str, Any]:
+    """:func:`index_info` once the store size has settled.
+
+    Right after a merge the files of the merged-away segments are still on disk until the
+    next commit, and the node caches store sizes for ``index.store.stats_refresh_interval``
+    (10 s by default): a size read then counted both (a force-merged 100k index read 3,923 B per
+    equation, and 1,721 B 20 s later). So: flush (commit), then read until the size is the same
+    for three readings over more than the cache's 10 s, or ``limit_s`` passes.
+    """
+    client.indices.flush(index=concrete)
+    started = time.perf_counter()
+    info = index_info(client, concrete)
+    same_since = started
+    while time.perf_counter() - started < limit_s:
+        time.sleep(interval_s)
+        again = index_info(client, concrete)
+        if again["store_bytes"] != info["store_bytes"]:
+            same_since = time.perf_counter()
+        elif time.perf_counter() - same_since > 10.0 + 2 * interval_s:
+            return again
+        info = again
+    logger.warning("%s: store size still changing after %.0f s", concrete, limit_s)
+    return info
 
 
 def drop_bench_index(client: Any, alias: str, prefix: str) -> None:

@@ -143,3 +143,34 @@ def test_a_bench_index_built_with_other_hnsw_parameters_is_not_reused() -> None:
     assert (wanted["hnsw_m"], wanted["hnsw_ef_construction"]) == (16, 128)
     other = with_values(settings, hnsw_m=32)
     assert _bench_meta(Corpus(), 100, "embed", other) != wanted  # type: ignore[arg-type]
+
+
+def test_the_size_after_a_force_merge_is_read_once_it_has_settled(
+    client, settings, encoder, demo_dicts, demo_vectors, fresh_alias
+) -> None:
+    """The merged-away segments stay on disk until a commit and the node caches store sizes
+    for 10 s: ``settled_index_info`` reads the size the index keeps."""
+    import time
+
+    from mathsearch.bench.query_index import index_info, settled_index_info
+    from mathsearch.opensearch.bulk_writer import BulkWriter
+    from mathsearch.opensearch.documents import equation_actions
+    from mathsearch.opensearch.equation_index import ensure_equation_index
+    from mathsearch.opensearch.schema import VectorSpec, resolve_alias
+
+    spec = VectorSpec.from_card(encoder.card)
+    ensure_equation_index(client, fresh_alias, [spec], settings)
+    third = len(demo_dicts) // 3
+    for start in range(0, 3 * third, third):  # three refreshes: three segments
+        part = slice(start, start + third)
+        BulkWriter(client, settings, refresh="end").write(
+            equation_actions(fresh_alias, demo_dicts[part], {spec.field: demo_vectors[part]})
+        )
+    concrete = resolve_alias(client, fresh_alias)
+    assert index_info(client, concrete)["segments"] >= 2
+    client.indices.forcemerge(index=concrete, max_num_segments=1)
+    client.indices.refresh(index=concrete)
+    settled = settled_index_info(client, concrete, interval_s=1.0)
+    assert settled["segments"] == 1 and settled["docs"] == 3 * third
+    time.sleep(11)  # past the node's store-size cache: the size does not move any more
+    assert index_info(client, concrete)["store_bytes"] == settled["store_bytes"]
