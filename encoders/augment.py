@@ -38,24 +38,66 @@ from mathsearch.indexer.vocabulary import Vocabulary, default_vocabulary
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["identifier_permutation", "mi_character_nodes", "permute_identifiers"]
+__all__ = [
+    "identifier_permutation",
+    "identifier_permutations",
+    "mi_character_nodes",
+    "permute_identifiers",
+]
+
+
+def _swap_draws(
+    num_chars: int, rng: np.random.Generator, mean_swaps: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """One equation's swaps: ``Poisson(mean_swaps)`` pairs of distinct slots, in order."""
+    swaps = int(rng.poisson(mean_swaps))
+    first = rng.integers(0, num_chars, size=swaps)
+    second = (first + rng.integers(1, num_chars, size=swaps)) % num_chars  # != first
+    return first, second
+
+
+def identifier_permutations(
+    count: int, num_chars: int, rng: np.random.Generator, mean_swaps: float = 32.0
+) -> np.ndarray:
+    """``count`` permutations of ``range(num_chars)``, int64 ``(count, num_chars)``: row ``g``
+    is built from ``Poisson(mean_swaps)`` swaps of two distinct slots, applied in order;
+    ``perm[g, c]`` is the new slot of character ``c`` in equation ``g``.
+
+    The same draws, in the same order, as ``count`` calls of :func:`identifier_permutation`
+    (so a seeded run is unchanged), but the swaps are applied one round at a time for all rows
+    at once (round ``k`` swaps one pair in every row with more than ``k`` swaps): a few NumPy
+    calls per round instead of a Python loop over every swap of every equation.
+    """
+    perms = np.tile(np.arange(num_chars, dtype=np.int64), (max(0, count), 1))
+    if num_chars < 2 or count < 1:
+        return perms
+    draws = [_swap_draws(num_chars, rng, mean_swaps) for _ in range(count)]
+    swaps = np.fromiter((len(f) for f, _ in draws), dtype=np.int64, count=count)
+    rounds = int(swaps.max(initial=0))
+    if rounds == 0:
+        return perms
+    first = np.zeros((count, rounds), dtype=np.int64)
+    second = np.zeros((count, rounds), dtype=np.int64)
+    for row, (f, s) in enumerate(draws):
+        first[row, : len(f)] = f
+        second[row, : len(s)] = s
+    rows = np.arange(count)
+    for k in range(rounds):
+        active = rows[swaps > k]
+        i, j = first[active, k], second[active, k]
+        held = perms[active, i]  # fancy indexing copies
+        perms[active, i] = perms[active, j]
+        perms[active, j] = held
+    return perms
 
 
 def identifier_permutation(
     num_chars: int, rng: np.random.Generator, mean_swaps: float = 32.0
 ) -> np.ndarray:
-    """A permutation of ``range(num_chars)`` built from ``Poisson(mean_swaps)`` random swaps of
-    two distinct slots, int64 ``(num_chars,)``; ``perm[c]`` is the new slot of character ``c``.
+    """One permutation of ``range(num_chars)`` (:func:`identifier_permutations` with one row),
+    int64 ``(num_chars,)``; ``perm[c]`` is the new slot of character ``c``.
     """
-    if num_chars < 2:
-        return np.arange(num_chars, dtype=np.int64)
-    swaps = int(rng.poisson(mean_swaps))
-    first = rng.integers(0, num_chars, size=swaps)
-    second = (first + rng.integers(1, num_chars, size=swaps)) % num_chars  # != first
-    perm = np.arange(num_chars, dtype=np.int64)
-    for i, j in zip(first.tolist(), second.tolist(), strict=True):
-        perm[i], perm[j] = perm[j], perm[i]
-    return perm
+    return identifier_permutations(1, num_chars, rng, mean_swaps)[0]
 
 
 def mi_character_nodes(data: Data, mi_tag: int) -> Tensor:
@@ -116,9 +158,7 @@ def permute_identifiers(
     mi_tag, num_chars = _resolve(vocab_or_sizes, data)
     batch_index = getattr(data, "batch", None)
     num_graphs = int(data.num_graphs) if batch_index is not None else 1
-    tables = np.stack(
-        [identifier_permutation(num_chars, rng, mean_swaps) for _ in range(num_graphs)]
-    )
+    tables = identifier_permutations(num_graphs, num_chars, rng, mean_swaps)
     targets = mi_character_nodes(data, mi_tag)
     chars = data.x_char
     graph = batch_index if batch_index is not None else torch.zeros_like(chars)

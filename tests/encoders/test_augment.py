@@ -11,6 +11,7 @@ import torch
 
 from mathsearch.encoders.augment import (
     identifier_permutation,
+    identifier_permutations,
     mi_character_nodes,
     permute_identifiers,
 )
@@ -49,6 +50,26 @@ def test_permutation_is_a_permutation_of_poisson_swaps() -> None:
         np.count_nonzero(identifier_permutation(192, rng) != np.arange(192)) for _ in range(200)
     ]
     assert 40 < np.mean(moved) < 64  # about 2 * 32 displaced slots, minus overlapping swaps
+
+
+def test_batched_permutations_are_the_one_at_a_time_ones() -> None:
+    """Same seed, same draws: the batched rounds give what one call per equation gives, and
+    what each row's swaps applied one after the other by hand give."""
+    count, num_chars = 300, 192
+    perms = identifier_permutations(count, num_chars, np.random.default_rng(7))
+    rng = np.random.default_rng(7)
+    one_by_one = np.stack([identifier_permutation(num_chars, rng) for _ in range(count)])
+    assert np.array_equal(perms, one_by_one)
+    rng = np.random.default_rng(7)
+    for g in range(count):  # the definition, replayed with a plain loop of swaps
+        swaps = int(rng.poisson(32.0))
+        first = rng.integers(0, num_chars, size=swaps)
+        second = (first + rng.integers(1, num_chars, size=swaps)) % num_chars
+        expected = list(range(num_chars))
+        for i, j in zip(first.tolist(), second.tolist(), strict=True):
+            expected[i], expected[j] = expected[j], expected[i]
+        assert perms[g].tolist() == expected
+    assert len({tuple(row) for row in perms.tolist()}) == count  # independent rows
 
 
 def test_mi_leaves_by_hand() -> None:
