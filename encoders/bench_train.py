@@ -127,6 +127,7 @@ def bench_train(
     if config.threads:
         torch.set_num_threads(int(config.threads))
     graphs_per_item = 2 if config.loss == "infonce" else 3
+    device = config.resolve_device()
     report: dict[str, Any] = {
         "hidden": config.model.hidden,
         "layers": config.model.layers,
@@ -137,9 +138,9 @@ def bench_train(
         "batch_size": config.batch_size,
         "graphs_per_step": graphs_per_item * config.batch_size,
         "threads": torch.get_num_threads(),
-        "device": str(config.resolve_device()),
+        "device": str(device),
         "amp": config.amp,
-        "prefetch": config.resolve_prefetch(config.resolve_device()),
+        "prefetch": config.resolve_prefetch(device),
         "corpus_equations": len(corpus),
         "corpus_papers": corpus.num_papers,
         "mean_nodes": round(float(sum(g.num_nodes for g in corpus.graphs) / len(corpus)), 1),

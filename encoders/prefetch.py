@@ -66,29 +66,21 @@ class BatchPrefetcher(Generic[T]):
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="prefetch") if enabled else None
         self._pending: tuple[int, Future[T]] | None = None
 
-    @property
-    def enabled(self) -> bool:
-        return self._pool is not None
-
     def get(self, step: int, next_step: int | None = None) -> T:
         """The prepared data of ``step``; then starts ``next_step`` (None: nothing) ahead.
 
         An exception raised while preparing ``step`` is raised here.
         """
-        ready: T | None = None
-        found = False
-        if self._pending is not None:
-            pending_step, future = self._pending
-            self._pending = None
-            if pending_step == step:
-                ready, found = future.result(), True
-            else:  # a step out of order: let the stray one finish before preparing again
-                future.exception()
-        if not found:
+        pending, self._pending = self._pending, None
+        if pending is not None and pending[0] == step:
+            ready = pending[1].result()
+        else:
+            if pending is not None:  # a step out of order: let it finish before preparing again
+                pending[1].exception()
             ready = self._prepare(step)
         if self._pool is not None and next_step is not None:
             self._pending = (next_step, self._pool.submit(self._prepare, next_step))
-        return ready  # type: ignore[return-value]
+        return ready
 
     def close(self) -> None:
         """Wait for a step in flight (its result is dropped) and stop the worker."""

@@ -153,12 +153,12 @@ def checkpoint_embedder(model: Any, vocab: Any, batch_size: int = 256) -> EmbedF
     def embed(sequences: Sequence[Sequence[str]]) -> np.ndarray:
         parts = []
         model.eval()
+        device = next(model.parameters()).device
         with torch.no_grad():
             for start in range(0, len(sequences), batch_size):
                 chunk = sequences[start : start + batch_size]
                 ids = [vocab.encode(s[: model.config.max_len]) for s in chunk]
                 src, lengths = pad_ids(ids)
-                device = next(model.parameters()).device
                 parts.append(model.embed(src.to(device), lengths.to(device)).float().cpu().numpy())
         return np.concatenate(parts) if parts else np.zeros((0, model.config.hidden))
 

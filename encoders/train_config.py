@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from mathsearch.encoders.gcn import GCNConfig
-from mathsearch.encoders.prefetch import PREFETCH_MODES, prefetch_enabled
+from mathsearch.encoders.prefetch import prefetch_enabled
 from mathsearch.encoders.sampler import DEFAULT_MIXTURE
 
 logger = logging.getLogger(__name__)
@@ -118,10 +118,10 @@ class TrainConfig:
             raise TrainingError(f"time_budget must be > 0 seconds, not {self.time_budget}")
         if self.threads is not None and int(self.threads) < 1:
             raise TrainingError(f"threads must be >= 1, not {self.threads}")
-        if self.prefetch not in PREFETCH_MODES:
-            raise TrainingError(
-                f"prefetch must be one of {', '.join(PREFETCH_MODES)}, not {self.prefetch!r}"
-            )
+        try:
+            prefetch_enabled(self.prefetch, "cpu")  # checks the mode
+        except ValueError as exc:
+            raise TrainingError(str(exc)) from exc
         if not self.lr > 0 or not 0.0 <= self.mask_rate <= 1.0 or self.masking_weight < 0:
             raise TrainingError("lr must be > 0, mask_rate in [0, 1], masking_weight >= 0")
 

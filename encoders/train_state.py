@@ -456,10 +456,6 @@ class TrainState:
             "lr": lr,
         }
 
-    def train_step(self, triplets: TripletArrays) -> dict[str, float]:
-        """One step: :meth:`prepare` then :meth:`optimise`."""
-        return self.optimise(self.prepare(triplets))
-
     def checkpoint(self) -> Path | None:
         if not self.config.checkpoint_dir:
             return None

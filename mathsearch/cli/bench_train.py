@@ -14,6 +14,7 @@ import textwrap
 from typing import Any
 
 from mathsearch.cli.common import emit, fail, positive_int
+from mathsearch.encoders.prefetch import PREFETCH_MODES
 from mathsearch.indexer.errors import IndexerError
 from mathsearch.indexer.extract import FORMATS
 
@@ -83,7 +84,7 @@ def add_bench_train(bench_cmds: Any) -> None:
     gcn.add_argument("--amp", action="store_true", help="bf16 autocast (GPU, or CPU with AMX)")
     gcn.add_argument(
         "--prefetch",
-        choices=("auto", "on", "off"),
+        choices=PREFETCH_MODES,
         default="auto",
         help="prepare the next batch on a worker thread (auto: on for cuda)",
     )
@@ -147,27 +148,23 @@ def _run_seq2seq(args: argparse.Namespace) -> int:
     rng.shuffle(pairs)
     pairs = pairs[: args.pairs]
     try:
-        reports = _seq2seq_reports(bench_train_seq2seq, pairs, args)
+        reports = [
+            bench_train_seq2seq(
+                pairs,
+                hidden=hidden,
+                batch_size=args.batch_size,
+                steps=args.steps,
+                warmup=args.warmup,
+                threads=args.threads,
+                device=args.device,
+                amp=args.amp,
+            )
+            for hidden in args.hidden
+        ]
     except ValueError as exc:  # an unknown device, or CUDA asked for where there is none
         return fail(str(exc))
     emit(json.dumps(reports, indent=2) if args.json else format_bench_train_seq2seq(reports))
     return 0
-
-
-def _seq2seq_reports(bench: Any, pairs: list[Any], args: argparse.Namespace) -> list[Any]:
-    return [
-        bench(
-            pairs,
-            hidden=hidden,
-            batch_size=args.batch_size,
-            steps=args.steps,
-            warmup=args.warmup,
-            threads=args.threads,
-            device=args.device,
-            amp=args.amp,
-        )
-        for hidden in args.hidden
-    ]
 
 
 def run_bench_train(args: argparse.Namespace) -> int:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from mathsearch.cli.common import emit, positive_int, unit_fraction
+from mathsearch.encoders.prefetch import PREFETCH_MODES
 from mathsearch.indexer.errors import IndexerError
 from mathsearch.indexer.extract import FORMATS
 
@@ -176,7 +177,7 @@ def add_train(commands: Any) -> None:
     )
     gcn.add_argument(
         "--prefetch",
-        choices=("auto", "on", "off"),
+        choices=PREFETCH_MODES,
         default="auto",
         help="prepare the next batch on a worker thread while a step trains (auto: on for cuda)",
     )
