@@ -65,6 +65,12 @@ class ParsedEquation:
     def mathml(self) -> str:
         return to_mathml(self.tree)
 
+    @property
+    def input_format(self) -> str:
+        """``"mathml"`` when the tree was read from the record's MathML, else ``"latex"``
+        (the MathML is then the converter's rendering, which the index need not keep)."""
+        return "mathml" if self.record.mathml else "latex"
+
     def embed_item(self) -> dict[str, Any]:
         """What an encoder of any family reads (:class:`mathsearch.export.embedders.Embedder`):
         ``latex``, ``graph`` (the :class:`EquationGraph` itself, not its JSON), ``math_tokens``
@@ -84,6 +90,7 @@ class ParsedEquation:
         """The JSON form written to ``parsed.jsonl`` (BoW as sparse ``[[slot, count], ...]``)."""
         data = self.record.to_dict()
         data["mathml"] = self.mathml
+        data["input_format"] = self.input_format
         data["graph"] = self.graph.to_dict()
         nonzero = np.flatnonzero(self.bow)
         data["bow"] = [[int(i), int(self.bow[i])] for i in nonzero]

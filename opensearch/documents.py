@@ -41,6 +41,19 @@ def flat_symbols(symbols: Mapping[str, Sequence[str]] | Sequence[str] | None) ->
     return sorted(values)
 
 
+def keeps_mathml(parsed: Mapping[str, Any]) -> bool:
+    """Whether the index stores the equation's MathML: only when it came in as MathML (or
+    there is no LaTeX to render it from).
+
+    For LaTeX input the MathML is the converter's rendering of the LaTeX, the largest
+    stored field after the tokens (~1.2 kB per hep-th equation); searches that ask for it
+    render it again from ``latex`` (:class:`~mathsearch.opensearch.mathml_display.MathMLRenderer`,
+    ~0.1 ms per equation, the same string).
+    """
+    fmt = parsed.get("input_format")
+    return fmt == "mathml" or (fmt is None and not parsed.get("latex"))
+
+
 def equation_source(
     parsed: Mapping[str, Any],
     vectors: Mapping[str, Sequence[float] | None] | None = None,
@@ -60,7 +73,7 @@ def equation_source(
         "position": int(parsed.get("position", 0)),
         "section": parsed.get("section") or "",
         "latex": parsed.get("latex") or "",
-        "mathml": parsed.get("mathml") or "",
+        "mathml": (parsed.get("mathml") or "") if keeps_mathml(parsed) else "",
         "math_tokens": " ".join(parsed.get("math_tokens") or []),
         "canon_tokens": " ".join(parsed.get("canonical") or []),
         "symbols": flat_symbols(parsed.get("symbols")),

@@ -52,8 +52,9 @@ class Hit:
     """One equation of the result list.
 
     ``matched_tokens`` are the query's math tokens this equation has; ``highlight`` is the
-    equation's token string with them in ``<em>...</em>``; ``mathml`` is the stored
-    Presentation MathML (fetched only when the request asks for it).
+    equation's token string with them in ``<em>...</em>``; ``mathml`` is the
+    Presentation MathML, only when the request asks for it: stored for MathML input, rendered
+    from ``latex`` otherwise (:mod:`mathsearch.opensearch.mathml_display`).
     """
 
     rank: int

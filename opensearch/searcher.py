@@ -48,6 +48,7 @@ from opensearchpy import OpenSearch
 from mathsearch.core.errors import MappingError
 from mathsearch.opensearch import queries
 from mathsearch.opensearch.cluster_capabilities import ClusterCapabilities
+from mathsearch.opensearch.mathml_display import MathMLRenderer
 from mathsearch.opensearch.modes import MODES
 from mathsearch.opensearch.queries import Mode
 from mathsearch.opensearch.query_encoder import ModelQueryEncoder, QueryEncoder, QueryFeatures
@@ -91,6 +92,7 @@ class Searcher(SearchCalls):
         self._default_field: str | None = None
         self._index_fields: set[str] | None = None
         self.token_stats = TokenStats(client, index)
+        self.renderer = MathMLRenderer()
 
     # -- public -------------------------------------------------------------------------------
 
@@ -121,6 +123,8 @@ class Searcher(SearchCalls):
         # grouping ranks documents by their best equation: fetch a deeper list to fill k groups
         size = max(request.k, min(request.depth, request.window)) if request.group else request.k
         hits = spec.run(self, replace(request, k=size), tokens, plan)
+        if request.mathml:  # the index keeps MathML of MathML input only: render the rest
+            self.renderer.fill(hits if request.group else hits[: request.k])
         groups = group_hits(hits, request.k) if request.group else None
         fields = plan.fields if spec.uses_vectors else []
         return SearchResponse(
@@ -222,7 +226,7 @@ class Searcher(SearchCalls):
         return self._msearch(bodies)
 
     def sources_of(self, ids: list[str], source: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """The stored ``source`` fields of ``ids`` (one ``mget``)."""
+        """The stored ``source`` fields of ``ids`` (one ``ids`` search)."""
         return self._sources_of(ids, source)
 
     def bm25_scores(self, ids: list[str], tokens: list[str], words: str) -> dict[str, float]:

@@ -82,8 +82,8 @@ _EMBED_BATCH = 1024
 _PARSE_BATCH = 256
 _BULK_CHUNK = 500
 _DOC_FIELDS = (
-    "eq_id", "doc_id", "position", "section", "latex", "mathml", "math_tokens", "symbols",
-    "context", "source",
+    "eq_id", "doc_id", "position", "section", "latex", "mathml", "input_format", "math_tokens",
+    "symbols", "context", "source",
 )  # fmt: skip
 
 

@@ -4,8 +4,8 @@ One index per size behind the alias ``<prefix>-bench-<N>`` (the normal equation 
 :func:`mathsearch.opensearch.equation_index.ensure_equation_index`: lucene HNSW, ``m`` and
 ``ef_construction`` from
 the settings, one shard, no replica). Documents are the normal
-:func:`mathsearch.opensearch.documents.equation_source` documents (MathML and all) of
-:func:`mathsearch.bench.corpus.iter_documents`, written as plain ``index`` actions with
+:func:`mathsearch.opensearch.documents.equation_source` documents (MathML only for MathML input)
+of :func:`mathsearch.bench.corpus.iter_documents`, written as plain ``index`` actions with
 ``opensearchpy.helpers.parallel_bulk`` (2 threads) and the refresh interval off during the load -
 faster than the production :class:`~mathsearch.opensearch.bulk_writer.BulkWriter`, whose upserts
 must read

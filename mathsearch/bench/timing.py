@@ -8,7 +8,7 @@ and ``rrf``, the side that fuses the BM25 and kNN lists:
   one ``_search``);
 * ``fusion-client`` / ``rrf-client``: in the client (:mod:`mathsearch.opensearch.fusion`: both
   subqueries in
-  one ``_msearch``, the same fusion math as the plugin, then ``mget`` of the k sources).
+  one ``_msearch``, the same fusion math as the plugin, then one ``ids`` search for the k sources).
 
 Each mode runs ``warmup`` queries untimed, then ``count`` timed ones, sequentially from a single
 client:
@@ -21,7 +21,7 @@ client:
   :class:`~mathsearch.opensearch.searcher.ModelQueryEncoder`
   (featurisation and embedding of the query included);
 * *took*: the server's own ``took`` (ms) of the same cluster-side requests (the sum of the
-  ``_search`` / ``_msearch`` tooks of a query; ``mget`` reports none).
+  ``_search`` / ``_msearch`` tooks of a query).
 
 Latencies are reported as p50 / p95 / p99 (linear interpolation between order statistics) and
 queries/s as the number of timed queries over their wall time.

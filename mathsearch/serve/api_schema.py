@@ -71,7 +71,9 @@ class SearchBody(_Strict):
     group: bool = Field(False, description="group the hits by document")
     explain: bool = Field(False, description="each hit's score breakdown")
     mathml: bool = Field(
-        False, description="each hit's stored Presentation MathML (the search page asks for it)"
+        False,
+        description="each hit's Presentation MathML: stored for MathML input, rendered from "
+        "the LaTeX otherwise (the search page asks for it)",
     )
     field: str | None = Field(None, description="vector field (default: the index's)")
     encoders: list[str] | None = Field(

@@ -309,7 +309,7 @@ def create_app(
         hits = found["hits"]["hits"]
         if not hits:
             raise StarletteHTTPException(404, f"no equation {eq_id!r} in {index}")
-        return {"eq_id": eq_id, **hits[0]["_source"]}
+        return {"eq_id": eq_id, **searcher.renderer.fill_source(hits[0]["_source"])}
 
     @app.get("/health", tags=["operations"])
     def health() -> JSONResponse:

@@ -46,7 +46,7 @@ class ModeContext(Protocol):
         ...
 
     def sources_of(self, ids: list[str], source: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """The stored ``source`` fields of ``ids`` (one ``mget``)."""
+        """The stored ``source`` fields of ``ids`` (one ``ids`` search)."""
         ...
 
     def bm25_scores(self, ids: list[str], tokens: list[str], words: str) -> dict[str, float]:

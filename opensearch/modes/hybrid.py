@@ -4,8 +4,8 @@ They run on the cluster (``fusion_side="server"``: the neural-search ``hybrid`` 
 knn field 1, ..., knn field n] under a temporary search pipeline, :func:`hybrid_body`) or
 client-side (``"client"``: the same subqueries in one ``_msearch``, then
 :mod:`mathsearch.opensearch.fusion`'s copy of the plugin's normalisation / combination or rank
-fusion, then the k sources by ``mget``). Both rank identically (a golden test compares them);
-``"auto"`` (the default) is client-side, which measured 2x faster at 100k equations and 9x at
+fusion, then the k sources by one ``ids`` search). Both rank identically (a golden test compares
+them); ``"auto"`` (the default) is client-side, which measured 2x faster at 100k equations and 9x at
 1M, and is the only way to ``z_score`` on neural-search 2.19 (3.x takes it server-side too). At most
 :data:`~mathsearch.opensearch.queries.MAX_HYBRID_SUBQUERIES` subqueries (the plugin's limit).
 

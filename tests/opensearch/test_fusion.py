@@ -94,7 +94,16 @@ def _same_ranking(server: list, client: list) -> None:
     # the same document has the same score on both sides; ids differ only by the order inside
     # groups of equal scores (the plugin leaves it to a hash map), also at the cut-off
     on_server = {hit.eq_id: hit.score for hit in server}
+    # the client fetches the fused hits' stored fields afterwards: the same as the server's
+    shown = {hit.eq_id: (hit.doc_id, hit.latex, hit.position, hit.highlight) for hit in server}
     for hit in client:
+        assert hit.latex and hit.doc_id
+        assert shown.get(hit.eq_id, (hit.doc_id, hit.latex, hit.position, hit.highlight)) == (
+            hit.doc_id,
+            hit.latex,
+            hit.position,
+            hit.highlight,
+        )
         if hit.eq_id in on_server:
             assert on_server[hit.eq_id] == pytest.approx(hit.score, rel=1e-5, abs=1e-6)
         else:

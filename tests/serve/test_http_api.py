@@ -11,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 from opensearchpy import OpenSearch
 
+from mathsearch.indexer.parse import Featuriser, ParsedEquation
 from mathsearch.opensearch import OpenSearchSettings
 from mathsearch.opensearch.client import connect
 from mathsearch.opensearch.queries import Mode
@@ -48,7 +49,9 @@ def test_search_finds_the_indexed_equation_with_mathml_groups_and_breakdown(
     assert response.status_code == 200, response.text
     top = response.json()["hits"][0]
     assert top["eq_id"] == indexed["eq_id"]
-    assert top["mathml"].startswith("<math") and "</math>" in top["mathml"]
+    # LaTeX input: the index keeps no MathML; the search renders what the indexer parsed
+    parsed = Featuriser().parse_latex(indexed["latex"])
+    assert isinstance(parsed, ParsedEquation) and top["mathml"] == parsed.mathml
     # the MathML comes only when asked: the stored field is the bulk of a hit
     plain = _post(api, "/search", {**body, "mathml": False}).json()["hits"][0]
     assert plain["eq_id"] == indexed["eq_id"] and not plain.get("mathml")
@@ -149,7 +152,7 @@ def test_rate_limit_answers_429_with_retry_after(
 
 
 def test_render_equation_health_metrics_and_openapi(
-    api: TestClient, indexed: dict[str, Any], equation_alias: str
+    api: TestClient, client: OpenSearch, indexed: dict[str, Any], equation_alias: str
 ) -> None:
     rendered = api.post("/render", json={"latex": r"\frac{a}{b} + \sqrt{x}"}).json()
     assert "<mfrac>" in rendered["mathml"] and "<msqrt>" in rendered["mathml"]
@@ -159,6 +162,8 @@ def test_render_equation_health_metrics_and_openapi(
     eq_id = indexed["eq_id"]
     stored = api.get(f"/equations/{eq_id.replace('#', '%23')}").json()
     assert stored["latex"] == indexed["latex"] and stored["mathml"].startswith("<math")
+    raw = client.get(index=equation_alias, id=eq_id, _source_includes=["mathml"])["_source"]
+    assert raw["mathml"] == ""  # rendered for the answer, not stored
     assert not any(name.startswith("vec_") for name in stored)
     missing = api.get("/equations/no-such-equation")
     assert missing.status_code == 404 and "no-such-equation" in missing.json()["error"]["reason"]

@@ -1,0 +1,31 @@
+"""MathML rendered for hits whose index keeps only the LaTeX (pure: no cluster)."""
+
+from __future__ import annotations
+
+from mathsearch.indexer.hepth import bundled_sample_lines, iter_hepth
+from mathsearch.indexer.parse import Featuriser, ParsedEquation
+from mathsearch.indexer.records import EquationRecord
+from mathsearch.opensearch.mathml_display import MathMLRenderer
+from mathsearch.opensearch.results import Hit
+
+
+def test_rendering_gives_the_mathml_the_indexer_produced() -> None:
+    records = [r for r in iter_hepth(bundled_sample_lines()) if isinstance(r, EquationRecord)]
+    parsed = [p for p in Featuriser().parse_batch(records[:60]) if isinstance(p, ParsedEquation)]
+    assert len(parsed) > 50
+    hits = [Hit(rank=i, eq_id=p.eq_id, doc_id="", score=0.0, latex=p.record.latex or "")
+            for i, p in enumerate(parsed, start=1)]  # fmt: skip
+    MathMLRenderer().fill(hits)
+    assert [hit.mathml for hit in hits] == [p.mathml for p in parsed]
+
+
+def test_stored_mathml_is_kept_and_unreadable_latex_gives_none() -> None:
+    renderer = MathMLRenderer()
+    stored = Hit(rank=1, eq_id="a", doc_id="", score=1.0, latex="x", mathml="<math>kept</math>")
+    broken = Hit(rank=2, eq_id="b", doc_id="", score=0.5, latex=r"\frac{a}{")
+    empty = Hit(rank=3, eq_id="c", doc_id="", score=0.1)
+    renderer.fill([stored, broken, empty])
+    assert (stored.mathml, broken.mathml, empty.mathml) == ("<math>kept</math>", "", "")
+    source = renderer.fill_source({"latex": "x^2", "mathml": ""})
+    assert source["mathml"] == renderer.render("x^2") and "<msup>" in source["mathml"]
+    assert renderer.fill_source({"latex": "x", "mathml": "<math/>"})["mathml"] == "<math/>"
