@@ -152,11 +152,12 @@ def load_embedder(
     return runtime(path, device=device, threads=threads, settings=settings)
 
 
-def as_embedder(model: Any = None, *, family: str = "gcn") -> Embedder:
+def as_embedder(model: Any = None, *, family: str = "gcn", threads: int | None = None) -> Embedder:
     """Whatever a caller holds, as an :class:`Embedder` - the one way to embed on either side:
 
     * ``None``: ``family``'s default model (:func:`default_model_path`);
-    * a family name or an ``.onnx`` path: :func:`load_embedder`;
+    * a family name or an ``.onnx`` path: :func:`load_embedder` (with ``threads`` intra-op
+      threads; None: the settings' ``threads``);
     * a loaded :class:`~mathsearch.export.runtime.Encoder` (the graph CNN's session): wrapped,
       its session shared;
     * an :class:`Embedder`: itself.
@@ -165,9 +166,9 @@ def as_embedder(model: Any = None, *, family: str = "gcn") -> Embedder:
         ModelCardError / ModelMismatchError: see :func:`load_embedder`.
     """
     if model is None:
-        return load_embedder(family)
+        return load_embedder(family, threads=threads)
     if isinstance(model, (str, os.PathLike)):
-        return load_embedder(model)
+        return load_embedder(model, threads=threads)
     from mathsearch.export.runtime import Encoder
 
     if isinstance(model, Encoder):

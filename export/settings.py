@@ -6,11 +6,19 @@ variable                          meaning                                       
 MATHSEARCH_MODEL                  ONNX model the runtime loads (card beside it)     shipped gcn-v5
 MATHSEARCH_EMBED_DEVICE           ``auto`` (CUDA when it really loads), cpu, cuda   auto
 MATHSEARCH_EMBED_THREADS          ONNX Runtime intra-op threads; 0 = its default    0
+MATHSEARCH_QUERY_THREADS          the same for the query encoder (one equation a    1
+                                  call; 0 = ONNX Runtime's default)
 MATHSEARCH_EMBED_MAX_GRAPHS       equations per ONNX Runtime call                   1024
 MATHSEARCH_EMBED_MAX_NODES        graph nodes per ONNX Runtime call                 262144
 ================================  ================================================  =============
 
 A larger input is split into several calls; one equation larger than the node limit runs alone.
+
+The query encoder (searches, ``mathsearch serve``) embeds one equation per call, which a second
+intra-op thread does not speed up (0.37 / 0.40 ms p50 with ONNX Runtime's 2 threads / 1 on this
+2-core machine), while that thread spins between calls: in ``serve``, a hybrid query cost the
+server process 21.6 ms of CPU with it and 8.0 ms without (the node's CPU, which shares those
+cores, 7.6 / 7.7 ms), hence its own setting with a default of 1.
 """
 
 from __future__ import annotations
@@ -35,14 +43,17 @@ class ExportSettings:
     model: Path = field(default=DEFAULT_MODEL_PATH)
     device: str = "auto"
     threads: int = 0
+    query_threads: int = 1
     max_graphs: int = 1024
     max_nodes: int = 262_144
 
     def __post_init__(self) -> None:
         if self.device not in DEVICES:
             raise SettingsError(f"device must be one of {DEVICES}, not {self.device!r}")
-        if self.threads < 0 or self.max_graphs < 1 or self.max_nodes < 1:
-            raise SettingsError("threads must be >= 0, max_graphs and max_nodes >= 1")
+        if self.threads < 0 or self.query_threads < 0:
+            raise SettingsError("threads and query_threads must be >= 0")
+        if self.max_graphs < 1 or self.max_nodes < 1:
+            raise SettingsError("max_graphs and max_nodes must be >= 1")
 
     @classmethod
     def from_env(cls) -> ExportSettings:
@@ -51,6 +62,7 @@ class ExportSettings:
             model=Path(model) if model else DEFAULT_MODEL_PATH,
             device=os.environ.get("MATHSEARCH_EMBED_DEVICE", "").strip().lower() or "auto",
             threads=env_int("MATHSEARCH_EMBED_THREADS", 0, 0),
+            query_threads=env_int("MATHSEARCH_QUERY_THREADS", 1, 0),
             max_graphs=env_int("MATHSEARCH_EMBED_MAX_GRAPHS", 1024, 1),
             max_nodes=env_int("MATHSEARCH_EMBED_MAX_NODES", 262_144, 1),
         )

@@ -137,9 +137,10 @@ class ModelQueryEncoder:
             return self._embedders[name]
         from mathsearch.export.embedders import as_embedder
         from mathsearch.export.errors import ExportError
+        from mathsearch.export.settings import ExportSettings
 
-        try:
-            embedder = as_embedder(name)
+        try:  # one equation a call: MATHSEARCH_QUERY_THREADS (1), no thread spinning idle
+            embedder = as_embedder(name, threads=ExportSettings.from_env().query_threads)
         except (ValueError, ExportError) as exc:  # no model or card, or a mismatch
             raise QueryError(f"encoder {name!r}: {exc}") from exc
         if isinstance(name, str):

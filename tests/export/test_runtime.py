@@ -127,6 +127,9 @@ def test_settings_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MATHSEARCH_EMBED_DEVICE", "CPU")
     settings = ExportSettings.from_env()
     assert (settings.model, settings.threads, settings.device) == (Path("/models/x.onnx"), 3, "cpu")
+    assert settings.query_threads == 1  # the query encoder's own default
+    monkeypatch.setenv("MATHSEARCH_QUERY_THREADS", "2")
+    assert ExportSettings.from_env().query_threads == 2
     monkeypatch.setenv("MATHSEARCH_EMBED_MAX_GRAPHS", "0")
     with pytest.raises(SettingsError, match="MATHSEARCH_EMBED_MAX_GRAPHS"):
         ExportSettings.from_env()

@@ -1,0 +1,23 @@
+"""The query encoder's ONNX Runtime sessions (pure: no cluster)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mathsearch.opensearch.query_encoder import ModelQueryEncoder
+
+
+def _intra_op_threads(encoder: ModelQueryEncoder) -> int:
+    embedder = encoder._embedder("gcn")
+    return int(embedder.session.get_session_options().intra_op_num_threads)
+
+
+def test_query_sessions_use_one_thread_unless_configured(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MATHSEARCH_EMBED_THREADS", "2")  # the indexing side's setting
+    monkeypatch.delenv("MATHSEARCH_QUERY_THREADS", raising=False)
+    encoder = ModelQueryEncoder()
+    features = encoder.features(r"\frac{a}{b} + x^2")
+    assert features.vector and features.tokens
+    assert _intra_op_threads(encoder) == 1
+    monkeypatch.setenv("MATHSEARCH_QUERY_THREADS", "2")
+    assert _intra_op_threads(ModelQueryEncoder()) == 2
