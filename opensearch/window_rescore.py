@@ -16,9 +16,8 @@ default
 with ``w = [1 - alpha, alpha]`` for one field (``[bm25, field 1, ...]`` weights for several).
 A hit without field ``i``'s vector (that encoder refused it) gets 0 for that term and is left
 out of that field's normalisation. Ties keep BM25's order. The function is pure: the
-:class:`~mathsearch.opensearch.searcher.Searcher` fetches the window (ids, BM25 scores, stored
-vectors) in
-one request and calls it.
+``rescore`` mode (:mod:`mathsearch.opensearch.modes.rescore`) fetches the window's ids and BM25
+scores and the exact cosines of their vectors, and calls it.
 
 Example::
 

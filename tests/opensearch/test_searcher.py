@@ -6,6 +6,7 @@ import json
 import math
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from mathsearch.cli.main import main
@@ -118,6 +119,23 @@ def test_rescore_normalises_bm25_and_cosine_inside_the_window(
     assert cosines == sorted(cosines, reverse=True)
     by_bm25 = searcher.search(replace(request, alpha=0.0, explain=False)).hits
     assert [h.eq_id for h in by_bm25][:5] == [h.eq_id for h in bm25.hits][:5]
+
+
+def test_rescore_cosines_are_the_stored_vectors_cosines(
+    searcher: Searcher, demo_parsed: list
+) -> None:
+    # the window's cosines come from the k-NN plugin's knn_score script, not from the vectors
+    # in _source: they must be (1 + cos) / 2 of the stored vectors on every supported version
+    latex = demo_parsed[QUERY].record.latex
+    request = SearchRequest(latex, mode=Mode.RESCORE, k=8, window=30, explain=True)
+    hits = searcher.search(request).hits
+    query = np.asarray(searcher.encoder.features(latex).vector)
+    for hit in hits:
+        stored = searcher.client.get(index=searcher.index, id=hit.eq_id)["_source"]
+        vector = np.asarray(stored[DEFAULT_FIELD])
+        cos = float(query @ vector / np.linalg.norm(query) / np.linalg.norm(vector))
+        assert hit.explanation.knn == pytest.approx((1 + cos) / 2, abs=1e-5)
+        assert hit.latex == stored["latex"] and hit.doc_id == stored["doc_id"]
 
 
 @pytest.mark.parametrize("mode", [Mode.FUSION, Mode.RRF])

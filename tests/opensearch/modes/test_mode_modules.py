@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pytest
 
 from mathsearch.core.errors import QueryError
@@ -130,7 +131,23 @@ class Recorder:
 
     def run_bodies(self, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
         self.calls.append(("msearch", bodies))
-        return [self._response(body["size"]) for body in bodies]
+        return [self._exact(body) or self._response(body["size"]) for body in bodies]
+
+    def _exact(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """An exact-cosine body's answer: ``(1 + cos) / 2`` of the canned vectors (knn_score)."""
+        script = body["query"].get("script_score")
+        if script is None:
+            return None
+        params = script["script"]["params"]
+        ids = script["query"]["bool"]["filter"][0]["ids"]["values"]
+        query = np.asarray(params["query_value"])
+        hits = []
+        for n, i in enumerate(self.ids):
+            vector = np.asarray([1.0, float(n)])
+            if i in ids:
+                cos = float(query @ vector / np.linalg.norm(query) / np.linalg.norm(vector))
+                hits.append({"fields": {"eq_id": [i]}, "_score": (1.0 + cos) / 2})
+        return {"hits": {"hits": hits}}
 
     def sources_of(self, ids: list[str], source: Sequence[str]) -> dict[str, dict[str, Any]]:
         self.calls.append(("mget", ids))
@@ -161,7 +178,7 @@ PLAN = VectorPlan(queries=(VectorQuery("vec_a", [1.0, 0.0], 0.5),), bm25_weight=
     [
         ("bm25", "auto", ["search"]),
         ("knn", "auto", ["search"]),
-        ("rescore", "auto", ["search"]),
+        ("rescore", "auto", ["search", "msearch", "mget"]),
         ("knn-rescore", "auto", ["search", "bm25", "msearch"]),
         ("fusion", "auto", ["msearch", "mget"]),
         ("rrf", "client", ["msearch", "mget"]),
@@ -209,8 +226,19 @@ def test_rescore_ranks_the_window_by_the_interpolated_scores() -> None:
     # nearest, so a vector share of 0.9 turns the window round
     ctx = Recorder()
     plan = VectorPlan(queries=(VectorQuery("vec_a", [0.0, 1.0], 0.9),), bm25_weight=0.1)
-    request = SearchRequest("x", mode="rescore", k=3, window=3, alpha=0.9)
+    request = SearchRequest("x", mode="rescore", k=3, window=3, alpha=0.9, explain=True)
     hits = MODES[Mode.RESCORE].run(ctx, request, ["x"], plan)
     assert [hit.eq_id for hit in hits] == ["e3", "e2", "e1"]
-    ((_, body),) = ctx.calls
-    assert body["size"] == 3 and "vec_a" in body["_source"]
+    (_, window), (_, exact), (_, shown) = ctx.calls
+    # the window ships no vector: ids and BM25 scores, then the cosines of those ids
+    assert window["size"] == 3 and window["_source"] is False
+    (body,) = exact
+    assert body["query"]["script_score"]["query"]["bool"]["filter"][0]["ids"]["values"] == [
+        "e1",
+        "e2",
+        "e3",
+    ]
+    assert shown == ["e3", "e2", "e1"]
+    # the breakdown's raw vector score is (1 + cos) / 2, as the k-NN query's
+    assert hits[0].explanation is not None
+    assert hits[0].explanation.knn == pytest.approx((1 + 2 / np.sqrt(5)) / 2)
