@@ -150,7 +150,7 @@ class Recorder:
         return {"hits": {"hits": hits}}
 
     def sources_of(self, ids: list[str], source: Sequence[str]) -> dict[str, dict[str, Any]]:
-        self.calls.append(("mget", ids))
+        self.calls.append(("fetch", ids))
         return {i: {"eq_id": i} for i in ids}
 
     def bm25_scores(self, ids: list[str], tokens: list[str], words: str) -> dict[str, float]:
@@ -178,10 +178,10 @@ PLAN = VectorPlan(queries=(VectorQuery("vec_a", [1.0, 0.0], 0.5),), bm25_weight=
     [
         ("bm25", "auto", ["search"]),
         ("knn", "auto", ["search"]),
-        ("rescore", "auto", ["search", "msearch", "mget"]),
+        ("rescore", "auto", ["search", "msearch", "fetch"]),
         ("knn-rescore", "auto", ["search", "bm25", "msearch"]),
-        ("fusion", "auto", ["msearch", "mget"]),
-        ("rrf", "client", ["msearch", "mget"]),
+        ("fusion", "auto", ["msearch", "fetch"]),
+        ("rrf", "client", ["msearch", "fetch"]),
         ("rrf", "server", ["search", "msearch"]),
     ],
 )
