@@ -39,26 +39,41 @@ class MathMLRenderer:
 
     def render(self, latex: str) -> str:
         """The MathML of ``latex`` as the indexer renders it; ``""`` when it cannot be read."""
-        if not latex.strip():
-            return ""
+        return self.render_batch([latex])[0]
+
+    def render_batch(self, latexes: Sequence[str]) -> list[str]:
+        """:meth:`render` of each, in one converter call (one exchange with node for KaTeX)."""
         from mathsearch.indexer.converters import make_converter
         from mathsearch.indexer.errors import IndexerError
         from mathsearch.indexer.mathml_tree import to_mathml
 
+        todo = [i for i, latex in enumerate(latexes) if latex.strip()]
+        out = [""] * len(latexes)
+        if not todo:
+            return out
         with self._lock:
             if self._converter is None:
                 self._converter = make_converter()
-            result = self._converter.convert_batch([latex])[0]
-        if isinstance(result, IndexerError):
-            logger.warning("no MathML for %.60r: %s", latex, result)
-            return ""
-        return to_mathml(result.tree)
+            results = self._converter.convert_batch([latexes[i] for i in todo])
+        for i, result in zip(todo, results, strict=True):
+            if isinstance(result, IndexerError):
+                logger.warning("no MathML for %.60r: %s", latexes[i], result)
+            else:
+                out[i] = to_mathml(result.tree)
+        return out
 
     def fill(self, hits: Sequence[Hit]) -> None:
         """Give every hit that has LaTeX but no stored MathML its rendering (in place)."""
-        for hit in hits:
-            if not hit.mathml and hit.latex:
-                hit.mathml = self.render(hit.latex)
+        missing = [hit for hit in hits if not hit.mathml and hit.latex]
+        for hit, mathml in zip(missing, self.render_batch([h.latex for h in missing]), strict=True):
+            hit.mathml = mathml
+
+    def close(self) -> None:
+        """Stop the converter's helper process, if it has one (KaTeX's node)."""
+        with self._lock:
+            if self._converter is not None and hasattr(self._converter, "close"):
+                self._converter.close()
+            self._converter = None
 
     def fill_source(self, source: dict[str, Any]) -> dict[str, Any]:
         """A stored ``_source`` with its MathML filled in the same way (``GET /equations``)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from mathsearch.indexer.hepth import bundled_sample_lines, iter_hepth
 from mathsearch.indexer.parse import Featuriser, ParsedEquation
 from mathsearch.indexer.records import EquationRecord
@@ -29,3 +31,24 @@ def test_stored_mathml_is_kept_and_unreadable_latex_gives_none() -> None:
     source = renderer.fill_source({"latex": "x^2", "mathml": ""})
     assert source["mathml"] == renderer.render("x^2") and "<msup>" in source["mathml"]
     assert renderer.fill_source({"latex": "x", "mathml": "<math/>"})["mathml"] == "<math/>"
+
+
+def test_katex_converter_renders_a_page_in_one_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the configured converter renders: with katex the same MathML the katex indexer stores
+    monkeypatch.setenv("MATHSEARCH_CONVERTER", "katex")
+    latexes = [r"\frac{a}{b}+x^2", r"\sqrt{\alpha}", r"\frac{a}{"]
+    from mathsearch.indexer.converters import make_converter
+    from mathsearch.indexer.mathml_tree import to_mathml
+
+    converter = make_converter()
+    try:
+        expected = [to_mathml(r.tree) if hasattr(r, "tree") else "" for r in
+                    converter.convert_batch(latexes)]  # fmt: skip
+    finally:
+        converter.close()
+    renderer = MathMLRenderer()
+    hits = [Hit(rank=i, eq_id=str(i), doc_id="", score=0.0, latex=x) for i, x in enumerate(latexes)]
+    renderer.fill(hits)
+    assert [hit.mathml for hit in hits] == expected
+    assert "<mfrac>" in hits[0].mathml and "<msqrt>" in hits[1].mathml and hits[2].mathml == ""
+    renderer.close()
