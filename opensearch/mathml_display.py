@@ -41,9 +41,18 @@ class MathMLRenderer:
         """The MathML of ``latex`` as the indexer renders it; ``""`` when it cannot be read."""
         return self.render_batch([latex])[0]
 
+    def convert_batch(self, latexes: Sequence[str]) -> list[Any]:
+        """The converter's own results (a tree with its unknown macros, or an ``IndexerError``)
+        of each, in one call; the one converter of the process (``POST /render`` uses it too)."""
+        from mathsearch.indexer.converters import make_converter
+
+        with self._lock:
+            if self._converter is None:
+                self._converter = make_converter()
+            return self._converter.convert_batch(list(latexes))
+
     def render_batch(self, latexes: Sequence[str]) -> list[str]:
         """:meth:`render` of each, in one converter call (one exchange with node for KaTeX)."""
-        from mathsearch.indexer.converters import make_converter
         from mathsearch.indexer.errors import IndexerError
         from mathsearch.indexer.mathml_tree import to_mathml
 
@@ -51,10 +60,7 @@ class MathMLRenderer:
         out = [""] * len(latexes)
         if not todo:
             return out
-        with self._lock:
-            if self._converter is None:
-                self._converter = make_converter()
-            results = self._converter.convert_batch([latexes[i] for i in todo])
+        results = self.convert_batch([latexes[i] for i in todo])
         for i, result in zip(todo, results, strict=True):
             if isinstance(result, IndexerError):
                 logger.warning("no MathML for %.60r: %s", latexes[i], result)

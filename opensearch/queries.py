@@ -292,16 +292,26 @@ def exact_cosine_body(
                         ]
                     }
                 },
-                "script": {
-                    "lang": "knn",
-                    "source": "knn_score",
-                    "params": {
-                        "field": field_name,
-                        "query_value": [float(x) for x in vector],
-                        "space_type": "cosinesimil",
-                    },
-                },
+                "script": knn_score_script(field_name, vector, "cosinesimil"),
             }
+        },
+    }
+
+
+def knn_score_script(field_name: str, vector: Sequence[float], space_type: str) -> dict:
+    """The k-NN plugin's exact ``knn_score`` script of ``vector`` against ``field_name`` in
+    ``space_type`` (for a ``script_score`` query).
+
+    >>> knn_score_script("vec", [1, 0], "cosinesimil")["params"]["query_value"]
+    [1.0, 0.0]
+    """
+    return {
+        "lang": "knn",
+        "source": "knn_score",
+        "params": {
+            "field": field_name,
+            "query_value": [float(x) for x in vector],
+            "space_type": space_type,
         },
     }
 

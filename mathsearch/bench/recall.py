@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mathsearch.bench.timing import percentile
+from mathsearch.opensearch.queries import knn_score_script
 
 logger = logging.getLogger(__name__)
 
@@ -71,10 +72,7 @@ def knn_recall(
             "size": k, "_source": False, "track_total_hits": False,
             "query": {"script_score": {
                 "query": {"match_all": {}},
-                "script": {"lang": "knn", "source": "knn_score", "params": {
-                    "field": field, "query_value": [float(x) for x in vector],
-                    "space_type": space_type,
-                }},
+                "script": knn_score_script(field, vector, space_type),
             }},
         }  # fmt: skip
         started = time.perf_counter()

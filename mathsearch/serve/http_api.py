@@ -71,6 +71,7 @@ from mathsearch.core.errors import (
 from mathsearch.opensearch.client import connect
 from mathsearch.opensearch.fusion import Combination, Normalization
 from mathsearch.opensearch.load_shedding import RETRY_AFTER_S, InflightLimiter
+from mathsearch.opensearch.mathml_display import MathMLRenderer
 from mathsearch.opensearch.modes import describe_modes
 from mathsearch.opensearch.queries import Mode
 from mathsearch.opensearch.query_encoder import ModelQueryEncoder, QueryEncoder, QueryFeatures
@@ -150,30 +151,21 @@ class _Metrics:
         )
 
 
-class _Renderer:
-    """LaTeX -> MathML with the configured converter, one conversion at a time."""
+def _render(renderer: MathMLRenderer, latex: str) -> RenderOut:
+    """``POST /render``: the converter's MathML (display style) and unknown macros, or a
+    :class:`QueryError` with the reason it cannot read the LaTeX."""
+    from mathsearch.indexer.errors import IndexerError
+    from mathsearch.indexer.mathml_tree import to_mathml
 
-    def __init__(self) -> None:
-        self._converter: Any = None
-        self.lock = threading.Lock()
-
-    def render(self, latex: str) -> RenderOut:
-        from mathsearch.indexer.converters import make_converter
-        from mathsearch.indexer.errors import IndexerError
-        from mathsearch.indexer.mathml_tree import to_mathml
-
-        with self.lock:
-            if self._converter is None:
-                self._converter = make_converter()
-            result = self._converter.convert_batch([latex])[0]
-        if isinstance(result, IndexerError):
-            reason = getattr(result, "reason", "") or "unreadable"
-            raise QueryError(f"cannot read the LaTeX ({reason}): {result}")
-        return RenderOut(
-            latex=latex,
-            mathml=to_mathml(result.tree, display=True),
-            unknown_macros=list(result.unknown_macros),
-        )
+    (result,) = renderer.convert_batch([latex])
+    if isinstance(result, IndexerError):
+        reason = getattr(result, "reason", "") or "unreadable"
+        raise QueryError(f"cannot read the LaTeX ({reason}): {result}")
+    return RenderOut(
+        latex=latex,
+        mathml=to_mathml(result.tree, display=True),
+        unknown_macros=list(result.unknown_macros),
+    )
 
 
 def create_app(
@@ -199,7 +191,6 @@ def create_app(
     limiter = RateLimiter(settings.serve_rate, settings.serve_burst)
     slots = InflightLimiter(settings.serve_max_inflight, settings.serve_queue_timeout)
     metrics = _Metrics()
-    renderer = _Renderer()
     app = FastAPI(
         title="mathsearch",
         summary="Math-aware search over an OpenSearch equation index: hybrid kNN + BM25.",
@@ -294,7 +285,7 @@ def create_app(
         _check_lengths(settings, body.latex, "")
         if not body.latex.strip():
             raise QueryError("empty LaTeX")
-        return renderer.render(body.latex)
+        return _render(searcher.renderer, body.latex)
 
     @app.get("/equations/{eq_id:path}", responses=ERROR_RESPONSES, tags=["equations"])
     def equation(eq_id: str) -> dict[str, Any]:

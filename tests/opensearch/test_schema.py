@@ -18,6 +18,7 @@ from mathsearch.opensearch import OpenSearchSettings
 from mathsearch.opensearch.bulk_writer import BulkWriter
 from mathsearch.opensearch.cluster_capabilities import ClusterCapabilities
 from mathsearch.opensearch.documents import equation_actions
+from mathsearch.opensearch.queries import knn_score_script
 from mathsearch.opensearch.schema import VectorSpec, equation_properties, resolve_alias
 from tests.conftest import DEFAULT_FIELD, DEFAULT_SPACE
 from tests.opensearch.conftest import fill
@@ -74,15 +75,7 @@ def _exact_top(client: OpenSearch, alias: str, vector: list[float], k: int) -> l
         "query": {
             "script_score": {
                 "query": {"match_all": {}},
-                "script": {
-                    "source": "knn_score",
-                    "lang": "knn",
-                    "params": {
-                        "field": DEFAULT_FIELD,
-                        "query_value": vector,
-                        "space_type": DEFAULT_SPACE,
-                    },
-                },
+                "script": knn_score_script(DEFAULT_FIELD, vector, DEFAULT_SPACE),
             }
         },
     }
