@@ -16,6 +16,7 @@ _LAZY = {
     "MaskingHeads": "mathsearch.encoders.masking",
     "mask_nodes": "mathsearch.encoders.masking",
     "permute_identifiers": "mathsearch.encoders.augment",
+    "crop_tree": "mathsearch.encoders.subformula_crop",
     "collate": "mathsearch.encoders.graph_data",
     "to_data": "mathsearch.encoders.graph_data",
     "HistogramLoss": "mathsearch.encoders.losses",

@@ -91,6 +91,10 @@ class TrainConfig:
     #: A checkpoint whose model weights (and infonce scale) the run starts from instead of a
     #: random initialisation (fine-tuning; its optimiser, schedule and step are not taken).
     init_from: str | None = None
+    #: infonce: the fraction of each batch's pairs whose anchor is replaced by a sub-formula crop
+    #: of the pair's positive (:mod:`~mathsearch.encoders.subformula_crop`, beyond the seeds:
+    #: fragments as queries); 0: the seed's pairs only.
+    crop_rate: float = 0.0
     #: How the corpus was split (``test_fraction``, ``seed``, ``limit``), so eval can redo it.
     split: dict[str, Any] | None = None
     model: GCNConfig = field(default_factory=GCNConfig)
@@ -122,6 +126,10 @@ class TrainConfig:
             prefetch_enabled(self.prefetch, "cpu")  # checks the mode
         except ValueError as exc:
             raise TrainingError(str(exc)) from exc
+        if not 0.0 <= self.crop_rate <= 1.0:
+            raise TrainingError(f"crop_rate must be in [0, 1], not {self.crop_rate}")
+        if self.crop_rate and (self.loss != "infonce" or not self.packed):
+            raise TrainingError("crop_rate needs the infonce loss and packed batches")
         if not self.lr > 0 or not 0.0 <= self.mask_rate <= 1.0 or self.masking_weight < 0:
             raise TrainingError("lr must be > 0, mask_rate in [0, 1], masking_weight >= 0")
 

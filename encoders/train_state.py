@@ -41,6 +41,7 @@ from mathsearch.encoders.masking import MaskingHeads, mask_nodes
 from mathsearch.encoders.notation_groups import notation_groups
 from mathsearch.encoders.packed_corpus import PackedCorpus
 from mathsearch.encoders.sampler import TripletArrays, TripletSampler
+from mathsearch.encoders.subformula_crop import container_tags, crop_tree, packed_with_crops
 from mathsearch.encoders.train_config import TrainConfig, TrainingError
 from mathsearch.indexer.vocabulary import Vocabulary
 
@@ -236,6 +237,7 @@ class TrainState:
 
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, factor)
         self.packed = PackedCorpus.from_corpus(corpus) if config.packed else None
+        self.containers = container_tags(vocabulary) if config.crop_rate else set()
         self.step = 0
         self.evaluations: list[dict[str, float]] = []
         self.epochs: list[dict[str, float]] = []
@@ -371,7 +373,9 @@ class TrainState:
         if config.loss != "infonce":
             parts.append(triplets.negatives)
         order = np.concatenate(parts)
-        if self.packed is not None:
+        if self.packed is not None and config.crop_rate:
+            batch = self._cropped_batch(order, len(triplets), step)
+        elif self.packed is not None:
             batch = self.packed.batch(order)
         else:
             batch = collate([self.corpus.graphs[i] for i in order.tolist()])
@@ -386,11 +390,28 @@ class TrainState:
             masked, mask, targets = mask_nodes(batch, config.mask_rate, generator)
         ignore = None
         if config.loss == "infonce" and config.infonce_ignore_same_paper:
-            ignore = same_group_mask(torch.from_numpy(self.corpus.eq_paper[triplets.anchors]))
+            ignore = same_group_mask(torch.from_numpy(self.corpus.eq_paper[order[: len(triplets)]]))
         adjacency = None
         if self.packed is not None and not config.amp:  # autocast sums row-wise (gcn.aggregate)
             adjacency = tree_adjacency(batch.edge_index, int(batch.x_tag.numel())).coalesce()
         return PreparedBatch(batch, masked, mask, targets, ignore, adjacency)
+
+    def _cropped_batch(self, order: np.ndarray, pairs: int, step: int) -> Any:
+        """``order``'s batch with a ``crop_rate`` share of the anchors (the first ``pairs``
+        slots, updated in place) replaced by a sub-formula crop of their pair's positive."""
+        packed = self.packed
+        rng = np.random.default_rng([self.config.seed, 6, step])
+        crops = {}
+        for i in np.flatnonzero(rng.random(pairs) < self.config.crop_rate).tolist():
+            graph = int(order[pairs + i])
+            lo, hi = int(packed.offsets[graph]), int(packed.offsets[graph + 1])
+            crop = crop_tree(
+                packed.parent[lo:hi], packed.tag[lo:hi], packed.pos[lo:hi], self.containers, rng
+            )
+            if crop is not None:
+                crops[i] = crop
+                order[i] = graph
+        return packed_with_crops(packed, order, crops).batch(np.arange(order.size))
 
     def _forward(self, batch: Any, adjacency: Tensor | None) -> tuple[Tensor, Tensor]:
         batch = batch.to(self.device)

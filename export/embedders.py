@@ -63,13 +63,13 @@ FAMILIES = tuple(FAMILY_RUNTIMES)
 
 
 #: The shipped default version of each family (others: 1).
-DEFAULT_VERSIONS: dict[str, int] = {"gcn": 5}
+DEFAULT_VERSIONS: dict[str, int] = {"gcn": 6}
 
 
 def default_model_path(family: str) -> Path:
     """The model a family uses when none is named: ``MATHSEARCH_MODEL_<FAMILY>`` if set
-    (``MATHSEARCH_MODEL`` for ``gcn``, as before), else the shipped default: ``gcn-v5.onnx``
-    for ``gcn`` (gcn-v1 to gcn-v4 stay loadable by path), ``<family>-v1.onnx`` for the others.
+    (``MATHSEARCH_MODEL`` for ``gcn``, as before), else the shipped default: ``gcn-v6.onnx``
+    for ``gcn`` (gcn-v1 to gcn-v5 stay loadable by path), ``<family>-v1.onnx`` for the others.
 
     Raises:
         ModelCardError: an unknown family.

@@ -139,6 +139,7 @@ def _description(config: Any, training: dict[str, Any]) -> str:
     loss = used.get("loss", "histogram")
     masking = used.get("use_masking", True)
     permutation = used.get("use_augmentation", True)
+    crops = float(used.get("crop_rate") or 0.0)
     norm = "L2 normalisation (cosine)" if config.normalisation == "l2" else "soft normalisation"
     pooling = "gated mean pooling" if config.pooling == "gated" else "mean pooling"
     sources = training.get("sources")
@@ -153,6 +154,7 @@ def _description(config: Any, training: dict[str, Any]) -> str:
         f"{config.hidden} sum graph convolutions, {pooling}, {config.out_dim}-d, {norm}; "
         f"{loss} loss{' + masking task' if masking else ''}, "
         f"{'identifier permutation' if permutation else 'no identifier permutation'}"
+        f"{f', sub-formula crops as anchors for {crops:g} of the pairs' if crops else ''}"
         f"{trained_on}."
     )
 

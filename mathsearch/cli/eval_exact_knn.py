@@ -47,6 +47,8 @@ def register(kinds: Any) -> None:
                   --onnx export/models/gcn-v5.onnx --json
               mathsearch eval exact-knn --task equivalence --topics 40 \\
                   --onnx export/models/seq2seq-v1.onnx
+              mathsearch eval exact-knn --task same-document --validation --fragments \\
+                  --onnx export/models/gcn-v5.onnx       # part of an equation finds it
             """),
         formatter_class=RAW_HELP,
     )
@@ -73,6 +75,12 @@ def register(kinds: Any) -> None:
     parser.add_argument("--semvec", metavar="DIR", help="SemVec folder (equivalence)")
     parser.add_argument("--depth", type=positive_int, default=100, help="results per topic")
     parser.add_argument("--no-bow", action="store_true", help="leave out the BoW baseline")
+    parser.add_argument(
+        "--fragments", action="store_true",
+        help="query with a fragment of each topic (a run of a row's children, as MathML) and "
+        "score the rank of its own equation: RR@10 and S@1 (mathsearch.evaluation."
+        "fragment_queries)",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -128,19 +136,29 @@ def _report(args: argparse.Namespace) -> dict[str, Any]:
             only_papers=papers,
             parseable=parseable,
         )
+        fragments = _fragments(data.topics, parsed, featuriser, args.seed) if args.fragments else []
     kept = [parsed[e.eq_id] for e in data.collection]
     ids = [p.record.eq_id for p in kept]
-    graphs = [p.graph for p in kept]
     systems: dict[str, np.ndarray] = {}
+    queries: dict[str, np.ndarray] = {}
     if not args.no_bow:
         systems["bow"] = np.stack([p.bow for p in kept]).astype(np.float32)
+        if fragments:
+            queries["bow"] = np.stack([p.bow for _, p in fragments]).astype(np.float32)
     seconds: dict[str, float] = {}
     for model in args.onnx:
         start = time.perf_counter()
         encoder = Encoder(model)
-        systems[Path(model).stem] = encoder.encode(graphs)
+        systems[Path(model).stem] = encoder.encode([p.graph for p in kept])
+        if fragments:
+            queries[Path(model).stem] = encoder.encode([p.graph for _, p in fragments])
         seconds[Path(model).stem] = round(time.perf_counter() - start, 2)
     _, test = split_topics(data, args.seed)
+    if args.fragments:
+        return _fragment_report(
+            args, data, ids=ids, fragments=fragments, systems=systems, queries=queries,
+            test=test, seconds=seconds,
+        )  # fmt: skip
     report = exact_knn_report(data, ids, systems, test_topics=test, depth=args.depth)
     for scores in report["systems"].values():
         for half in scores.values():
@@ -156,7 +174,76 @@ def _report(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _fragments(
+    topics: Sequence[Any], parsed: dict[str, Any], featuriser: Any, seed: int
+) -> list[tuple[str, Any]]:
+    """(topic id, parsed fragment) for every topic a fragment could be cut from, in order."""
+    from mathsearch.evaluation.fragment_queries import fragment_tree
+    from mathsearch.indexer.mathml_tree import to_mathml
+    from mathsearch.indexer.parse import ParsedEquation
+    from mathsearch.indexer.records import EquationRecord
+
+    rng = np.random.default_rng([seed, 17])
+    records, owners = [], []
+    for topic in topics:
+        source = parsed.get(topic.qid)
+        tree = fragment_tree(source.tree, rng) if source is not None else None
+        if tree is None:
+            continue
+        mathml = to_mathml(tree)
+        records.append(EquationRecord(topic.qid + "/fragment", "", 0, mathml=mathml))
+        owners.append(topic.qid)
+    out = []
+    for owner, result in zip(owners, featuriser.parse_batch(records), strict=True):
+        if isinstance(result, ParsedEquation):
+            out.append((owner, result))
+    logger.info("%d fragment queries from %d topics", len(out), len(topics))
+    return out
+
+
+def _fragment_report(
+    args: argparse.Namespace,
+    data: Any,
+    *,
+    ids: list[str],
+    fragments: list[tuple[str, Any]],
+    systems: dict[str, np.ndarray],
+    queries: dict[str, np.ndarray],
+    test: Sequence[Any],
+    seconds: dict[str, float],
+) -> dict[str, Any]:
+    from mathsearch.evaluation.fragment_queries import fragment_scores, summarise_fragments
+
+    if not fragments:
+        raise EvaluationError("no fragment could be cut from the topics")
+    row = {eq_id: i for i, eq_id in enumerate(ids)}
+    sources = np.array([row[owner] for owner, _ in fragments])
+    in_test = {t.qid for t in test}
+    halves = {
+        "all": np.arange(len(fragments)),
+        "test": np.array([i for i, (owner, _) in enumerate(fragments) if owner in in_test]),
+    }
+    scores = {}
+    for name, vectors in systems.items():
+        per_query = fragment_scores(queries[name], vectors, sources)
+        scores[name] = {half: summarise_fragments(per_query, rows) for half, rows in halves.items()}
+    side = "held-out" if args.held_out else "validation" if args.validation else "any"
+    return {
+        "command": "exact-knn",
+        "task": f"{args.task} fragments",
+        "papers": side,
+        "relevance": data.info,
+        "equations": len(ids),
+        "fragments": len(fragments),
+        "examples": [p.record.mathml[:300] for _, p in fragments[:3]],
+        "embed_seconds": seconds,
+        "systems": scores,
+    }
+
+
 def _table(report: dict[str, Any]) -> str:
+    if report["task"].endswith("fragments"):
+        return _fragment_table(report)
     lines = [
         f"exact cosine kNN, {report['task']} ({report['papers']} papers): "
         f"{report['equations']} equations, {report['topics']} topics "
@@ -170,5 +257,22 @@ def _table(report: dict[str, Any]) -> str:
             f"| {name} | {every['means']['nDCG@10']:.4f} | {every['means']['P@10']:.4f} | "
             f"{test['means']['nDCG@10']:.4f} | {test['means']['P@10']:.4f} | "
             f"{test['confidence']['nDCG@10']:.4f} |"
+        )
+    return "\n".join(lines)
+
+
+def _fragment_table(report: dict[str, Any]) -> str:
+    lines = [
+        f"exact cosine kNN, {report['task']} ({report['papers']} papers): "
+        f"{report['fragments']} fragment queries over {report['equations']} equations",
+        "| system | RR@10 all | S@1 all | RR@10 test | S@1 test | ± RR@10 test |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, scores in report["systems"].items():
+        every, test = scores["all"]["means"], scores["test"]
+        lines.append(
+            f"| {name} | {every['RR@10']:.4f} | {every['S@1']:.4f} | "
+            f"{test['means']['RR@10']:.4f} | {test['means']['S@1']:.4f} | "
+            f"{test['confidence']['RR@10']:.4f} |"
         )
     return "\n".join(lines)

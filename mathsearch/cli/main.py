@@ -65,7 +65,7 @@ examples:
   mathsearch export runs/gcn/checkpoint.pt -o gcn-v1.onnx    ONNX + model card + parity check
   mathsearch bench embed              ONNX Runtime vs PyTorch eager, equations/s by batch size
   mathsearch search '\\frac{1}{2} m^2 \\phi^2' --mode fusion --explain
-  mathsearch models add gcn-v5.onnx --use       re-embed into a new field, then switch to it
+  mathsearch models add gcn-v6.onnx --use       re-embed into a new field, then switch to it
   mathsearch bench query --sizes 10000,100000 latency per mode at each index size
   mathsearch worker --queues parse,embed --concurrency 2
   mathsearch index ../shared/data/hepth2003/equation.txt --index hepth   (through the workers)

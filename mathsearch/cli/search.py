@@ -329,9 +329,9 @@ def add_models(commands: Any) -> None:
         epilog=textwrap.dedent("""\
             examples:
               mathsearch models list
-              mathsearch models add models/gcn-v5.onnx        fill vec_gcn_v5 beside vec_gcn_v4
-              mathsearch models use vec_gcn_v5
-              mathsearch models drop vec_gcn_v4
+              mathsearch models add models/gcn-v6.onnx        fill vec_gcn_v6 beside vec_gcn_v5
+              mathsearch models use vec_gcn_v6
+              mathsearch models drop vec_gcn_v5
             """),
         formatter_class=RAW_HELP,
     )

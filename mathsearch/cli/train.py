@@ -78,6 +78,8 @@ def add_train(commands: Any) -> None:
                   --time-budget 300 --epochs 1000 --amp --seed 2 --init runs/pre/checkpoint.pt
                                   gcn-v5: runs/pre (gcn-v4's command without
                                   --shared-sources: every source, 5 minutes) fine-tuned 5 minutes
+              ... --crop-rate 0.5     gcn-v6: gcn-v5's two stages, half of every batch's pairs
+                                  (a sub-formula of an equation, that equation)
             """),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -148,6 +150,14 @@ def add_train(commands: Any) -> None:
         help="groups the papers are clustered into for --hard-batches (512)",
     )
     gcn.add_argument("--no-augmentation", action="store_true", help="no identifier permutation")
+    gcn.add_argument(
+        "--crop-rate",
+        type=unit_fraction,
+        default=0.0,
+        metavar="R",
+        help="infonce: make this fraction of each batch's pairs (crop of P, P), a sub-formula "
+        "of the positive as its anchor, so fragments find their equation (0: none)",
+    )
     gcn.add_argument(
         "--triplet-pool", type=positive_int, help="sample this many triplets once (seed style)"
     )
@@ -371,5 +381,6 @@ def _config(args: argparse.Namespace, out: Path, split: dict[str, Any]) -> Any:
         notation_groups=args.notation_groups,
         shared_masking_pass=args.shared_masking_pass,
         init_from=args.init,
+        crop_rate=args.crop_rate,
         model=_model_config(args),
     )

@@ -23,6 +23,8 @@ _LAZY = {
     "expand": "mathsearch.evaluation.tuning_grid",
     "index_with_pya0": "mathsearch.evaluation.pya0_peer",
     "Pya0Result": "mathsearch.evaluation.pya0_peer",
+    "fragment_tree": "mathsearch.evaluation.fragment_queries",
+    "fragment_scores": "mathsearch.evaluation.fragment_queries",
 }
 
 __all__ = [
@@ -31,6 +33,8 @@ __all__ = [
     "Topic",
     "evaluate",
     "expand",
+    "fragment_scores",
+    "fragment_tree",
     "index_with_pya0",
     "parse_grid",
     "read_qrels",

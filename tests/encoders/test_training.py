@@ -29,6 +29,7 @@ from mathsearch.encoders.graph_data import collate
 from mathsearch.encoders.sampler import holdout_triplets
 from mathsearch.encoders.training import TrainConfig, TrainingError, evaluate_ranking, train
 from mathsearch.indexer.hepth import bundled_sample_lines, iter_hepth
+from mathsearch.indexer.vocabulary import default_vocabulary
 
 SAMPLE = Path(__file__).resolve().parents[2] / "indexer" / "resources" / "hepth2003-sample.txt"
 
@@ -167,6 +168,46 @@ def test_hard_batches_draw_each_steps_anchors_from_few_notation_groups() -> None
     assert last["ranking_score"] > first["ranking_score"]
     with pytest.raises(TrainingError, match="hard_batches"):
         _small(hard_batches=-1)
+
+
+def test_crop_rate_makes_anchors_crops_of_their_positives_and_trains() -> None:
+    """``--crop-rate``: a share of the anchors become sub-formulas of their pair's positive."""
+    from mathsearch.encoders.train_state import TrainState, TripletBatches
+
+    train_corpus, test_corpus = _split()
+    model = GCNConfig(hidden=32, normalisation="l2")
+    config = _small(loss="infonce", use_masking=False, use_augmentation=False, batch_size=16)
+    config = replace(config, crop_rate=0.5, model=model, steps_per_epoch=120)
+    run = TrainState(config, train_corpus, default_vocabulary(), 120)
+    triplets = TripletBatches(train_corpus, config, 120, run.packed)(0)
+    batch = run.prepare(triplets, 0).batch
+    sizes = np.diff(batch.ptr.numpy())
+    pairs = len(triplets)
+    # the slots drawn for a crop: the first draw of the step's generator (seed, 6, step)
+    chosen = np.random.default_rng([config.seed, 6, 0]).random(pairs) < config.crop_rate
+    graphs = train_corpus.graphs
+    cropped = 0
+    for i in range(pairs):
+        positive = batch.x_tag[batch.ptr[pairs + i] : batch.ptr[pairs + i + 1]].tolist()
+        anchor = batch.x_tag[batch.ptr[i] : batch.ptr[i + 1]].tolist()
+        assert positive == graphs[triplets.positives[i]].tag_ids.tolist()
+        if chosen[i] and sizes[i] < sizes[pairs + i]:  # a crop: part of its positive, in order
+            cropped += 1
+            rest = iter(positive)
+            assert all(tag in rest for tag in anchor)
+        else:  # the sampled anchor (or, when no crop was accepted, the positive itself)
+            own = graphs[triplets.anchors[i]].tag_ids.tolist()
+            assert anchor in (own, positive)
+    assert 2 <= cropped <= pairs - 2  # about half
+    result = train(config, train_corpus, test_corpus)
+    similarity = np.array([x["similarity"] for x in result.losses])
+    assert similarity[-20:].mean() < 0.8 * similarity[:10].mean()
+    first, last = result.evaluations[0], result.evaluations[-1]
+    assert last["ranking_score"] > first["ranking_score"] + 0.05
+    with pytest.raises(TrainingError, match="crop_rate"):
+        _small(crop_rate=0.3)  # the histogram loss has no pairs to crop
+    with pytest.raises(TrainingError, match="crop_rate"):
+        _small(loss="infonce", crop_rate=1.5)
 
 
 def test_packed_and_collated_batches_train_the_same() -> None:

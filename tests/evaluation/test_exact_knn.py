@@ -68,3 +68,24 @@ def test_cli_scores_the_default_model_above_chance_on_real_papers(
     assert report["systems"]["bow"]["all"]["means"]["P@10"] > 0.3
     assert main([*argv, "--onnx", "/nonexistent.onnx"]) == 1
     assert "does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(
+    not (SHARED_DATA / "hepth2003" / "equation.txt").is_file(), reason="needs ../shared/data"
+)
+def test_cli_fragments_find_their_own_equation_on_real_papers(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["eval", "exact-knn", "--task", "same-document", "--papers", "6", "--topics", "30"]
+    assert main([*argv, "--fragments", "--onnx", str(DEFAULT_MODEL_PATH), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    name = DEFAULT_MODEL_PATH.stem
+    assert report["task"] == "same-document fragments"
+    assert 20 <= report["fragments"] <= 30 and report["equations"] > 30
+    assert all(m.startswith("<math") for m in report["examples"])
+    # one right answer among > 30 equations: chance RR@10 is below 0.1
+    for system in ("bow", name):
+        means = report["systems"][system]["all"]["means"]
+        assert means["RR@10"] > 0.3 and 0 < means["S@1"] <= 1
+    assert main([*argv, "--fragments", "--no-bow"]) == 0
+    assert "fragment queries over" in capsys.readouterr().out

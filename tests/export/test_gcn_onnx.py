@@ -199,6 +199,11 @@ def test_the_card_description_says_what_the_training_used() -> None:
     assert _description(config, tuned).endswith(
         "trained on documents + hepth2003; started from the weights of gcn-v3."
     )
+    cropped = {**shared, "config": {**plain["config"], "crop_rate": 0.25}}
+    assert _description(config, cropped).endswith(
+        "no identifier permutation, sub-formula crops as anchors for 0.25 of the pairs; "
+        "trained on documents + hepth2003."
+    )
     soup = {**shared, "config": {**plain["config"], "soup": ["a.pt", "b.pt", "c.pt"]}}
     assert _description(config, soup).endswith(
         "trained on documents + hepth2003; uniform soup (mean weights) of 3 runs."
