@@ -181,33 +181,26 @@ def packed_with_crops(
     gives the step's batch.
     """
     order = np.asarray(order, dtype=np.int64)
-    pieces: list[np.ndarray] = []
-    parents: list[np.ndarray] = []
-    positions: list[np.ndarray] = []
-    counts = np.empty(order.size, dtype=np.int64)
-    for i, graph in enumerate(order.tolist()):
-        start, end = int(packed.offsets[graph]), int(packed.offsets[graph + 1])
-        crop = crops.get(i)
-        if crop is None:
-            nodes = np.arange(start, end)
-            parents.append(np.asarray(packed.parent[start:end], dtype=np.int64))
-            positions.append(np.asarray(packed.pos[start:end], dtype=np.int64))
-        else:
-            local, new_parent, new_pos = crop
-            nodes = start + local
-            parents.append(new_parent)
-            positions.append(new_pos)
-        pieces.append(nodes)
+    starts = packed.offsets[order]
+    counts = packed.offsets[order + 1] - starts
+    for i, (nodes, _, _) in crops.items():
         counts[i] = nodes.size
-    source = np.concatenate(pieces)
     offsets = np.zeros(order.size + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
+    slot = np.repeat(np.arange(order.size, dtype=np.int64), counts)
+    source = np.arange(int(offsets[-1]), dtype=np.int64) + (starts - offsets[:-1])[slot]
+    parent = packed.parent[source].astype(np.int32)
+    pos = packed.pos[source].astype(np.int32)
+    for i, (nodes, new_parent, new_pos) in crops.items():
+        cut = slice(int(offsets[i]), int(offsets[i + 1]))
+        source[cut] = starts[i] + nodes
+        parent[cut], pos[cut] = new_parent, new_pos
     return PackedCorpus(
         tag=np.asarray(packed.tag[source], dtype=np.int32),
         attr=np.asarray(packed.attr[source], dtype=np.int32),
         char=np.asarray(packed.char[source], dtype=np.int32),
-        pos=np.concatenate(positions).astype(np.int32),
-        parent=np.concatenate(parents).astype(np.int32),
+        pos=pos,
+        parent=parent,
         offsets=offsets,
         vocab_hash=packed.vocab_hash,
     )

@@ -35,6 +35,7 @@ from mathsearch.export.errors import ModelCardError
 from mathsearch.export.families import FAMILY_REGISTRY
 from mathsearch.export.gcn_runtime import GcnEmbedder
 from mathsearch.export.model_card import ModelCard, load_card
+from mathsearch.export.settings import DEFAULT_MODEL_PATH
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ __all__ = [
 ]
 
 #: Where the shipped default models live.
-MODELS_DIR = Path(__file__).resolve().parent / "models"
+MODELS_DIR = DEFAULT_MODEL_PATH.parent
 
 #: Family -> ``module:Class`` of its runtime (from :data:`~mathsearch.export.families.
 #: FAMILY_REGISTRY`, the one registry of the families).
@@ -62,14 +63,11 @@ FAMILY_RUNTIMES: dict[str, str] = {name: f.runtime for name, f in FAMILY_REGISTR
 FAMILIES = tuple(FAMILY_RUNTIMES)
 
 
-#: The shipped default version of each family (others: 1).
-DEFAULT_VERSIONS: dict[str, int] = {"gcn": 6}
-
-
 def default_model_path(family: str) -> Path:
     """The model a family uses when none is named: ``MATHSEARCH_MODEL_<FAMILY>`` if set
-    (``MATHSEARCH_MODEL`` for ``gcn``, as before), else the shipped default: ``gcn-v6.onnx``
-    for ``gcn`` (gcn-v1 to gcn-v5 stay loadable by path), ``<family>-v1.onnx`` for the others.
+    (``MATHSEARCH_MODEL`` for ``gcn``, as before), else the shipped default: for ``gcn``
+    :data:`~mathsearch.export.settings.DEFAULT_MODEL_PATH` (``gcn-v6.onnx``; gcn-v1 to gcn-v5
+    stay loadable by path), ``<family>-v1.onnx`` for the others.
 
     Raises:
         ModelCardError: an unknown family.
@@ -80,7 +78,7 @@ def default_model_path(family: str) -> Path:
     configured = os.environ.get(variable, "").strip()
     if configured:
         return Path(configured)
-    return MODELS_DIR / f"{family}-v{DEFAULT_VERSIONS.get(family, 1)}.onnx"
+    return DEFAULT_MODEL_PATH if family == "gcn" else MODELS_DIR / f"{family}-v1.onnx"
 
 
 def parse_encoders(spec: str | Sequence[str]) -> list[str]:

@@ -18,6 +18,11 @@ IDS = ["a1", "a2", "b1", "b2"]
 #: a1/a2 point one way, b1/b2 the other; a2 is a longer copy of a1 (cosine ignores length).
 VECTORS = np.array([[1.0, 0.1], [3.0, 0.5], [0.1, 1.0], [0.0, 2.0]])
 TOPICS = [Topic(qid="a1", latex="x", exclude=("a1",)), Topic(qid="b2", latex="y", exclude=("b2",))]
+NEEDS_SHARED_DATA = pytest.mark.skipif(
+    not (SHARED_DATA / "hepth2003" / "equation.txt").is_file(), reason="needs ../shared/data"
+)
+#: ``eval exact-knn`` on 6 real papers, 30 topics.
+SIX_PAPERS = ["eval", "exact-knn", "--task", "same-document", "--papers", "6", "--topics", "30"]
 
 
 def test_ranks_by_cosine_and_never_returns_the_excluded_query() -> None:
@@ -51,13 +56,11 @@ def test_report_separates_a_good_encoder_from_a_bad_one() -> None:
     assert good["test"]["topics"] == 1 and report["test_topics"] == 1
 
 
-@pytest.mark.skipif(
-    not (SHARED_DATA / "hepth2003" / "equation.txt").is_file(), reason="needs ../shared/data"
-)
+@NEEDS_SHARED_DATA
 def test_cli_scores_the_default_model_above_chance_on_real_papers(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    argv = ["eval", "exact-knn", "--task", "same-document", "--papers", "6", "--topics", "30"]
+    argv = SIX_PAPERS
     assert main([*argv, "--onnx", str(DEFAULT_MODEL_PATH), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     name = DEFAULT_MODEL_PATH.stem
@@ -70,13 +73,11 @@ def test_cli_scores_the_default_model_above_chance_on_real_papers(
     assert "does not exist" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(
-    not (SHARED_DATA / "hepth2003" / "equation.txt").is_file(), reason="needs ../shared/data"
-)
+@NEEDS_SHARED_DATA
 def test_cli_fragments_find_their_own_equation_on_real_papers(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    argv = ["eval", "exact-knn", "--task", "same-document", "--papers", "6", "--topics", "30"]
+    argv = SIX_PAPERS
     assert main([*argv, "--fragments", "--onnx", str(DEFAULT_MODEL_PATH), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     name = DEFAULT_MODEL_PATH.stem
