@@ -24,6 +24,8 @@ The parts:
 :class:`~mathsearch.opensearch.searcher.SearchRequest`: query tokens that occur in more than
 that share of the index's documents are left out of the BM25 query, and it keeps the
 ``max_terms`` most informative distinct ones (:mod:`mathsearch.opensearch.token_stats`).
+``depth`` (the profile's too) is the number of hits each subquery of ``fusion`` and ``rrf``
+contributes to the fusion (raised to ``k``).
 
 The goal of the issue (at 1M equations, every hybrid mode - one that uses both BM25 and the
 vector: :data:`GOAL_MODES` - p50 <= 15 ms and p99 <= 50 ms) is checked for every size and
@@ -126,6 +128,7 @@ def bench_query(
     k: int = 10,
     max_df: float | None = None,
     max_terms: int | None = None,
+    depth: int | None = None,
     sources: Sequence[str] | None = None,
     fmt: str | None = None,
     query_sources: Sequence[str] | None = None,
@@ -194,6 +197,7 @@ def bench_query(
         "k": k,
         "max_df": max_df,
         "max_terms": max_terms or None,
+        "depth": depth,
         "queries_per_mode": queries,
         "warmup": warmup,
         "modes": list(modes),
@@ -227,6 +231,7 @@ def bench_query(
             warmup=warmup,
             max_df=max_df,
             max_terms=max_terms,
+            depth=depth,
             progress=progress,
         )
         entry = {

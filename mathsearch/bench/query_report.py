@@ -55,6 +55,9 @@ def _token_cuts(report: Mapping[str, Any]) -> str:
     max_terms = report.get("max_terms")
     if max_terms:
         parts.append(f", max_terms={max_terms} (BM25 gets that many distinct query tokens)")
+    depth = report.get("depth")
+    if depth:
+        parts.append(f", depth={depth} (hits per fusion / rrf subquery)")
     return "".join(parts)
 
 

@@ -65,12 +65,21 @@ class Variant:
     fusion_side: str | None = None  # "server" or "client" for fusion and rrf
 
     def request(
-        self, latex: str, *, k: int, max_df: float | None = None, max_terms: int | None = None
+        self,
+        latex: str,
+        *,
+        k: int,
+        max_df: float | None = None,
+        max_terms: int | None = None,
+        depth: int | None = None,
     ) -> Any:
-        """The :class:`~mathsearch.opensearch.searcher.SearchRequest` of one query in this mode."""
+        """The :class:`~mathsearch.opensearch.searcher.SearchRequest` of one query in this mode
+        (``depth``: hits per subquery of fusion / rrf, raised to ``k`` as a profile raises it)."""
         from mathsearch.opensearch.search_request import SearchRequest
 
         extra: dict[str, Any] = {}
+        if depth:
+            extra["depth"] = max(depth, k)
         if self.fusion_side is not None:
             extra["fusion_side"] = self.fusion_side
         if max_df is not None:
@@ -292,6 +301,7 @@ def time_modes(
     warmup: int,
     max_df: float | None = None,
     max_terms: int | None = None,
+    depth: int | None = None,
     progress: bool = True,
 ) -> list[dict[str, Any]]:
     """One row per mode of ``modes`` (names of :data:`VARIANTS`): the timings on ``alias``."""
@@ -314,7 +324,7 @@ def time_modes(
             variant = VARIANTS[name]
 
             def make(latex: str, variant: Variant = variant) -> Any:
-                return variant.request(latex, k=k, max_df=max_df, max_terms=max_terms)
+                return variant.request(latex, k=k, max_df=max_df, max_terms=max_terms, depth=depth)
 
             time_searches(cluster, None, make, warm, bar)
             side = time_searches(cluster, took, make, timed, bar)

@@ -42,6 +42,7 @@ def add_bench_query(bench_cmds: Any) -> None:
               mathsearch bench query --sizes 10000,100000 --json --report bench.json
               mathsearch bench query --sizes 1000000 --modes fusion,rrf,fusion-client,rrf-client
               mathsearch bench query --sizes 100000 --max-df 0.2      drop very common tokens
+              mathsearch bench query --sizes 100000 --modes fusion-client --depth 100
               mathsearch bench query --sizes 10000 --rebuild --force-merge --no-keep
             """),
         formatter_class=RAW_HELP,
@@ -81,6 +82,13 @@ def add_bench_query(bench_cmds: Any) -> None:
         metavar="N",
         help="BM25 gets the N most informative distinct query tokens (0: all; default: the "
         "default search profile's)",
+    )
+    parser.add_argument(
+        "--depth",
+        type=int,
+        metavar="N",
+        help="hits per subquery of fusion / rrf (raised to --k; default: the default search "
+        "profile's)",
     )
     parser.add_argument(
         "--keep",
@@ -124,6 +132,8 @@ def _check(args: argparse.Namespace) -> tuple[list[int], list[str]] | str:
         return f"--max-df must lie in (0, 1], not {args.max_df}"
     if args.max_terms is not None and args.max_terms < 0:
         return f"--max-terms must be >= 0 (0: every token), not {args.max_terms}"
+    if args.depth is not None and args.depth < 1:
+        return f"--depth must be >= 1, not {args.depth}"
     return sizes, modes
 
 
@@ -151,6 +161,7 @@ def run_bench_query(args: argparse.Namespace) -> int:
             k=args.k,
             max_df=args.max_df if args.max_df is not None else profile.max_df,
             max_terms=args.max_terms if args.max_terms is not None else profile.max_terms,
+            depth=args.depth if args.depth is not None else profile.depth,
             sources=args.sources or None,
             fmt=args.format,
             replica_vectors=args.replica_vectors,

@@ -78,6 +78,12 @@ def test_variant_request_passes_max_df() -> None:
     assert VARIANTS["bm25"].request("x^2", k=10).max_df is None
 
 
+def test_variant_request_passes_depth_raised_to_k() -> None:
+    assert VARIANTS["fusion-client"].request("x^2", k=10, depth=30).depth == 30
+    assert VARIANTS["rrf"].request("x^2", k=50, depth=30).depth == 50  # as a profile raises it
+    assert VARIANTS["rrf"].request("x^2", k=10).depth == 100  # the request's own default
+
+
 def test_interleave() -> None:
     a = [BenchQuery(f"a{i}", "x", "topic") for i in range(3)]
     b = [BenchQuery("b0", "y", "held")]

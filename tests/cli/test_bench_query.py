@@ -29,6 +29,8 @@ def test_parser_defaults_and_help() -> None:
     assert args.max_df is None
     assert parser.parse_args(["query", "--max-df", "0.2"]).max_df == 0.2
     assert "--max-df F" in query.format_help()
+    assert args.depth is None  # the default search profile's
+    assert parser.parse_args(["query", "--depth", "30"]).depth == 30
 
 
 def test_wired_into_mathsearch_bench() -> None:
@@ -45,6 +47,7 @@ def test_wired_into_mathsearch_bench() -> None:
         (["--sizes", "0"], "--sizes must be positive"),
         (["--queries", "0"], "--queries must be >= 1"),
         (["--max-df", "1.5"], "--max-df must lie in (0, 1]"),
+        (["--depth", "0"], "--depth must be >= 1"),
     ],
 )
 def test_bad_arguments_fail_before_any_work(capsys, argv: list[str], message: str) -> None:

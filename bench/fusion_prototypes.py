@@ -1,0 +1,322 @@
+"""Ranking ideas beyond a linear BM25 + kNN fusion, prototyped on the validation papers.
+
+Usage::
+
+    python bench/fusion_prototypes.py [--onnx MODEL.onnx] [--json]
+
+It builds the relevance set of ``mathsearch eval retrieval --task same-document --validation``
+(100 papers asked, 200 topics, seed 0: the default model's validation papers only, never the
+held-out ones), embeds the collection with the model (default: the shipped default) and scores,
+in memory and on every topic, nDCG@10 of:
+
+* ``bm25``: a NumPy BM25 over the equations' math tokens (k1 1.2, b 0.75, Lucene's idf; the
+  query keeps its 32 rarest distinct tokens, like the shipped profile's ``max_terms``). It is an
+  approximation of the index's BM25, not the cluster's own scores;
+* ``knn``: exact cosine; ``fusion aA``: min-max inside each top 100, ``(1 - A) bm25 + A knn``;
+* ``prf-vector``: Rocchio feedback on the vectors (Li et al., "Pseudo relevance feedback with
+  deep language models and dense retrievers", 2021): the query vector plus ``beta`` times the
+  mean of the top ``k`` of a first fusion, then fused with BM25 again;
+* ``prf-tokens``: RM3-like expansion of the BM25 query with the ``n`` tokens of the first
+  fusion's top ``k`` that carry the most idf, at weight ``w``;
+* ``propagation``: the fused score plus ``gamma`` times a candidate's mean cosine to the
+  fused top 5 (the cluster hypothesis);
+* ``ltr``: a pointwise logistic regression over nine features of each candidate (both
+  normalised scores, the raw cosine, both reciprocal ranks, the cosine to the fused top-5
+  centroid, ...), trained and tested in 2-fold cross-validation by paper, repeated 3 times,
+  against fusion on the same folds;
+* ``whitening``: kNN on centred, whitened or partly whitened vectors (statistics of the
+  collection itself, so an upper bound for statistics from training papers).
+
+docs/tuning.md ("Beyond a linear fusion") has the figures. Nothing here is used by the search
+path; it records why the shipped modes stay linear fusions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from scipy import sparse
+
+from mathsearch.evaluation.held_out import validation_papers
+from mathsearch.evaluation.ir_metrics import evaluate
+from mathsearch.evaluation.relevance_sets import RelevanceSet, build_relevance
+from mathsearch.evaluation.trec_files import Run, Topic
+from mathsearch.export.runtime import Encoder
+from mathsearch.export.settings import ExportSettings
+from mathsearch.indexer.parse import Featuriser, ParsedEquation
+from mathsearch.indexer.records import EquationRecord
+
+logger = logging.getLogger(__name__)
+
+Scores = Callable[[int], np.ndarray]
+
+
+class Collection:
+    """Tokens, vectors and a BM25 matrix of one relevance set's collection."""
+
+    def __init__(self, data: RelevanceSet, parsed: Sequence[ParsedEquation], vectors: np.ndarray):
+        self.data = data
+        self.ids = [p.eq_id for p in parsed]
+        self.row = {eq_id: i for i, eq_id in enumerate(self.ids)}
+        self.tokens = [p.math_tokens for p in parsed]
+        self.unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        self.raw = vectors.astype(np.float64)
+        n = len(self.ids)
+        df = Counter(t for toks in self.tokens for t in set(toks))
+        self.idf = {t: math.log(1 + (n - c + 0.5) / (c + 0.5)) for t, c in df.items()}
+        self.vocab = {t: i for i, t in enumerate(df)}
+        lengths = np.array([len(t) for t in self.tokens], dtype=float)
+        rows, cols, vals = [], [], []
+        k1, b = 1.2, 0.75
+        for i, toks in enumerate(self.tokens):
+            norm = k1 * (1 - b + b * lengths[i] / lengths.mean())
+            for t, tf in Counter(toks).items():
+                rows.append(i)
+                cols.append(self.vocab[t])
+                vals.append(self.idf[t] * tf * (k1 + 1) / (tf + norm))
+        self.bm25_matrix = sparse.csr_matrix((vals, (rows, cols)), shape=(n, len(self.vocab)))
+
+    def query_vector(self, i: int, max_terms: int = 32) -> np.ndarray:
+        counts = Counter(self.tokens[i])
+        q = np.zeros(len(self.vocab))
+        for t in sorted(counts, key=lambda t: -self.idf[t])[:max_terms]:
+            q[self.vocab[t]] = counts[t]
+        return q
+
+    def bm25(self, i: int, query: np.ndarray | None = None) -> np.ndarray:
+        scores = self.bm25_matrix @ (self.query_vector(i) if query is None else query)
+        scores[i] = -np.inf
+        return scores
+
+    def cosine(self, i: int, vector: np.ndarray | None = None) -> np.ndarray:
+        scores = self.unit @ (self.unit[i] if vector is None else vector)
+        scores[i] = -np.inf
+        return scores
+
+    def run(self, scores: Scores, topics: Sequence[Topic]) -> Run:
+        run: Run = {}
+        for topic in topics:
+            i = self.row.get(topic.qid)
+            if i is None:
+                continue
+            s = scores(i).astype(float)
+            for eq_id in topic.exclude:
+                if eq_id in self.row:
+                    s[self.row[eq_id]] = -np.inf
+            top = np.argsort(-s, kind="stable")[:100]
+            run[topic.qid] = [(self.ids[j], float(s[j])) for j in top]
+        return run
+
+    def ndcg(self, scores: Scores, topics: Sequence[Topic] | None = None) -> float:
+        topics = self.data.topics if topics is None else topics
+        wanted = {t.qid for t in topics}
+        qrels = {q: judged for q, judged in self.data.qrels.items() if q in wanted}
+        return evaluate(qrels, self.run(scores, topics), ["nDCG@10"]).means["nDCG@10"]
+
+
+def min_max_top(scores: np.ndarray, depth: int = 100) -> np.ndarray:
+    """Min-max inside the top ``depth``, zero outside (the shipped fusion's normalisation)."""
+    out = np.zeros_like(scores)
+    top = np.argsort(-scores)[:depth]
+    lo, hi = scores[top].min(), scores[top].max()
+    if hi > lo:
+        out[top] = (scores[top] - lo) / (hi - lo)
+    return out
+
+
+def fuse(bm25: np.ndarray, knn: np.ndarray, alpha: float) -> np.ndarray:
+    return (1 - alpha) * min_max_top(bm25) + alpha * min_max_top(knn)
+
+
+def prototypes(c: Collection) -> dict[str, float]:
+    out: dict[str, float] = {
+        "bm25": c.ndcg(c.bm25),
+        "bm25 every token": c.ndcg(lambda i: c.bm25(i, c.query_vector(i, 10**6))),
+        "knn": c.ndcg(c.cosine),
+    }
+    for alpha in (0.2, 0.3, 0.4, 0.5):
+        out[f"fusion a{alpha}"] = c.ndcg(lambda i, a=alpha: fuse(c.bm25(i), c.cosine(i), a))
+
+    def prf_vector(i: int, k: int, beta: float, alpha: float) -> np.ndarray:
+        b0 = c.bm25(i)
+        top = np.argsort(-fuse(b0, c.cosine(i), 0.4))[:k]
+        q = c.unit[i] + beta * c.unit[top].mean(0)
+        return fuse(b0, c.cosine(i, q / np.linalg.norm(q)), alpha)
+
+    for k in (3, 5, 10):
+        for beta in (0.5, 1.0, 2.0):
+            name = f"prf-vector k{k} beta{beta} a0.4"
+            out[name] = c.ndcg(lambda i, k=k, beta=beta: prf_vector(i, k, beta, 0.4))
+
+    def prf_tokens(i: int, k: int, n: int, w: float) -> np.ndarray:
+        k0 = c.cosine(i)
+        top = np.argsort(-fuse(c.bm25(i), k0, 0.4))[:k]
+        feedback: Counter[str] = Counter()
+        for j in top:
+            for t in set(c.tokens[j]):
+                feedback[t] += c.idf[t]
+        q = c.query_vector(i)
+        for t, _ in feedback.most_common(n):
+            q[c.vocab[t]] += w
+        return fuse(c.bm25(i, q), k0, 0.4)
+
+    for k in (3, 5):
+        for n in (10, 30):
+            out[f"prf-tokens k{k} n{n} w1.0 a0.4"] = c.ndcg(
+                lambda i, k=k, n=n: prf_tokens(i, k, n, 1.0)
+            )
+
+    def propagation(i: int, gamma: float) -> np.ndarray:
+        s = fuse(c.bm25(i), c.cosine(i), 0.4)
+        s[i] = -np.inf
+        cand = np.argsort(-s)[:100]
+        top = cand[:5]
+        out = np.full_like(s, -np.inf)
+        out[cand] = s[cand] + gamma * (c.unit[cand] @ c.unit[top].T).mean(1)
+        out[i] = -np.inf
+        return out
+
+    for gamma in (0.3, 0.6, 1.0):
+        out[f"propagation gamma{gamma}"] = c.ndcg(lambda i, g=gamma: propagation(i, g))
+    out.update(whitening(c))
+    return out
+
+
+def whitening(c: Collection) -> dict[str, float]:
+    centred = c.raw - c.raw.mean(0)
+    u, s, _ = np.linalg.svd(np.cov(centred.T))
+
+    def knn_of(matrix: np.ndarray) -> float:
+        unit = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+
+        def scores(i: int) -> np.ndarray:
+            out = unit @ unit[i]
+            out[i] = -np.inf
+            return out
+
+        return c.ndcg(scores)
+
+    return {
+        "knn centred": knn_of(centred),
+        "knn whitened": knn_of(centred @ (u / np.sqrt(s))),
+        "knn whitened, power 0.25": knn_of(centred @ (u * s**-0.125)),
+    }
+
+
+def learning_to_rank(c: Collection, repeats: int = 3) -> dict[str, float]:
+    """Pointwise logistic regression against fusion a0.4 on the same held-out folds."""
+    doc_of = {e.eq_id: e.doc_id for e in c.data.collection}
+    features = {t.qid: _features(c, c.row[t.qid]) for t in c.data.topics if t.qid in c.row}
+    papers = sorted({doc_of[q] for q in features})
+    rng = np.random.default_rng(0)
+    scores: dict[str, list[float]] = {"ltr": [], "fusion a0.4 (same folds)": []}
+    for _ in range(repeats):
+        half = set(rng.permutation(papers)[: len(papers) // 2])
+        for fold in (True, False):
+            train = [
+                t for t in c.data.topics if t.qid in features and (doc_of[t.qid] in half) == fold
+            ]
+            test = [
+                t for t in c.data.topics if t.qid in features and (doc_of[t.qid] in half) != fold
+            ]
+            xs = [features[t.qid][1] for t in train]
+            ys = [
+                np.array([c.ids[j] in c.data.qrels[t.qid] for j in features[t.qid][0]], float)
+                for t in train
+            ]
+            model = _logistic(np.concatenate(xs), np.concatenate(ys))
+
+            def ltr(i: int, model: Any = model) -> np.ndarray:
+                cand, x = features[c.ids[i]]
+                out = np.full(len(c.ids), -np.inf)
+                out[cand] = model(x)
+                return out
+
+            scores["ltr"].append(c.ndcg(ltr, test))
+            scores["fusion a0.4 (same folds)"].append(
+                c.ndcg(lambda i: fuse(c.bm25(i), c.cosine(i), 0.4), test)
+            )
+    return {name: float(np.mean(values)) for name, values in scores.items()}
+
+
+def _features(c: Collection, i: int) -> tuple[np.ndarray, np.ndarray]:
+    b, k = c.bm25(i), c.cosine(i)
+    top_b, top_k = np.argsort(-b)[:100], np.argsort(-k)[:100]
+    cand = np.union1d(top_b, top_k)
+    rank_b = np.full(len(b), 1000.0)
+    rank_b[top_b] = np.arange(100)
+    rank_k = np.full(len(b), 1000.0)
+    rank_k[top_k] = np.arange(100)
+    nb, nk = min_max_top(b), min_max_top(k)
+    centroid = c.unit[np.argsort(-(0.6 * nb + 0.4 * nk))[:5]].mean(0)
+    scaled = np.zeros(len(b))
+    scaled[top_b] = b[top_b] / (b[top_b].max() + 1e-9)
+    columns = [
+        nb, nk, k, 1 / (60 + rank_b), 1 / (60 + rank_k), c.unit @ centroid, scaled,
+        (rank_b < 1000).astype(float), (rank_k < 1000).astype(float),
+    ]  # fmt: skip
+    return cand, np.stack([col[cand] for col in columns], 1)
+
+
+def _logistic(
+    x: np.ndarray, y: np.ndarray, steps: int = 2000
+) -> Callable[[np.ndarray], np.ndarray]:
+    """L2-regularised logistic regression by gradient descent on standardised features."""
+    mu, sd = x.mean(0), x.std(0) + 1e-9
+    z = (x - mu) / sd
+    w, b = np.zeros(z.shape[1]), 0.0
+    for _ in range(steps):
+        g = 1 / (1 + np.exp(-(z @ w + b))) - y
+        w -= 0.5 * (z.T @ g / len(y) + w / len(y))
+        b -= 0.5 * g.mean()
+    return lambda features: ((features - mu) / sd) @ w + b
+
+
+def load(onnx: str) -> Collection:
+    parsed: dict[str, ParsedEquation] = {}
+
+    def parseable(items: Sequence[Any]) -> set[str]:
+        records = [EquationRecord(e.eq_id, e.doc_id, 0, latex=e.latex) for e in items]
+        for result in featuriser.parse_batch(records):
+            if isinstance(result, ParsedEquation):
+                parsed[result.eq_id] = result
+        return {e.eq_id for e in items if e.eq_id in parsed}
+
+    with Featuriser() as featuriser:
+        data = build_relevance(
+            "same-document", papers=100, topics=200, seed=0,
+            only_papers=validation_papers(), parseable=parseable,
+        )  # fmt: skip
+    kept = [parsed[e.eq_id] for e in data.collection]
+    return Collection(data, kept, Encoder(onnx).encode([p.graph for p in kept]))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--onnx", default=None, help="model (default: the shipped default)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    collection = load(args.onnx or str(ExportSettings.from_env().model))
+    result = {**prototypes(collection), **learning_to_rank(collection)}
+    result = {name: round(value, 4) for name, value in result.items()}
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        sizes = f"{len(collection.ids)} equations, {len(collection.data.topics)} topics"
+        print(f"validation papers: {sizes}")
+        for name, value in result.items():
+            print(f"{name:40s} {value:.4f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
