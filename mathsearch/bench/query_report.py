@@ -104,8 +104,9 @@ def format_bench_query(report: Mapping[str, Any]) -> str:
         "latency in ms (p50 / p95 / p99); cluster = Searcher.search with precomputed query "
         "features; took = server-side; topic/held = cluster p50 by query kind",
         "fused = where BM25 and kNN were fused: server = neural-search hybrid query + search "
-        "pipeline (one _search); client = one _msearch of both, fused in Python, then an mget "
-        "of the k sources (took = the _msearch's; the mget has none)",
+        "pipeline (one _search); client = one _msearch of both, fused in Python, then one ids "
+        "search for the k sources (took = the sum of both searches'; a _termvectors call for "
+        "query tokens not cached yet counts in cluster, not in took)",
     ]
     for size in report["sizes"]:
         lines.append("")
