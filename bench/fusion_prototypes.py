@@ -47,12 +47,15 @@ from scipy import sparse
 
 from mathsearch.evaluation.held_out import validation_papers
 from mathsearch.evaluation.ir_metrics import evaluate
-from mathsearch.evaluation.relevance_sets import RelevanceSet, build_relevance
+from mathsearch.evaluation.relevance_sets import (
+    RelevanceSet,
+    build_relevance,
+    featuriser_filter,
+)
 from mathsearch.evaluation.trec_files import Run, Topic
 from mathsearch.export.runtime import Encoder
 from mathsearch.export.settings import ExportSettings
 from mathsearch.indexer.parse import Featuriser, ParsedEquation
-from mathsearch.indexer.records import EquationRecord
 
 logger = logging.getLogger(__name__)
 
@@ -161,7 +164,7 @@ def prototypes(c: Collection) -> dict[str, float]:
         top = np.argsort(-fuse(c.bm25(i), k0, 0.4))[:k]
         feedback: Counter[str] = Counter()
         for j in top:
-            for t in set(c.tokens[j]):
+            for t in sorted(set(c.tokens[j])):  # sorted: ties rank the same every run
                 feedback[t] += c.idf[t]
         q = c.query_vector(i)
         for t, _ in feedback.most_common(n):
@@ -282,18 +285,11 @@ def _logistic(
 
 def load(onnx: str) -> Collection:
     parsed: dict[str, ParsedEquation] = {}
-
-    def parseable(items: Sequence[Any]) -> set[str]:
-        records = [EquationRecord(e.eq_id, e.doc_id, 0, latex=e.latex) for e in items]
-        for result in featuriser.parse_batch(records):
-            if isinstance(result, ParsedEquation):
-                parsed[result.eq_id] = result
-        return {e.eq_id for e in items if e.eq_id in parsed}
-
     with Featuriser() as featuriser:
         data = build_relevance(
             "same-document", papers=100, topics=200, seed=0,
-            only_papers=validation_papers(), parseable=parseable,
+            only_papers=validation_papers(),
+            parseable=featuriser_filter(featuriser, keep=parsed),
         )  # fmt: skip
     kept = [parsed[e.eq_id] for e in data.collection]
     return Collection(data, kept, Encoder(onnx).encode([p.graph for p in kept]))

@@ -103,28 +103,16 @@ def run(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> dict[str, Any]:
     from mathsearch.evaluation.exact_knn import exact_knn_report
     from mathsearch.evaluation.held_out import held_out_papers, validation_papers
-    from mathsearch.evaluation.relevance_sets import CollectionEquation, build_relevance
+    from mathsearch.evaluation.relevance_sets import build_relevance, featuriser_filter
     from mathsearch.evaluation.retrieval_eval import split_topics
     from mathsearch.export.runtime import Encoder
     from mathsearch.indexer.parse import Featuriser, ParsedEquation
-    from mathsearch.indexer.records import EquationRecord
 
     if (args.held_out or args.validation) and args.task != "same-document":
         raise EvaluationError("--held-out / --validation are same-document options")
     papers = held_out_papers() if args.held_out else None
     papers = validation_papers() if args.validation else papers
-    parsed: dict[str, ParsedEquation] = {}
-
-    def parseable(items: Sequence[CollectionEquation]) -> set[str]:
-        """Featurise the candidates once, keeping the parsed equations for embedding."""
-        records = [
-            EquationRecord(eq_id=e.eq_id, doc_id=e.doc_id, position=0, latex=e.latex) for e in items
-        ]
-        for result in featuriser.parse_batch(records):
-            if isinstance(result, ParsedEquation):
-                parsed[result.eq_id] = result
-        return {e.eq_id for e in items if e.eq_id in parsed}
-
+    parsed: dict[str, ParsedEquation] = {}  # featurised once, kept for embedding
     with Featuriser() as featuriser:
         data = build_relevance(
             args.task,
@@ -134,7 +122,7 @@ def _report(args: argparse.Namespace) -> dict[str, Any]:
             topics=args.topics,
             seed=args.seed,
             only_papers=papers,
-            parseable=parseable,
+            parseable=featuriser_filter(featuriser, keep=parsed),
         )
         fragments = _fragments(data.topics, parsed, featuriser, args.seed) if args.fragments else []
     kept = [parsed[e.eq_id] for e in data.collection]

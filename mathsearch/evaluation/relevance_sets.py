@@ -90,8 +90,14 @@ class RelevanceSet:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-def featuriser_filter(featuriser: Featuriser) -> Parseable:
-    """A :data:`Parseable` over ``featuriser`` (batches of 512); logs the refusal reasons."""
+def featuriser_filter(
+    featuriser: Featuriser, keep: dict[str, ParsedEquation] | None = None
+) -> Parseable:
+    """A :data:`Parseable` over ``featuriser`` (batches of 512); logs the refusal reasons.
+
+    ``keep``, when given, receives every accepted :class:`ParsedEquation` by id, so that a
+    caller who embeds the collection featurises it only once.
+    """
 
     def parseable(items: Sequence[CollectionEquation]) -> set[str]:
         kept: set[str] = set()
@@ -105,6 +111,8 @@ def featuriser_filter(featuriser: Featuriser) -> Parseable:
             for result in featuriser.parse_batch(records):
                 if isinstance(result, ParsedEquation):
                     kept.add(result.eq_id)
+                    if keep is not None:
+                        keep[result.eq_id] = result
                 else:
                     reasons[f"{result.stage}/{result.reason}"] += 1
         if reasons:
