@@ -51,6 +51,7 @@ _LAZY = {
     "train_expemb": "mathsearch.encoders.seq2seq_training",
     "optimise_step": "mathsearch.encoders.seq2seq_training",
     "all_class_pairs": "mathsearch.encoders.seq2seq_data",
+    "EncodedPairs": "mathsearch.encoders.seq2seq_data",
     "load_expemb": "mathsearch.encoders.seq2seq_training",
     "FigureEncoder": "mathsearch.encoders.figure_encoder",
     "FigureEncoderConfig": "mathsearch.encoders.figure_encoder",

@@ -7,8 +7,9 @@ clipping, AdamW: :func:`mathsearch.encoders.seq2seq_training.optimise_step`). Th
 same
 batches, threads and model:
 
-* ``loop``: what ``train seq2seq`` runs now - pairs tokenised once (:func:`encode_pairs`),
-  batches padded with NumPy (:func:`batch_of_ids`), length-bucketed by :func:`_batches`;
+* ``loop``: what ``train seq2seq`` runs now - each sequence tokenised once
+  (:class:`EncodedPairs`), batches length-bucketed by :meth:`EncodedPairs.batches`, cut from
+  the table (:meth:`EncodedPairs.take`) and padded with NumPy (:func:`batch_of_ids`);
 * ``network``: the same batches prepared beforehand, only the network step timed;
 * ``legacy``: the loop it replaced, tokens looked up and padded per step (:func:`make_batch`).
 
@@ -37,13 +38,13 @@ from mathsearch.encoders.bench_train import step_rate
 from mathsearch.encoders.seq2seq import ExpEmb, ExpEmbConfig
 from mathsearch.encoders.seq2seq_data import (
     Batch,
+    EncodedPairs,
     Pair,
     TokenVocabulary,
     batch_of_ids,
-    encode_pairs,
     make_batch,
 )
-from mathsearch.encoders.seq2seq_training import _batches, optimise_step
+from mathsearch.encoders.seq2seq_training import optimise_step
 
 logger = logging.getLogger(__name__)
 
@@ -93,8 +94,9 @@ def bench_train_seq2seq(
     config = ExpEmbConfig(vocab_size=len(vocab), hidden=hidden, batch_size=batch_size)
     count = warmup + steps
     # the batches of the run: bucketed by length, in the loop's order
-    chosen = _batches(list(pairs), batch_size, random.Random(seed))[:count]
-    encoded = [encode_pairs(b, vocab) for b in chosen]  # what train_expemb does once per run
+    table = EncodedPairs.build(pairs, vocab)  # what train_expemb does once per run
+    rows = table.batches(batch_size, random.Random(seed))[:count]
+    chosen = [[pairs[r] for r in batch] for batch in rows]
 
     def timed(batch_of_step: Callable[[int], Batch]) -> list[float]:
         """Seconds of each step after the warm-up: building the batch + the network step."""
@@ -128,7 +130,7 @@ def bench_train_seq2seq(
         "mean_target_tokens": round(statistics.fmean(len(b) for _, b in pairs), 1),
         "padding": _padding(prepared),
         "padding_unbucketed": _padding(unbucketed),
-        "loop": step_rate(batch_size, timed(lambda step: batch_of_ids(encoded[step]))),
+        "loop": step_rate(batch_size, timed(lambda step: batch_of_ids(table.take(rows[step])))),
         "network": step_rate(batch_size, timed(prepared.__getitem__)),
     }
     report["loop_over_network"] = round(

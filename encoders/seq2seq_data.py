@@ -12,6 +12,8 @@
   ``exclude`` (the validation classes, so they stay *unseen* - the seed's UNSEENEQCLASS protocol).
 * :func:`make_batch`: right-padded source ids + lengths, decoder input ``SOE y`` and target
   ``y EOE`` (teacher forcing).
+* :class:`EncodedPairs`: a run's pairs as two int32 columns into one table of sequences, each
+  tokenised once, and its length-bucketed batches (what ``train seq2seq`` iterates).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ __all__ = [
     "SPECIALS",
     "Batch",
     "EncodedPair",
+    "EncodedPairs",
     "Pair",
     "TokenVocabulary",
     "VocabularyError",
@@ -300,3 +303,63 @@ def batch_of_ids(pairs: Sequence[EncodedPair]) -> Batch:
         torch.from_numpy(tgt_in),
         torch.from_numpy(tgt_out),
     )
+
+
+@dataclass(frozen=True)
+class EncodedPairs:
+    """A run's pairs as ``index`` rows ``(source, target)`` into ``sequences``.
+
+    Appendix C's pair sets are large and highly redundant: BOOL8 has 16.1M pairs over 146,488
+    expressions. Each distinct sequence is tokenised and stored once, and a pair costs 8 bytes
+    (two int32), instead of two id arrays per pair (~670 bytes a pair measured on SIMPPOLY10).
+
+    Attributes:
+        sequences: the encoded ids of each distinct sequence (int64, no specials).
+        index: ``(n, 2)`` int32, row ``r`` = pair ``r`` of the list it was built from.
+    """
+
+    sequences: tuple[np.ndarray, ...]
+    index: np.ndarray
+
+    @classmethod
+    def build(cls, pairs: Iterable[Pair], vocab: TokenVocabulary) -> EncodedPairs:
+        """Encode ``pairs`` (in order), each distinct sequence once."""
+        rows: dict[tuple[str, ...], int] = {}
+        sequences: list[np.ndarray] = []
+
+        def row(seq: tuple[str, ...]) -> int:
+            found = rows.get(seq)
+            if found is None:
+                found = rows[seq] = len(sequences)
+                sequences.append(np.asarray(vocab.encode(seq), dtype=np.int64))
+            return found
+
+        flat = np.fromiter((row(s) for pair in pairs for s in pair), dtype=np.int32)
+        return cls(tuple(sequences), flat.reshape(-1, 2))
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def take(self, rows: Sequence[int] | np.ndarray) -> list[EncodedPair]:
+        """The pairs of ``rows`` as id arrays (what :func:`batch_of_ids` pads)."""
+        return [(self.sequences[a], self.sequences[b]) for a, b in self.index[rows]]
+
+    def batches(self, size: int, rng: random.Random, group: int = 50) -> list[np.ndarray]:
+        """One epoch's batches (row arrays): the pairs shuffled, then sorted by (target length,
+        source length) within chunks of ``group`` batches so that a batch holds little padding,
+        and the batches shuffled. Draws from ``rng``, so a seeded run repeats its order."""
+        if size < 1:
+            raise ValueError("batch size must be >= 1")
+        generator = np.random.default_rng(rng.getrandbits(63))
+        lengths = np.fromiter((len(s) for s in self.sequences), dtype=np.int64)
+        order = generator.permutation(len(self.index))
+        src_len = lengths[self.index[order, 0]]
+        tgt_len = lengths[self.index[order, 1]]
+        batches: list[np.ndarray] = []
+        chunk = group * size
+        for start in range(0, len(order), chunk):
+            end = start + chunk
+            part = order[start:end][np.lexsort((src_len[start:end], tgt_len[start:end]))]
+            batches += [part[i : i + size] for i in range(0, len(part), size)]
+        rng.shuffle(batches)
+        return batches

@@ -25,10 +25,9 @@ import json
 import logging
 import random
 import time
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 from tqdm import tqdm
@@ -36,21 +35,18 @@ from tqdm import tqdm
 from mathsearch.encoders.seq2seq import ExpEmb, ExpEmbConfig, sequence_nll
 from mathsearch.encoders.seq2seq_data import (
     Batch,
-    EncodedPair,
+    EncodedPairs,
     Pair,
     TokenVocabulary,
     autoencoder_pairs,
     batch_of_ids,
     cluster_pairs,
-    encode_pairs,
     read_egen,
     semvec_pairs,
     split_clusters,
 )
 
 logger = logging.getLogger(__name__)
-
-_P = TypeVar("_P", Pair, EncodedPair)
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -176,19 +172,6 @@ def collect_pairs(run: RunConfig, out: Path) -> tuple[list[Pair], dict[str, int]
         "pairs": len(pairs),
     }
     return pairs, counts
-
-
-def _batches(pairs: Sequence[_P], size: int, rng: random.Random) -> list[list[_P]]:
-    """Shuffled batches, grouped by target length within chunks of 50 batches."""
-    order = list(pairs)
-    rng.shuffle(order)
-    batches: list[list[_P]] = []
-    chunk = 50 * size
-    for start in range(0, len(order), chunk):
-        part = sorted(order[start : start + chunk], key=lambda p: (len(p[1]), len(p[0])))
-        batches += [part[i : i + size] for i in range(0, len(part), size)]
-    rng.shuffle(batches)
-    return batches
 
 
 def optimise_step(
@@ -328,8 +311,9 @@ def train_expemb(run: RunConfig) -> dict[str, Any]:
     model = ExpEmb(config).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
     rng = random.Random(run.seed)
-    encoded = encode_pairs(pairs, vocab)  # tokenised once, not per step
-    per_epoch = -(-len(pairs) // config.batch_size)
+    encoded = EncodedPairs.build(pairs, vocab)  # each sequence tokenised once, not per step
+    del pairs
+    per_epoch = -(-len(encoded) // config.batch_size)
     total = per_epoch * config.epochs
     if run.max_steps:
         total = min(total, run.max_steps)
@@ -342,9 +326,9 @@ def train_expemb(run: RunConfig) -> dict[str, Any]:
     model.train()
     try:
         while step < total:
-            for batch_pairs in _batches(encoded, config.batch_size, rng):
+            for rows in encoded.batches(config.batch_size, rng):
                 loss = optimise_step(
-                    model, optimizer, batch_of_ids(batch_pairs), device=device, amp=run.amp
+                    model, optimizer, batch_of_ids(encoded.take(rows)), device=device, amp=run.amp
                 )
                 step += 1
                 window.append(loss)

@@ -5,14 +5,18 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
 from mathsearch.encoders.seq2seq import EOE, PAD, SOE, UNK
 from mathsearch.encoders.seq2seq_data import (
     SPECIALS,
+    EncodedPairs,
     TokenVocabulary,
     VocabularyError,
     autoencoder_pairs,
+    batch_of_ids,
     cluster_pairs,
     make_batch,
     read_egen,
@@ -74,3 +78,50 @@ def test_batch_is_teacher_forcing() -> None:
     assert batch.lengths.tolist() == [3, 1]
     assert batch.tgt_in.tolist() == [[SOE, 4, 6, 5], [SOE, 7, 5, 8]]
     assert batch.tgt_out.tolist() == [[4, 6, 5, EOE], [7, 5, 8, EOE]]
+
+
+def _semvec_all_pairs() -> list:
+    return semvec_pairs(read_semvec_prefix(SEMVEC), random.Random(0), all_pairs=True)
+
+
+def test_encoded_pairs_store_each_sequence_once_and_give_back_every_pair() -> None:
+    pairs = _semvec_all_pairs()
+    vocab = TokenVocabulary.build((s for p in pairs for s in p), 1)
+    table = EncodedPairs.build(pairs, vocab)
+    distinct = {s for p in pairs for s in p}
+    assert len(table) == len(pairs) and table.index.dtype == np.int32
+    assert len(table.sequences) == len(distinct) < 2 * len(pairs)
+    rows = np.arange(len(pairs))
+    for (a, b), (ids_a, ids_b) in zip(pairs, table.take(rows), strict=True):
+        assert ids_a.tolist() == vocab.encode(a) and ids_b.tolist() == vocab.encode(b)
+    # the padded batch equals the one built from the token pairs directly
+    chunk = list(range(3, 40, 3))
+    old, new = make_batch([pairs[r] for r in chunk], vocab), batch_of_ids(table.take(chunk))
+    for name in ("src", "lengths", "tgt_in", "tgt_out"):
+        assert torch.equal(getattr(old, name), getattr(new, name)), name
+
+
+def test_encoded_pairs_batches_cover_an_epoch_bucketed_and_seeded() -> None:
+    pairs = _semvec_all_pairs()
+    table = EncodedPairs.build(pairs, TokenVocabulary.build((s for p in pairs for s in p), 1))
+    size = 8
+    batches = table.batches(size, random.Random(1))
+    rows = np.concatenate(batches)
+    assert sorted(rows.tolist()) == list(range(len(pairs)))  # every pair once an epoch
+    assert sum(len(b) < size for b in batches) <= 1  # only the last chunk's tail is short
+    lengths = np.array([len(s) for s in table.sequences])
+
+    def padding(groups: list[np.ndarray]) -> float:
+        tgt = [lengths[table.index[g, 1]] for g in groups]
+        pad = sum(float((t.max() - t).sum()) for t in tgt)
+        return pad / sum(int(t.max()) * len(t) for t in tgt)
+
+    shuffled = np.random.default_rng(0).permutation(len(pairs))
+    unbucketed = [shuffled[i : i + size] for i in range(0, len(pairs), size)]
+    assert padding(batches) < padding(unbucketed) / 3  # sorting by length within chunks
+    again = table.batches(size, random.Random(1))
+    assert all(np.array_equal(x, y) for x, y in zip(batches, again, strict=True))
+    other = table.batches(size, random.Random(2))
+    assert not all(np.array_equal(x, y) for x, y in zip(batches, other, strict=True))
+    with pytest.raises(ValueError, match="batch size"):
+        table.batches(0, random.Random(0))
