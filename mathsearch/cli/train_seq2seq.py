@@ -82,7 +82,10 @@ def register(kinds: Any) -> None:
               mathsearch train seq2seq --mode autoencoder --hidden 128 --out runs/expemb-a
               mathsearch train seq2seq --semvec poly5 --hidden 128 --out runs/poly5-128
                   (one SemVec set by name: the seed's per-set protocol, below)
-              mathsearch train seq2seq --semvec boolean5 --hidden 1024 --device cuda \
+              mathsearch train seq2seq --semvec poly8 --hidden 64 --lr 1e-3 --threads 1 \\
+                  --validate-every 3000 --time-budget 1800 --out runs/poly8-64
+                  (on a CPU: ten times the seed's rate, for a budget of a few epochs)
+              mathsearch train seq2seq --semvec boolean5 --hidden 1024 --device cuda \\
                   --out runs/boolean5-1024        (on a GPU; --amp for bf16 autocast)
 
             A SemVec set given by name (poly5, simplepoly8, boolean5, ...) rather than a file
