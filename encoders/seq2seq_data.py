@@ -50,7 +50,6 @@ __all__ = [
     "autoencoder_pairs",
     "batch_of_ids",
     "cluster_pairs",
-    "encode_pairs",
     "make_batch",
     "read_egen",
     "semvec_pairs",
@@ -273,14 +272,6 @@ def make_batch(pairs: Sequence[Pair], vocab: TokenVocabulary) -> Batch:
 
 #: A pair tokenised once: source ids, target ids (int64 arrays, no specials).
 EncodedPair = tuple[np.ndarray, np.ndarray]
-
-
-def encode_pairs(pairs: Sequence[Pair], vocab: TokenVocabulary) -> list[EncodedPair]:
-    """``pairs`` as id arrays, once per run (``make_batch`` looks every token up per step)."""
-    return [
-        (np.asarray(vocab.encode(a), dtype=np.int64), np.asarray(vocab.encode(b), dtype=np.int64))
-        for a, b in pairs
-    ]
 
 
 def batch_of_ids(pairs: Sequence[EncodedPair]) -> Batch:
