@@ -50,11 +50,53 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "CHECKPOINT_FORMAT",
+    "LR_SCHEDULES",
     "RunConfig",
     "Seq2SeqCheckpointError",
     "load_expemb",
+    "lr_factor",
     "train_expemb",
 ]
+
+#: ``--lr-schedule`` choices
+LR_SCHEDULES = ("constant", "linear")
+
+
+def lr_factor(
+    schedule: str, step: int, total: int, elapsed: float = 0.0, budget: float | None = None
+) -> float:
+    """The learning rate's multiplier after ``step`` of ``total`` steps, ``elapsed`` seconds.
+
+    ``constant`` is the seed's (appendix E: AdamW at a fixed rate). ``linear`` goes beyond it,
+    as the graph CNN's training does: ``1 - progress``, where progress is the larger of the
+    share of steps done and the share of the time budget spent, so a run cut by
+    ``--time-budget`` still ends at rate 0.
+
+    Args:
+        schedule: one of :data:`LR_SCHEDULES`.
+        step: steps done (0 before the first).
+        total: the run's steps (epochs x steps an epoch, or ``--max-steps``).
+        elapsed: seconds of training so far.
+        budget: ``--time-budget`` in seconds, or None.
+
+    Example:
+        >>> lr_factor("linear", 25, 100)
+        0.75
+        >>> lr_factor("linear", 10, 100, elapsed=30.0, budget=60.0)
+        0.5
+
+    Raises:
+        ValueError: an unknown schedule.
+    """
+    if schedule == "constant":
+        return 1.0
+    if schedule != "linear":
+        raise ValueError(f"unknown learning-rate schedule {schedule!r}; choose from {LR_SCHEDULES}")
+    progress = step / total if total > 0 else 1.0
+    if budget:
+        progress = max(progress, elapsed / budget)
+    return max(0.0, 1.0 - progress)
+
 
 CHECKPOINT_FORMAT = "mathsearch-seq2seq-checkpoint/1"
 
@@ -73,6 +115,10 @@ class RunConfig:
     hidden: int = 1024
     layers: int = 1
     lr: float = 1e-4
+    #: ``constant`` (the seed's) or ``linear``: ``lr`` decays to 0 over the run (:func:`lr_factor`)
+    lr_schedule: str = "constant"
+    #: start from this checkpoint's weights and vocabulary (a warm start; the optimiser is new)
+    init: str | None = None
     batch_size: int = 64
     max_len: int = 512
     epochs: int = 20
@@ -285,6 +331,7 @@ def train_expemb(run: RunConfig) -> dict[str, Any]:
     """Train one model; returns the summary also written to ``OUT/train.json``."""
     from mathsearch.encoders.torch_setup import resolve_device
 
+    lr_factor(run.lr_schedule, 0, 1)  # an unknown schedule fails before the data is read
     torch.set_num_threads(max(1, run.threads))
     torch.manual_seed(run.seed)
     device = resolve_device(run.device)
@@ -293,7 +340,16 @@ def train_expemb(run: RunConfig) -> dict[str, Any]:
     pairs, counts = collect_pairs(run, out)
     if not pairs:
         raise ValueError("no training pairs: give E-Gen files, --generated or --semvec sets")
-    if run.vocabulary:
+    initial: dict[str, Any] | None = None
+    if run.init:
+        _, vocab, initial = load_expemb(run.init)
+        shape = {k: initial["model_config"].get(k) for k in ("hidden", "layers", "mode")}
+        if shape != {"hidden": run.hidden, "layers": run.layers, "mode": run.mode}:
+            raise Seq2SeqCheckpointError(
+                f"--init {run.init} is a {shape} model; this run asks for hidden={run.hidden}, "
+                f"layers={run.layers}, mode={run.mode}"
+            )
+    elif run.vocabulary:
         vocab = TokenVocabulary.load(run.vocabulary)
     else:
         vocab = TokenVocabulary.build((s for p in pairs for s in p), run.min_count)
@@ -308,7 +364,11 @@ def train_expemb(run: RunConfig) -> dict[str, Any]:
         epochs=run.epochs,
         mode=run.mode,
     )
-    model = ExpEmb(config).to(device)
+    model = ExpEmb(config)
+    if initial is not None:
+        model.load_state_dict(initial["model"])
+        logger.info("warm start from %s (step %s)", run.init, initial.get("step"))
+    model = model.to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
     rng = random.Random(run.seed)
     encoded = EncodedPairs.build(pairs, vocab)  # each sequence tokenised once, not per step
@@ -327,6 +387,11 @@ def train_expemb(run: RunConfig) -> dict[str, Any]:
     try:
         while step < total:
             for rows in encoded.batches(config.batch_size, rng):
+                factor = lr_factor(
+                    run.lr_schedule, step, total, time.perf_counter() - start, run.time_budget
+                )
+                for group in optimizer.param_groups:
+                    group["lr"] = config.lr * factor
                 loss = optimise_step(
                     model, optimizer, batch_of_ids(encoded.take(rows)), device=device, amp=run.amp
                 )
@@ -350,7 +415,9 @@ def train_expemb(run: RunConfig) -> dict[str, Any]:
                     )
                 bar.update(1)
                 if step % run.log_every == 0:
-                    history["losses"].append({"step": step, "loss": sum(window) / len(window)})
+                    history["losses"].append(
+                        {"step": step, "loss": sum(window) / len(window), "lr": config.lr * factor}
+                    )
                     bar.set_postfix(loss=f"{history['losses'][-1]['loss']:.3f}")
                     window = []
                 if step >= total:
@@ -362,7 +429,8 @@ def train_expemb(run: RunConfig) -> dict[str, Any]:
     finally:
         bar.close()
     if window:
-        history["losses"].append({"step": step, "loss": sum(window) / len(window)})
+        lr = optimizer.param_groups[0]["lr"]
+        history["losses"].append({"step": step, "loss": sum(window) / len(window), "lr": lr})
     model.eval()
     if validator is not None and (not validator.scores or validator.scores[-1]["step"] != step):
         validator.check(model, step, step / per_epoch, history, run)

@@ -60,6 +60,8 @@ _LAZY = {
     "featurise_figures": "mathsearch.indexer.figure_features",
     "load_image": "mathsearch.indexer.figure_features",
     "tree_to_prefix": "mathsearch.indexer.semvec_prefix",
+    "split_classes": "mathsearch.indexer.semvec_class_split",
+    "write_class_split": "mathsearch.indexer.semvec_class_split",
     "rake_keywords": "mathsearch.indexer.rake",
 }
 
@@ -123,10 +125,12 @@ __all__ = [
     "read_records",
     "render_batch",
     "render_bitmap",
+    "split_classes",
     "symbol_keywords",
     "symbols",
     "to_mathml",
     "tree_to_prefix",
     "truth_table",
+    "write_class_split",
     "write_jsonl",
 ]

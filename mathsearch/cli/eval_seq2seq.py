@@ -1,6 +1,6 @@
-"""``mathsearch eval score-k | generation | analogies``: the seq2seq (ExpEmb) evaluations.
+"""``mathsearch eval score-k | generation | analogies | class-split``: the seq2seq evaluations.
 
-Plug-in of :mod:`mathsearch.cli.families` (one module, three sub-commands; :func:`run`
+Plug-in of :mod:`mathsearch.cli.families` (one module, four sub-commands; :func:`run`
 dispatches on
 ``args.eval_command``). No torch at import time. The metrics are in
 :mod:`mathsearch.encoders.seq2seq_eval`.
@@ -57,7 +57,8 @@ def _model_args(parser: argparse.ArgumentParser, onnx: bool = True) -> None:
 
 
 def register(kinds: Any) -> None:
-    """Add ``score-k``, ``generation`` and ``analogies`` to ``eval``'s sub-parsers."""
+    """Add ``score-k``, ``generation``, ``analogies`` and ``class-split`` to ``eval``'s
+    sub-parsers."""
     sk = kinds.add_parser(
         "score-k",
         help="seq2seq: score_k (seed eq. 1) on SemVec sets (per-set or joint models)",
@@ -123,6 +124,32 @@ def register(kinds: Any) -> None:
     an.add_argument("--pool", type=int, default=10_000, help="E-Gen expressions in the pool")
     an.add_argument("--top-k", type=int, default=5)
     _model_args(an)
+    split = kinds.add_parser(
+        "class-split",
+        help="seq2seq: hold out a seeded share of each SemVec validation split's classes",
+        description="Every class of a SemVec validation split also has members in its train "
+        "split, so validation score_5 (the seed's Table 16) measures classes a model trained "
+        "on. This writes OUT/unseen/<set>-validationset.json.gz (a seeded share of the "
+        "classes) and OUT/seen/... (the rest): train with --semvec-exclude OUT/unseen/* and "
+        "score on OUT/unseen/* to measure classes the model never saw.",
+        epilog=textwrap.dedent("""\
+            examples:
+              mathsearch eval class-split --out splits
+              mathsearch train seq2seq --out runs/s2s --hidden 128 --lr 1e-3 --max-len 64 \\
+                  --semvec ../shared/data/semvec/*-trainset.json.gz --semvec-per-class 1000 \\
+                  --semvec-exclude splits/unseen/*.json.gz --time-budget 2700
+              mathsearch eval score-k --checkpoint runs/s2s/checkpoint.pt --eqnet \\
+                  --baselines splits/unseen/*.json.gz
+            """),
+        formatter_class=RAW_HELP,
+    )
+    split.add_argument(
+        "sets", nargs="*", metavar="SET", help="SemVec validation files (default: every shared one)"
+    )
+    split.add_argument("--out", required=True, help="folder for unseen/ and seen/")
+    split.add_argument("--fraction", type=float, default=0.5, help="unseen share (0.5)")
+    split.add_argument("--seed", type=int, default=0, help="shuffle seed (0)")
+    split.add_argument("--json", action="store_true")
 
 
 def _default_onnx() -> str:
@@ -228,8 +255,34 @@ def _analogies(args: argparse.Namespace) -> dict[str, Any]:
     return analogies(embed, pool[: args.pool], top_k=args.top_k)
 
 
+def _class_split(args: argparse.Namespace) -> dict[str, Any]:
+    from mathsearch.indexer.semvec import read_semvec_raw, set_name
+    from mathsearch.indexer.semvec_class_split import write_class_split
+
+    sets = list(args.sets) or sorted(glob.glob(str(_SHARED / "semvec" / "*-validationset.json.gz")))
+    if not sets:
+        raise ValueError("no SemVec sets given and none in ../shared/data/semvec")
+    written = write_class_split(sets, args.out, args.fraction, args.seed)
+    rows = [
+        {
+            "set": set_name(path),
+            "unseen": len(read_semvec_raw(unseen)),
+            "seen": len(read_semvec_raw(seen)),
+            "files": [str(unseen), str(seen)],
+        }
+        for path, unseen, seen in zip(sets, written[::2], written[1::2], strict=True)
+    ]
+    return {"out": args.out, "fraction": args.fraction, "seed": args.seed, "sets": rows}
+
+
 def _print(command: str, report: dict[str, Any]) -> None:
-    if command == "score-k":
+    if command == "class-split":
+        emit(f"classes held out (fraction {report['fraction']}, seed {report['seed']}):")
+        for row in report["sets"]:
+            emit(f"  {row['set']:<22} unseen {row['unseen']:>5}  seen {row['seen']:>5}")
+        emit(f"train with --semvec-exclude {report['out']}/unseen/*.json.gz; "
+             f"score on {report['out']}/unseen/*.json.gz")  # fmt: skip
+    elif command == "score-k":
         labels = list(report["mean"])
         denominator = "EQNET's denominator" if report.get("eqnet") else "min(k, |c| - 1)"
         emit(
@@ -264,19 +317,25 @@ def _print(command: str, report: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Handler of ``eval score-k | generation | analogies``."""
+    """Handler of ``eval score-k | generation | analogies | class-split``."""
     try:
         from mathsearch.encoders.torch_setup import ensure_torch
 
         ensure_torch()
     except ImportError as exc:
-        if args.eval_command != "score-k" or getattr(args, "checkpoint", None):
+        needs_torch = args.eval_command not in ("score-k", "class-split")
+        if needs_torch or getattr(args, "checkpoint", None):
             return fail(f"this command needs the train extra (torch): {exc}")
     from mathsearch.export.errors import ModelCardError, ModelMismatchError
     from mathsearch.indexer.errors import IndexerError
 
     errors: tuple[type[Exception], ...] = (ModelCardError, ModelMismatchError, IndexerError)
-    runners = {"score-k": _score_k, "generation": _generation, "analogies": _analogies}
+    runners = {
+        "score-k": _score_k,
+        "generation": _generation,
+        "analogies": _analogies,
+        "class-split": _class_split,
+    }
     try:
         if getattr(args, "checkpoint", None) and not Path(args.checkpoint).is_file():
             raise ValueError(f"checkpoint {args.checkpoint} does not exist")

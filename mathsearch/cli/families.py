@@ -43,6 +43,7 @@ EVAL_MODULES: dict[str, str] = {
     "score-k": "mathsearch.cli.eval_seq2seq",
     "generation": "mathsearch.cli.eval_seq2seq",
     "analogies": "mathsearch.cli.eval_seq2seq",
+    "class-split": "mathsearch.cli.eval_seq2seq",
     "bitmap": "mathsearch.cli.eval_bitmap",
     "figure": "mathsearch.cli.eval_figure",
     "exact-knn": "mathsearch.cli.eval_exact_knn",

@@ -85,6 +85,10 @@ def register(kinds: Any) -> None:
               mathsearch train seq2seq --semvec poly8 --hidden 64 --lr 1e-3 --threads 1 \\
                   --validate-every 3000 --time-budget 1800 --out runs/poly8-64
                   (on a CPU: ten times the seed's rate, for a budget of a few epochs)
+              mathsearch train seq2seq --semvec boolean10 --hidden 64 --lr 1e-3 \\
+                  --lr-schedule linear --init runs/boolean10-64/last.pt \\
+                  --time-budget 2400 --validate-every 3000 --out runs/boolean10-64-decay
+                  (go on from a run's last weights while the rate decays to 0)
               mathsearch train seq2seq --semvec boolean5 --hidden 1024 --device cuda \\
                   --out runs/boolean5-1024        (on a GPU; --amp for bf16 autocast)
 
@@ -103,6 +107,15 @@ def register(kinds: Any) -> None:
     parser.add_argument("--hidden", type=positive_int, default=1024, help="H (1024)")
     parser.add_argument("--layers", type=positive_int, default=1, help="GRU layers (1)")
     parser.add_argument("--lr", type=float, help="AdamW learning rate (1e-4; Table 13)")
+    parser.add_argument(
+        "--lr-schedule",
+        choices=("constant", "linear"),
+        default="constant",
+        help="constant (the seed's) or linear decay to 0 over the epochs or --time-budget",
+    )
+    parser.add_argument(
+        "--init", metavar="CHECKPOINT", help="warm start: this checkpoint's weights and vocabulary"
+    )
     parser.add_argument("--batch-size", type=positive_int, help="pairs per step (64; Table 13)")
     parser.add_argument("--max-len", type=positive_int, default=512, help="tokens (512)")
     parser.add_argument("--epochs", type=positive_int, default=20)
@@ -175,7 +188,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         semvec, validation = list(args.semvec), list(args.validation)
         egen = list(args.egen) or default_egen()
-    missing = [p for p in egen + semvec + validation + args.semvec_exclude if not Path(p).is_file()]
+    inputs = egen + semvec + validation + args.semvec_exclude + ([args.init] if args.init else [])
+    missing = [p for p in inputs if not Path(p).is_file()]
     if missing:
         hint = f" (set names: {', '.join(SEMVEC_SETS)})" if args.semvec and not per_set else ""
         return fail(f"no such file: {missing[0]}{hint}")
@@ -188,6 +202,8 @@ def run(args: argparse.Namespace) -> int:
         hidden=args.hidden,
         layers=args.layers,
         lr=lr,
+        lr_schedule=args.lr_schedule,
+        init=args.init,
         batch_size=batch_size,
         max_len=args.max_len,
         epochs=args.epochs,

@@ -167,3 +167,56 @@ def test_cuda_asked_for_without_a_gpu_is_a_clear_error(
     args = ["train", "seq2seq", str(EGEN), "--out", str(tmp_path / "x"), "--hidden", "16"]
     assert main([*args, "--device", "cuda", "--max-steps", "2", "--no-progress"]) != 0
     assert "CUDA is not available" in capsys.readouterr().err
+
+
+def test_lr_factor_constant_and_linear_by_steps_or_time() -> None:
+    from mathsearch.encoders.seq2seq_training import lr_factor
+
+    assert lr_factor("constant", 90, 100, elapsed=99.0, budget=100.0) == 1.0
+    assert [lr_factor("linear", s, 4) for s in range(6)] == [1.0, 0.75, 0.5, 0.25, 0.0, 0.0]
+    # a time budget spent faster than the steps decides (a run cut by --time-budget ends at 0)
+    assert lr_factor("linear", 10, 100, elapsed=45.0, budget=60.0) == 0.25
+    assert lr_factor("linear", 80, 100, elapsed=6.0, budget=60.0) == pytest.approx(0.2)
+    with pytest.raises(ValueError, match="cosine"):
+        lr_factor("cosine", 0, 1)
+
+
+def test_linear_schedule_decays_and_init_warm_starts(run_dir: Path, tmp_path: Path) -> None:
+    base = ["train", "seq2seq", str(EGEN), "--hidden", "32", "--lr", "3e-3", "--batch-size", "16"]
+    base += ["--max-len", "40", "--max-steps", "100", "--held-out", "0.8", "--semvec"]
+    base += [str(BOOLEAN5), "--min-count", "1", "--no-progress", "--json"]
+    init = ["--init", str(run_dir / "checkpoint.pt"), "--lr-schedule", "linear"]
+    assert main([*base, *init, "--out", str(tmp_path / "warm")]) == 0
+    assert main([*base, "--out", str(tmp_path / "cold")]) == 0
+    warm = json.loads((tmp_path / "warm" / "train.json").read_text())
+    cold = json.loads((tmp_path / "cold" / "train.json").read_text())
+    rates = [row["lr"] for row in warm["history"]["losses"]]
+    assert rates == sorted(rates, reverse=True) and rates[-1] < 0.05 * 3e-3 < rates[0]
+    assert {row["lr"] for row in cold["history"]["losses"]} == {3e-3}
+    # the warm start begins where run_dir's 150 steps ended, far below a fresh model's loss
+    assert warm["first_loss"] < 0.8 * cold["first_loss"]
+    assert warm["vocab_hash"] == json.loads((run_dir / "train.json").read_text())["vocab_hash"]
+
+
+def test_init_with_another_shape_is_a_clear_error(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["train", "seq2seq", str(EGEN), "--out", str(tmp_path / "x"), "--hidden", "16"]
+    args += ["--init", str(run_dir / "checkpoint.pt"), "--max-steps", "2", "--no-progress"]
+    assert main(args) != 0
+    assert "hidden=16" in capsys.readouterr().err
+
+
+def test_training_pairs_leave_out_eval_class_splits_unseen_classes(tmp_path: Path) -> None:
+    from mathsearch.indexer.semvec_class_split import write_class_split
+
+    unseen_file, _ = write_class_split([BOOLEAN5], tmp_path / "splits")
+    unseen = read_semvec_prefix(unseen_file)
+    run = RunConfig(out=str(tmp_path), semvec=[str(BOOLEAN5)], held_out=0.0)
+    run.semvec_exclude, run.semvec_per_class = [str(unseen_file)], 1000
+    pairs, counts = collect_pairs(run, tmp_path)
+    members = {m for c in unseen for m in c.members}
+    seen_members = {m for c in read_semvec_prefix(BOOLEAN5) for m in c.members} - members
+    assert counts["semvec_pairs"] > 0 and counts["egen_pairs"] == 0
+    assert not {s for pair in pairs for s in pair} & members
+    assert {s for pair in pairs for s in pair} <= seen_members
