@@ -40,6 +40,7 @@ from mathsearch.export.settings import DEFAULT_MODEL_PATH
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "DEFAULT_VERSIONS",
     "FAMILIES",
     "FAMILY_RUNTIMES",
     "MODELS_DIR",
@@ -57,6 +58,9 @@ __all__ = [
 #: Where the shipped default models live.
 MODELS_DIR = DEFAULT_MODEL_PATH.parent
 
+#: The shipped default version of a family other than gcn, where it is not 1.
+DEFAULT_VERSIONS: dict[str, int] = {"seq2seq": 2}
+
 #: Family -> ``module:Class`` of its runtime (from :data:`~mathsearch.export.families.
 #: FAMILY_REGISTRY`, the one registry of the families).
 FAMILY_RUNTIMES: dict[str, str] = {name: f.runtime for name, f in FAMILY_REGISTRY.items()}
@@ -67,7 +71,8 @@ def default_model_path(family: str) -> Path:
     """The model a family uses when none is named: ``MATHSEARCH_MODEL_<FAMILY>`` if set
     (``MATHSEARCH_MODEL`` for ``gcn``, as before), else the shipped default: for ``gcn``
     :data:`~mathsearch.export.settings.DEFAULT_MODEL_PATH` (``gcn-v6.onnx``; gcn-v1 to gcn-v5
-    stay loadable by path), ``<family>-v1.onnx`` for the others.
+    stay loadable by path), ``<family>-v<N>.onnx`` for the others (:data:`DEFAULT_VERSIONS`:
+    ``seq2seq-v2.onnx``, v1 loadable by path; ``-v1`` for bitmap and figure).
 
     Raises:
         ModelCardError: an unknown family.
@@ -78,7 +83,9 @@ def default_model_path(family: str) -> Path:
     configured = os.environ.get(variable, "").strip()
     if configured:
         return Path(configured)
-    return DEFAULT_MODEL_PATH if family == "gcn" else MODELS_DIR / f"{family}-v1.onnx"
+    if family == "gcn":
+        return DEFAULT_MODEL_PATH
+    return MODELS_DIR / f"{family}-v{DEFAULT_VERSIONS.get(family, 1)}.onnx"
 
 
 def parse_encoders(spec: str | Sequence[str]) -> list[str]:

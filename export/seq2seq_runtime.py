@@ -25,7 +25,7 @@ No torch here: onnxruntime + numpy (+ SymPy for LaTeX).
 
 Example::
 
-    embedder = Seq2SeqEmbedder("export/models/seq2seq-v1.onnx")
+    embedder = Seq2SeqEmbedder("export/models/seq2seq-v2.onnx")
     embedder.embed([{"prefix": "+ x pow x 2"}, {"latex": r"\\sin(x)^2"}, {"latex": r"\\foo"}])
     # [array(...), array(...), EmbedRefusal(reason='sympy-unparsable', detail=...)]
 """

@@ -49,7 +49,7 @@ def _model_args(parser: argparse.ArgumentParser, onnx: bool = True) -> None:
     parser.add_argument("--checkpoint", help="a `train seq2seq` checkpoint.pt")
     if onnx:
         parser.add_argument(
-            "--onnx", help="an exported seq2seq model (default: the shipped seq2seq-v1.onnx)"
+            "--onnx", help="an exported seq2seq model (default: the shipped seq2seq-v2.onnx)"
         )
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1)")
     parser.add_argument("--no-progress", action="store_true")

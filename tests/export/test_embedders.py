@@ -100,6 +100,9 @@ def test_parse_encoders_keeps_order_and_refuses_unknown_names() -> None:
 def test_default_model_paths_follow_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert set(FAMILIES) == {"gcn", "bitmap", "seq2seq", "figure"}
     assert default_model_path("bitmap").name == "bitmap-v1.onnx"
+    monkeypatch.delenv("MATHSEARCH_MODEL_SEQ2SEQ", raising=False)
+    assert default_model_path("seq2seq").name == "seq2seq-v2.onnx"  # v1 stays loadable by path
+    assert default_model_path("seq2seq").is_file()
     # unset, the family default and the runtime's default are the same shipped file
     monkeypatch.delenv("MATHSEARCH_MODEL", raising=False)
     assert default_model_path("gcn") == DEFAULT_MODEL_PATH and DEFAULT_MODEL_PATH.is_file()

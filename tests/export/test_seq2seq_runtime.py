@@ -18,7 +18,7 @@ def embedder() -> Seq2SeqEmbedder:
 
 def test_shipped_model_loads_by_family(embedder: Seq2SeqEmbedder) -> None:
     assert isinstance(embedder, Embedder)
-    assert (embedder.family, embedder.vector_field) == ("seq2seq", "vec_seq2seq_v1")
+    assert (embedder.family, embedder.vector_field) == ("seq2seq", "vec_seq2seq_v2")
     assert embedder.card.similarity == "cosine" and embedder.dim == embedder.card.embedding_dim
     assert "CPUExecutionProvider" in embedder.providers
     assert embedder.card.metrics, "the card carries a real evaluation"
