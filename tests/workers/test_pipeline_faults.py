@@ -92,8 +92,9 @@ def test_kill_9_of_a_pool_process_mid_batch(client, settings, alias, corpus, pip
     job = Job(items=corpus, index=alias, worker_settings=pipeline["settings"], batch_size=20)
     job.start()
     wait_for(lambda: indexed_count(client, alias) > 100, "the first batches")
-    # kill the pool process while it runs a batch
-    wait_for(lambda: any((app.control.inspect(timeout=1).active() or {}).values()), "a batch")
+    # kill the pool process while it runs a batch (3 s for the worker's reply: on a loaded
+    # machine its main process can answer the broadcast after 1 s, and every poll then misses)
+    wait_for(lambda: any((app.control.inspect(timeout=3).active() or {}).values()), "a batch")
     (child,) = worker.children()
     os.kill(child, signal.SIGKILL)
     report = job.finish()
