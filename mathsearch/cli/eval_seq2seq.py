@@ -318,14 +318,14 @@ def _print(command: str, report: dict[str, Any]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Handler of ``eval score-k | generation | analogies | class-split``."""
-    try:
-        from mathsearch.encoders.torch_setup import ensure_torch
+    if args.eval_command != "class-split":  # class-split only reads and writes JSON
+        try:
+            from mathsearch.encoders.torch_setup import ensure_torch
 
-        ensure_torch()
-    except ImportError as exc:
-        needs_torch = args.eval_command not in ("score-k", "class-split")
-        if needs_torch or getattr(args, "checkpoint", None):
-            return fail(f"this command needs the train extra (torch): {exc}")
+            ensure_torch()
+        except ImportError as exc:
+            if args.eval_command != "score-k" or getattr(args, "checkpoint", None):
+                return fail(f"this command needs the train extra (torch): {exc}")
     from mathsearch.export.errors import ModelCardError, ModelMismatchError
     from mathsearch.indexer.errors import IndexerError
 
