@@ -20,7 +20,15 @@ from mathsearch.core.paths import SHARED_DATA as _SHARED_DATA
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SEMVEC_SETS", "SHARED_DATA", "default_egen", "register", "run", "table13"]
+__all__ = [
+    "SEMVEC_SETS",
+    "SHARED_DATA",
+    "default_egen",
+    "lone_set_file",
+    "register",
+    "run",
+    "table13",
+]
 
 #: ``../shared/data`` beside the clone.
 SHARED_DATA = _SHARED_DATA
@@ -62,6 +70,16 @@ def table13(name: str, hidden: int) -> tuple[float, int]:
     return 1e-4, 64
 
 
+def lone_set_file(paths: list[str]) -> str | None:
+    """The set's name when ``paths`` is exactly one SemVec set's train file
+    (``.../<name>-trainset.json.gz``), else None: such a run is joint training, which a user
+    who meant the set's own protocol (``--semvec NAME``) should be told."""
+    if len(paths) != 1:
+        return None
+    stem = Path(paths[0]).name.removesuffix("-trainset.json.gz")
+    return stem if stem in SEMVEC_SETS and stem != Path(paths[0]).name else None
+
+
 def register(kinds: Any) -> None:
     """Add ``seq2seq`` to ``train``'s sub-parsers."""
     parser = kinds.add_parser(
@@ -97,7 +115,9 @@ def register(kinds: Any) -> None:
             (every pair within a class, <= 100,000 per class, both directions), no E-Gen,
             score_5 on its validation split after every epoch (EQNET's denominator, as in the
             seed's Table 16) and checkpoint.pt = the best epoch (last.pt = the last), with
-            Table 13's learning rate and batch size where the seed changed them.
+            Table 13's learning rate and batch size where the seed changed them. One set's
+            train file given as a path, without E-Gen files, is joint training instead (E-Gen
+            plus --semvec-per-class pairs a class), and the command warns that it is.
             """),
         formatter_class=RAW_HELP,
     )
@@ -188,6 +208,16 @@ def run(args: argparse.Namespace) -> int:
     else:
         semvec, validation = list(args.semvec), list(args.validation)
         egen = list(args.egen) or default_egen()
+        lone = None if args.egen else lone_set_file(semvec)
+        if lone:
+            logger.warning(
+                "--semvec %s is a file: joint training on the E-Gen clusters plus at most %d "
+                "pairs a class of it; for the seed's per-set protocol (every pair within a "
+                "class, no E-Gen, score_5 on its validation split) give the name: --semvec %s",
+                semvec[0],
+                args.semvec_per_class,
+                lone,
+            )
     inputs = egen + semvec + validation + args.semvec_exclude + ([args.init] if args.init else [])
     missing = [p for p in inputs if not Path(p).is_file()]
     if missing:

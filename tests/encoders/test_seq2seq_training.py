@@ -139,6 +139,26 @@ def test_a_joint_run_validates_every_n_steps_and_keeps_the_best(tmp_path: Path) 
     assert torch.load(out / "checkpoint.pt", weights_only=True)["step"] == best["step"]
 
 
+def test_one_sets_train_file_without_egen_warns_that_it_is_joint_training(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from mathsearch.cli.train_seq2seq import lone_set_file
+
+    assert lone_set_file(["a/poly5-trainset.json.gz"]) == "poly5"
+    assert lone_set_file(["poly5-trainset.json.gz", "poly8-trainset.json.gz"]) is None
+    assert lone_set_file(["a/poly5-validationset.json.gz"]) is None
+    assert lone_set_file(["a/mine-trainset.json.gz"]) is None
+    # --held-out 2 stops the run right after the protocol is chosen
+    args = ["train", "seq2seq", "--semvec", str(BOOLEAN5), "--held-out", "2"]
+    with caplog.at_level("WARNING", logger="mathsearch.cli.train_seq2seq"):
+        assert main([*args, "--out", str(tmp_path / "x")]) != 0
+    assert "--semvec boolean5" in caplog.text and "joint training" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="mathsearch.cli.train_seq2seq"):
+        main([*args, str(EGEN), "--out", str(tmp_path / "y")])  # E-Gen named: joint is meant
+    assert "joint training" not in caplog.text
+
+
 def test_a_set_name_with_egen_files_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["train", "seq2seq", str(EGEN), "--semvec", "poly5", "--out", "x"])
     assert code != 0

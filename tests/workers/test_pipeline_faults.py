@@ -91,10 +91,14 @@ def test_kill_9_of_a_pool_process_mid_batch(client, settings, alias, corpus, pip
     app = create_app(pipeline["settings"])
     job = Job(items=corpus, index=alias, worker_settings=pipeline["settings"], batch_size=20)
     job.start()
-    wait_for(lambda: indexed_count(client, alias) > 100, "the first batches")
-    # kill the pool process while it runs a batch (3 s for the worker's reply: on a loaded
-    # machine its main process can answer the broadcast after 1 s, and every poll then misses)
-    wait_for(lambda: any((app.control.inspect(timeout=3).active() or {}).values()), "a batch")
+    wait_for(lambda: indexed_count(client, alias) > 40, "the first batches")
+    # kill the pool process while it runs a batch. limit=1: the poll returns on the one
+    # worker's reply instead of waiting out the timeout, so the polls keep up with a job
+    # whose remaining batches take only seconds (a 3 s wait per poll could outlast the job);
+    # the timeout still gives a loaded worker 3 s to reply.
+    wait_for(
+        lambda: any((app.control.inspect(timeout=3, limit=1).active() or {}).values()), "a batch"
+    )
     (child,) = worker.children()
     os.kill(child, signal.SIGKILL)
     report = job.finish()
