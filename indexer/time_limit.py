@@ -6,7 +6,9 @@ it has not returned after ``timeout`` seconds::
     run_with_time_limit(sympy.simplify, 2.0, (expr,), error=PrefixError, what="SymPy")
 
 How: SIGALRM in the main thread (repeated every 0.1 s, since Python drops an exception raised
-inside a garbage-collector callback), else - another thread, or an alarm already armed by the
+inside a garbage-collector callback or a ``__del__``; while the alarm is armed such a dropped
+deadline is kept out of ``sys.unraisablehook``, so test runners and logs do not report it as
+an error), else - another thread, or an alarm already armed by the
 caller - a child process (forked where possible) killed at the deadline. A signal cannot cut one
 long C call short: callers keep such calls out of ``func`` (e.g. guards on huge numbers). In a
 child, ``func``, its arguments and its result must be picklable where the start method is
@@ -19,6 +21,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -79,7 +82,14 @@ def _with_alarm(
         if armed:
             raise _Deadline
 
+    previous_hook = sys.unraisablehook
+
+    def drop_deadline(unraisable: Any) -> None:
+        if unraisable.exc_type is not _Deadline:  # a deadline dropped here is repeated
+            previous_hook(unraisable)
+
     previous = signal.signal(signal.SIGALRM, on_alarm)
+    sys.unraisablehook = drop_deadline
     try:
         try:
             signal.setitimer(signal.ITIMER_REAL, timeout, 0.1)
@@ -93,6 +103,7 @@ def _with_alarm(
         armed = False
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
+        sys.unraisablehook = previous_hook
 
 
 def _child(
