@@ -74,10 +74,12 @@ def lone_set_file(paths: list[str]) -> str | None:
     """The set's name when ``paths`` is exactly one SemVec set's train file
     (``.../<name>-trainset.json.gz``), else None: such a run is joint training, which a user
     who meant the set's own protocol (``--semvec NAME``) should be told."""
-    if len(paths) != 1:
+    from mathsearch.indexer.semvec import set_name
+
+    if len(paths) != 1 or "-trainset.json" not in Path(paths[0]).name:
         return None
-    stem = Path(paths[0]).name.removesuffix("-trainset.json.gz")
-    return stem if stem in SEMVEC_SETS and stem != Path(paths[0]).name else None
+    name = set_name(paths[0])
+    return name if name in SEMVEC_SETS else None
 
 
 def register(kinds: Any) -> None:
