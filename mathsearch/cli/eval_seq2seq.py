@@ -65,7 +65,9 @@ def register(kinds: Any) -> None:
         description="score_k = |N_k(q) ∩ c| / min(k, |c|) by cosine over each SemVec set "
         "(default: every shared validation set), for a checkpoint or an ONNX model, beside "
         "the published EQNET and ExpEmb test scores (seed Table 5); --baselines adds an "
-        "untrained model of the same size and bag-of-tokens.",
+        "untrained model of the same size and bag-of-tokens. Scores are percent with two "
+        "decimals (the seed's tables print one), so a figure 0.05 below a published one is not "
+        "printed as equal to it.",
         epilog=textwrap.dedent("""\
             examples:
               mathsearch eval score-k --onnx export/models/seq2seq-v1.onnx
@@ -204,10 +206,10 @@ def _score_k(args: argparse.Namespace) -> dict[str, Any]:
         row["expemb_e_hidden"] = hidden
         for label, embed in embedders.items():
             result = semvec_score_k(embed, classes, args.k, args.max_classes, eqnet=args.eqnet)
-            row[label] = round(100 * result["score"], 1)
+            row[label] = round(100 * result["score"], 2)
             row["queries"], row["classes"] = result["queries"], result["classes"]
         rows.append(row)
-    mean = {label: round(sum(r[label] for r in rows) / len(rows), 1) for label in embedders}
+    mean = {label: round(sum(r[label] for r in rows) / len(rows), 2) for label in embedders}
     return {"k": args.k, "split": "validation", "eqnet": args.eqnet, "sets": rows, "mean": mean}
 
 

@@ -54,6 +54,10 @@ def test_eval_cli(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["eval", "score-k", "--checkpoint", checkpoint, str(SEMVEC), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["sets"][0]["set"] == "oneVarPoly10" and report["sets"][0]["eqnet_test"] == 81.3
+    torch.set_num_threads(1)
+    model, vocab, _ = load_expemb(run_dir / "checkpoint.pt")
+    exact = semvec_score_k(checkpoint_embedder(model, vocab), read_semvec_prefix(SEMVEC))["score"]
+    assert report["sets"][0]["model"] == round(100 * exact, 2)  # two decimals, not one
     args = ["eval", "generation", "--checkpoint", checkpoint, "--limit", "2", "--beam-sizes", "1,3"]
     assert main([*args, "--json", "--no-progress"]) == 0
     generation = json.loads(capsys.readouterr().out)
