@@ -56,6 +56,10 @@ class EvalIndex:
     failed: int = 0
     failures_by_stage: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    #: the vector field the evaluation's kNN searches and its model, when ``--encoders`` puts
+    #: another encoder first (the index's default field stays ``vector_field``); "" = the same
+    searched_field: str = ""
+    searched_model: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -230,17 +230,21 @@ def run_retrieval_eval(
     alias = index or eval_alias(settings, data.task)
     fields = EQUATION_FIELDS
     index_encoders = None
+    searched = None
     if encoders:
         from mathsearch.export.embedders import encoder_card
         from mathsearch.export.settings import ExportSettings
 
         default = str(ExportSettings.from_env().model)
         index_encoders = list(dict.fromkeys([default, *encoders]))
-        fields = replace(EQUATION_FIELDS, vectors=(encoder_card(encoders[0]).vector_field,))
+        searched = encoder_card(encoders[0])
+        fields = replace(EQUATION_FIELDS, vectors=(searched.vector_field,))
     built = ensure_eval_index(
         client, alias, data.collection, settings=settings, progress=progress,
         encoders=index_encoders,
     )  # fmt: skip
+    if searched is not None and searched.vector_field != built.vector_field:
+        built.searched_field, built.searched_model = searched.vector_field, searched.name
     clock["index"] = built.seconds
     query_encoder = encoder or ModelQueryEncoder(encoders=list(encoders or []) or None)
     searcher = Searcher(client, alias, encoder=query_encoder, fields=fields)

@@ -123,9 +123,14 @@ def _setup(result: RetrievalEval) -> list[str]:
     ]
     if index is not None:
         state = "reused" if index.reused else f"built in {index.seconds:.1f} s"
+        searched = (
+            f"; kNN searches `{index.searched_field}` (model `{index.searched_model}`)"
+            if index.searched_field
+            else ""
+        )
         lines.append(
             f"Index `{index.alias}` ({index.equations} equations, model `{index.model}`, "
-            f"field `{index.vector_field}`; {state})."
+            f"field `{index.vector_field}`{searched}; {state})."
         )
     tuned = result.tuned
     if tuned:

@@ -140,6 +140,9 @@ def test_equivalence_over_the_seq2seq_vectors(
     mapping = next(iter(client.indices.get_mapping(index=eval_alias).values()))["mappings"]
     assert field in mapping["properties"] and encoder_card("gcn").vector_field != field
     assert mapping["_meta"]["default_vector_field"] == encoder_card("gcn").vector_field
+    # the report names the field kNN searched, not only the index's default one
+    assert report["index"]["searched_field"] == field
+    assert f"kNN searches `{field}`" in (out / "report.md").read_text(encoding="utf-8")
     # kNN ranks by the seq2seq vectors: its runs differ from the default model's below
     knn = read_run(out / report["systems"]["knn"]["run"])
     assert knn and all(ranking for ranking in knn.values())
