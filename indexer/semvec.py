@@ -64,7 +64,7 @@ OPERATORS: dict[str, str] = {
 }
 POWER = "**"
 _ATOM = re.compile(r"^(?:[A-Za-z]|\d+)$")
-_SET_NAME = re.compile(r"^(?P<name>.+?)-(?:train|validation|test)set\.json(?:\.gz)?$")
+_SET_NAME = re.compile(r"^(?P<name>.+?)-(?P<split>train|validation|test)set\.json(?:\.gz)?$")
 
 
 class SemvecTokenError(IndexerError):
@@ -98,6 +98,12 @@ def set_name(path: str | Path) -> str:
     name = Path(path).name
     match = _SET_NAME.match(name)
     return match.group("name") if match else name.split(".", 1)[0]
+
+
+def set_split(path: str | Path) -> str | None:
+    """``train`` of ``.../boolean8-trainset.json.gz`` (``validation``, ``test``), else None."""
+    match = _SET_NAME.match(Path(path).name)
+    return match.group("split") if match else None
 
 
 def validation_sets(directory: str | Path) -> list[Path]:

@@ -74,9 +74,9 @@ def lone_set_file(paths: list[str]) -> str | None:
     """The set's name when ``paths`` is exactly one SemVec set's train file
     (``.../<name>-trainset.json.gz``), else None: such a run is joint training, which a user
     who meant the set's own protocol (``--semvec NAME``) should be told."""
-    from mathsearch.indexer.semvec import set_name
+    from mathsearch.indexer.semvec import set_name, set_split
 
-    if len(paths) != 1 or "-trainset.json" not in Path(paths[0]).name:
+    if len(paths) != 1 or set_split(paths[0]) != "train":
         return None
     name = set_name(paths[0])
     return name if name in SEMVEC_SETS else None
