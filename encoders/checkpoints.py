@@ -117,8 +117,13 @@ def check_compatible(
     field holds that field's default.
 
     Raises:
-        CheckpointError: another vocabulary or network.
+        CheckpointError: another vocabulary or network, or an ensemble (not trainable).
     """
+    if data.get("ensemble"):
+        raise CheckpointError(
+            f"{path} is an ensemble of {len(data['ensemble']['members'])} runs: it can be "
+            "exported and evaluated, not trained further; use one of its towers"
+        )
     if data["vocab_hash"] != vocab_hash:
         raise CheckpointError(
             f"{path} was trained on vocabulary {str(data['vocab_hash'])[:12]}, {what} uses "
@@ -130,14 +135,25 @@ def check_compatible(
 
 def load_model(
     path: str | os.PathLike[str], map_location: str | torch.device = "cpu"
-) -> tuple[GraphCNN, dict[str, Any]]:
+) -> tuple[Any, dict[str, Any]]:
     """The trained model of a checkpoint (eval mode) and the checkpoint's metadata.
+
+    The model is a :class:`GraphCNN`, or for an ensemble checkpoint
+    (:mod:`mathsearch.encoders.ensemble_checkpoint`) a
+    :class:`~mathsearch.encoders.gcn_ensemble.GCNEnsemble`; both embed with ``model(batch)``.
 
     The metadata is the checkpoint without the state dicts: ``step``, ``vocab_hash``,
     ``model_config``, ``train_config``, ``history``.
     """
     data = load_checkpoint(path, map_location)
-    model = GraphCNN(GCNConfig.from_dict(dict(data["model_config"])))
+    ensemble = data.get("ensemble")
+    if ensemble:  # mathsearch.encoders.ensemble_checkpoint: K towers and a projection
+        from mathsearch.encoders.gcn_ensemble import GCNEnsemble
+
+        towers = [GraphCNN(GCNConfig.from_dict(dict(c))) for c in ensemble["model_configs"]]
+        model: GraphCNN | GCNEnsemble = GCNEnsemble(towers, int(ensemble["out_dim"]))
+    else:
+        model = GraphCNN(GCNConfig.from_dict(dict(data["model_config"])))
     model.load_state_dict(data["model"])
     model.eval()
     heavy = {"model", "heads", "optimizer", "scheduler", "rng"}

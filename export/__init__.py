@@ -33,6 +33,7 @@ from mathsearch.export.settings import DEFAULT_MODEL_PATH, ExportSettings
 
 _LAZY = {
     "GCNOnnxModule": "mathsearch.export.gcn_onnx",
+    "GCNEnsembleOnnxModule": "mathsearch.export.gcn_onnx",
     "export_gcn": "mathsearch.export.gcn_onnx",
     "check_parity": "mathsearch.export.parity",
     "ParityReport": "mathsearch.export.parity",

@@ -73,9 +73,11 @@ def _time_torch(model: Any, graphs: Sequence[EquationGraph], batch: int) -> tupl
     return prep, run
 
 
-def _default_config() -> Any:
-    """The architecture of the default model (its card's training config), else the seed's."""
-    from mathsearch.encoders.gcn import GCNConfig
+def _default_model() -> Any:
+    """A random network of the default model's architecture (its card's training config; for
+    an ensemble card every tower and the projection), else the seed's 3 x 512 network."""
+    from mathsearch.encoders.gcn import GCNConfig, GraphCNN
+    from mathsearch.encoders.gcn_ensemble import GCNEnsemble
     from mathsearch.export.model_card import load_card
     from mathsearch.export.settings import ExportSettings
 
@@ -83,9 +85,13 @@ def _default_config() -> Any:
         card = load_card(ExportSettings.from_env().model, verify_sha256=False)
     except (OSError, ValueError) as exc:
         logger.warning("no default model card (%s): timing the seed's 3 x 512 network", exc)
-        return GCNConfig()
+        return GraphCNN(GCNConfig()).eval()
+    ensemble = card.training.get("ensemble") or {}
+    if ensemble.get("model_configs"):
+        towers = [GraphCNN(GCNConfig.from_dict(dict(c))) for c in ensemble["model_configs"]]
+        return GCNEnsemble(towers, int(ensemble["out_dim"])).eval()
     recorded = (card.training.get("config") or {}).get("model")
-    return GCNConfig.from_dict(dict(recorded)) if recorded else GCNConfig()
+    return GraphCNN(GCNConfig.from_dict(dict(recorded)) if recorded else GCNConfig()).eval()
 
 
 def bench_embed(
@@ -103,7 +109,6 @@ def bench_embed(
     import torch
 
     from mathsearch.encoders.checkpoints import load_model
-    from mathsearch.encoders.gcn import GraphCNN
     from mathsearch.export.gcn_onnx import export_gcn
     from mathsearch.export.providers import CUDA
     from mathsearch.export.runtime import open_session
@@ -114,7 +119,7 @@ def bench_embed(
         model, _ = load_model(checkpoint, map_location="cpu")
     else:  # the shipped default model's architecture (same speed as its weights)
         torch.manual_seed(0)
-        model = GraphCNN(_default_config()).eval()
+        model = _default_model()
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="mathsearch-bench-") as tmp:
         session = open_session(

@@ -70,7 +70,7 @@ FAMILIES = tuple(FAMILY_RUNTIMES)
 def default_model_path(family: str) -> Path:
     """The model a family uses when none is named: ``MATHSEARCH_MODEL_<FAMILY>`` if set
     (``MATHSEARCH_MODEL`` for ``gcn``, as before), else the shipped default: for ``gcn``
-    :data:`~mathsearch.export.settings.DEFAULT_MODEL_PATH` (``gcn-v6.onnx``; gcn-v1 to gcn-v5
+    :data:`~mathsearch.export.settings.DEFAULT_MODEL_PATH` (``gcn-v7.onnx``; gcn-v1 to gcn-v6
     stay loadable by path), ``<family>-v<N>.onnx`` for the others (:data:`DEFAULT_VERSIONS`:
     ``seq2seq-v2.onnx``, v1 loadable by path; ``-v1`` for bitmap and figure).
 

@@ -94,14 +94,20 @@ def load_model_checked(
     return model.to(device), metadata
 
 
-def untrained_model(metadata: dict[str, Any], device: str) -> GraphCNN:
-    """The model of the checkpoint's configuration as training initialised it (same seed)."""
+def untrained_model(metadata: dict[str, Any], device: str) -> Any:
+    """The model of the checkpoint's configuration as training initialised it (same seed); for
+    an ensemble checkpoint, its towers so initialised and a random projection."""
     import torch
 
     from mathsearch.encoders.gcn import GCNConfig, GraphCNN
+    from mathsearch.encoders.gcn_ensemble import GCNEnsemble
 
     seed = int((metadata.get("train_config") or {}).get("seed", 0))
     torch.manual_seed(seed)
+    ensemble = metadata.get("ensemble")
+    if ensemble:
+        towers = [GraphCNN(GCNConfig.from_dict(dict(c))) for c in ensemble["model_configs"]]
+        return GCNEnsemble(towers, int(ensemble["out_dim"])).to(device).eval()
     model = GraphCNN(GCNConfig.from_dict(dict(metadata["model_config"])))
     return model.to(device).eval()
 

@@ -111,6 +111,15 @@ def _training(checkpoint: Path, meta: dict[str, Any]) -> tuple[dict[str, Any], d
             training["train_seconds"] = summary.get("train_seconds")
             training["seconds"] = summary.get("seconds")
             training["triplets_per_second"] = summary.get("triplets_per_second")
+    ensemble = meta.get("ensemble")
+    if ensemble:  # mathsearch train ensemble: the towers' networks (bench embed rebuilds them)
+        training["ensemble"] = {
+            "towers": len(ensemble["members"]),
+            "members": [run_dir(str(m)).name for m in ensemble["members"]],
+            "model_configs": list(ensemble["model_configs"]),
+            "out_dim": ensemble["out_dim"],
+            "fit_equations": ensemble.get("fit_equations"),
+        }
     metrics: dict[str, Any] = {}
     if evaluations:
         # step 0 is the random network, or for --init runs the checkpoint they started from
@@ -124,12 +133,18 @@ def _training(checkpoint: Path, meta: dict[str, Any]) -> tuple[dict[str, Any], d
 
 def _with_untrained(metrics: dict[str, Any]) -> dict[str, Any]:
     """``metrics`` with ``holdout_ranking_untrained`` taken from an ``eval ranking`` report
-    (``--metrics``) when the run's history has none (runs started from another checkpoint)."""
+    (``--metrics``) when the run's history has none (runs started from another checkpoint);
+    for a checkpoint without any history (an ensemble), ``holdout_ranking`` and its width too."""
+    scores = (metrics.get("eval") or {}).get("scores") or {}
     if "holdout_ranking_untrained" not in metrics:
-        scores = (metrics.get("eval") or {}).get("scores") or {}
         untrained = (scores.get("untrained") or {}).get("ranking_score")
         if untrained is not None:
             metrics["holdout_ranking_untrained"] = untrained
+    model = scores.get("model") or {}
+    if "holdout_ranking" not in metrics and model.get("ranking_score") is not None:
+        metrics["holdout_ranking"] = model["ranking_score"]
+        metrics["holdout_bound_95"] = model.get("bound_95")
+        metrics["holdout_ranking_triplets"] = metrics["eval"].get("triplets")
     return metrics
 
 
@@ -149,6 +164,18 @@ def _description(config: Any, training: dict[str, Any]) -> str:
     soup = used.get("soup")
     if isinstance(soup, list) and soup:
         trained_on += f"; uniform soup (mean weights) of {len(soup)} runs"
+    towers = used.get("ensemble")
+    if isinstance(towers, list) and towers:
+        return (
+            f"Ensemble of {len(towers)} graph CNNs over Presentation MathML (KDD 2020 seed, "
+            f"section 4), each {config.layers} x {config.hidden} sum graph convolutions, "
+            f"{pooling}, L2-normalised, {loss} loss"
+            f"{f', sub-formula crops as anchors for {crops:g} of the pairs' if crops else ''}"
+            f"{trained_on} (the first tower's run; the others differ in seed or start); their "
+            f"concatenated unit vectors, projected to {config.out_dim} dimensions on their "
+            "principal directions over training-paper equations and L2-normalised "
+            "(inner product ~ the mean of the towers' cosines)."
+        )
     return (
         f"Graph CNN over Presentation MathML (KDD 2020 seed, section 4): {config.layers} x "
         f"{config.hidden} sum graph convolutions, {pooling}, {config.out_dim}-d, {norm}; "

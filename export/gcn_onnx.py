@@ -43,6 +43,7 @@ import torch
 from torch import Tensor, nn
 
 from mathsearch.encoders.gcn import GraphCNN
+from mathsearch.encoders.gcn_ensemble import GCNEnsemble, ensemble_embed
 from mathsearch.export.graph_batch import INPUT_NAMES
 from mathsearch.export.onnx_file import IR_VERSION, OPSET, write_onnx
 
@@ -53,6 +54,7 @@ __all__ = [
     "IR_VERSION",
     "OPSET",
     "OUTPUT_NAME",
+    "GCNEnsembleOnnxModule",
     "GCNOnnxModule",
     "export_gcn",
     "segment_sum",
@@ -185,6 +187,33 @@ class GCNOnnxModule(nn.Module):
         return model.normalise(pooled + model.project.bias)
 
 
+class GCNEnsembleOnnxModule(nn.Module):
+    """An ensemble of towers (:class:`~mathsearch.encoders.gcn_ensemble.GCNEnsemble`) over node
+    ids: every tower's :class:`GCNOnnxModule` on the same inputs, then
+    :func:`~mathsearch.encoders.gcn_ensemble.ensemble_embed`. Same inputs and output as
+    :class:`GCNOnnxModule`; (B, D) out.
+    """
+
+    def __init__(self, model: GCNEnsemble) -> None:
+        super().__init__()
+        self.towers = nn.ModuleList(GCNOnnxModule(tower) for tower in model.towers)
+        self.mix = model.mix
+
+    def forward(  # noqa: PLR0917 - the ONNX inputs, positional
+        self,
+        tag: Tensor,
+        attr: Tensor,
+        char: Tensor,
+        pos: Tensor,
+        edge_index: Tensor,
+        batch_index: Tensor,
+        ptr: Tensor,
+    ) -> Tensor:
+        inputs = (tag, attr, char, pos, edge_index, batch_index, ptr)
+        parts = [tower(*inputs) for tower in self.towers]
+        return ensemble_embed(parts, self.mix.weight, self.mix.bias)
+
+
 def _example_inputs() -> tuple[Tensor, ...]:
     """Two small graphs (3 and 2 nodes) to trace with; every shape is dynamic afterwards."""
     tag = torch.tensor([1, 2, 3, 1, 4])
@@ -197,7 +226,7 @@ def _example_inputs() -> tuple[Tensor, ...]:
 
 
 def export_gcn(
-    model: GraphCNN,
+    model: GraphCNN | GCNEnsemble,
     path: str | os.PathLike[str],
     *,
     metadata: dict[str, str] | None = None,
@@ -205,7 +234,8 @@ def export_gcn(
     """Write ``model`` (eval mode) as ONNX to ``path``; returns the path.
 
     Args:
-        model: the graph CNN; a CPU copy in eval mode is exported, ``model`` is not touched.
+        model: the graph CNN (or an ensemble of them); a CPU copy in eval mode is exported,
+            ``model`` is not touched.
         path: the ``.onnx`` file to write (atomically).
         metadata: string key/values stored in the model's ``metadata_props``.
 
@@ -214,7 +244,9 @@ def export_gcn(
     """
     # a copy: the exporter restores the wrapper's (training) mode afterwards, which would switch
     # the caller's model to training mode and let its next forward move the running statistics
-    module = GCNOnnxModule(copy.deepcopy(model).cpu()).eval()
+    copied = copy.deepcopy(model).cpu()
+    wrapper = GCNEnsembleOnnxModule if isinstance(copied, GCNEnsemble) else GCNOnnxModule
+    module = wrapper(copied).eval()
     return write_onnx(
         module,
         _example_inputs(),

@@ -3,7 +3,7 @@
 ================================  ================================================  =============
 variable                          meaning                                           default
 ================================  ================================================  =============
-MATHSEARCH_MODEL                  ONNX model the runtime loads (card beside it)     shipped gcn-v6
+MATHSEARCH_MODEL                  ONNX model the runtime loads (card beside it)     shipped gcn-v7
 MATHSEARCH_EMBED_DEVICE           ``auto`` (CUDA when it really loads), cpu, cuda   auto
 MATHSEARCH_EMBED_THREADS          ONNX Runtime intra-op threads; 0 = its default    0
 MATHSEARCH_QUERY_THREADS          the same for the query encoder (one equation a    1
@@ -32,7 +32,7 @@ from mathsearch.indexer.settings import SettingsError, env_int
 __all__ = ["DEFAULT_MODEL_PATH", "DEVICES", "ExportSettings", "SettingsError"]
 
 #: The default model shipped with the package (trained by the project, see its card).
-DEFAULT_MODEL_PATH = Path(__file__).resolve().parent / "models" / "gcn-v6.onnx"
+DEFAULT_MODEL_PATH = Path(__file__).resolve().parent / "models" / "gcn-v7.onnx"
 DEVICES = ("auto", "cpu", "cuda")
 
 

@@ -19,7 +19,7 @@ default vector field that search uses (see :mod:`mathsearch.opensearch.vector_fi
 
 Example::
 
-    spec = VectorSpec.from_card(load_card("export/models/gcn-v6.onnx"))
+    spec = VectorSpec.from_card(load_card("export/models/gcn-v7.onnx"))
     index = ensure_equation_index(client, "mathsearch-equations", [spec])
 """
 

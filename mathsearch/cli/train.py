@@ -80,6 +80,8 @@ def add_train(commands: Any) -> None:
                                   --shared-sources: every source, 5 minutes) fine-tuned 5 minutes
               ... --crop-rate 0.5     gcn-v6: gcn-v5's two stages, half of every batch's pairs
                                   (a sub-formula of an equation, that equation)
+              mathsearch train ensemble RUN_A/checkpoint.pt RUN_B/... RUN_C/... --out ENS
+                                  gcn-v7: three gcn-v6-recipe runs from different starts
             """),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -196,10 +198,11 @@ def add_train(commands: Any) -> None:
     gcn.add_argument("--no-cache", action="store_true", help="always parse the sources again")
     gcn.add_argument("--no-progress", action="store_true", help="no progress bar")
     gcn.add_argument("--json", action="store_true", help="print the summary as JSON")
-    from mathsearch.cli import train_soup
+    from mathsearch.cli import train_ensemble, train_soup
     from mathsearch.cli.families import register_trainers
 
     train_soup.register(kinds)
+    train_ensemble.register(kinds)
     register_trainers(kinds)
 
 
@@ -209,6 +212,10 @@ def run_train(args: argparse.Namespace) -> int:
         from mathsearch.cli import train_soup
 
         return train_soup.run(args)
+    if args.train_command == "ensemble":
+        from mathsearch.cli import train_ensemble
+
+        return train_ensemble.run(args)
     if args.train_command != "gcn":
         from mathsearch.cli.families import train_module
 

@@ -5,7 +5,7 @@
 3. the bundled real hep-th equations (or ``corpus``) through the pipeline - parse queue
    (LaTeX -> MathML graph, math tokens, symbols; :mod:`mathsearch.indexer.parse`), embed queue (the
    shipped
-   default models in ONNX Runtime, each into its own vector field: ``gcn-v6``, the KDD 2020
+   default models in ONNX Runtime, each into its own vector field: ``gcn-v7``, the KDD 2020
    graph CNN, and ``bitmap-v1``, the ECML 2019 CNN over rendered equations, both trained by the
    project on hep-th) and bulk writes - into the demo equation index; failures become records in
    the failures index;

@@ -90,8 +90,8 @@ def test_demo_indexes_real_equations_and_answers_hybrid_queries() -> None:
     for query in report["queries"]:
         assert len(query["hits"]) == 3
     # each query retypes part of an equation of paper 0301004: every single-field mode ranks
-    # that near-identical equation first for every query (gcn-v6, trained with sub-formula
-    # crops: docs/encoders.md; the fused bm25 + gcn + bitmap row is not held to it)
+    # that near-identical equation first for every query (gcn-v7, towers trained with
+    # sub-formula crops: docs/encoders.md; the fused bm25 + gcn + bitmap row is not held to it)
     single_field = {profile["mode"], "fusion", "rrf", "knn-rescore", "rescore", "knn", "bm25"}
     for query in report["queries"]:
         assert query["expected"], query["mode"]

@@ -1,0 +1,220 @@
+"""Write an ensemble checkpoint from K graph-CNN runs (:mod:`mathsearch.encoders.gcn_ensemble`).
+
+:func:`ensemble_checkpoints` loads the towers, embeds equations of their *training* papers (the
+paper split recorded in the runs, rebuilt on the hep-th corpus the split is of: the held-out and
+validation papers are never seen), fits the projection (:func:`fit_projection`) and writes
+``out/checkpoint.pt`` and ``out/train.json``. The checkpoint is the usual format
+(:mod:`mathsearch.encoders.checkpoints`) with an ``ensemble`` entry: ``load_model`` returns a
+:class:`GCNEnsemble`, which ``mathsearch export`` and ``eval`` take like any graph CNN. It holds no
+optimiser state and cannot be trained further (``--init`` / ``--resume`` refuse it).
+
+Example::
+
+    ensemble_checkpoints(["runs/a/checkpoint.pt", "runs/b/checkpoint.pt"], "runs/ens",
+                         fit_sources=["../shared/data/hepth2003/equation.txt",
+                                      "../shared/data/hepth2003/eqnarray.txt"])
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from mathsearch.encoders.checkpoints import (
+    CheckpointError,
+    load_checkpoint,
+    run_dir,
+    save_checkpoint,
+)
+from mathsearch.encoders.gcn import GCNConfig, GCNConfigError, GraphCNN
+from mathsearch.encoders.gcn_ensemble import GCNEnsemble, fit_projection
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["FIT_EQUATIONS", "ensemble_checkpoints", "training_graphs"]
+
+#: Equations of training papers the projection is fitted on by default.
+FIT_EQUATIONS = 4000
+_CHUNK = 512
+
+
+def _split(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    split = dict((data.get("train_config") or {}).get("split") or {})
+    if "test_fraction" not in split:
+        raise CheckpointError(f"{path} records no paper split: its training papers are unknown")
+    return split
+
+
+def training_graphs(
+    split: dict[str, Any],
+    sources: Sequence[str],
+    count: int = FIT_EQUATIONS,
+    cache_dir: str | os.PathLike[str] | None = None,
+) -> list[Any]:
+    """``count`` equations spread evenly over the training papers of ``split``.
+
+    ``split`` is a run's ``train_config["split"]`` (test fraction, seed, limit and, for
+    ``--shared-data`` runs, the validation split); ``sources`` the hep-th files it is a split of.
+
+    Raises:
+        CheckpointError: the sources cannot be read or hold fewer training equations than
+            ``count``.
+    """
+    from mathsearch.encoders.corpus import CorpusError, EquationCorpus
+
+    try:
+        if cache_dir is not None:
+            corpus = EquationCorpus.cached(list(sources), "hepth", cache_dir, split.get("limit"))
+        else:
+            corpus = EquationCorpus.from_sources(list(sources), "hepth", split.get("limit"))
+        train, _ = corpus.split_by_paper(float(split["test_fraction"]), int(split.get("seed", 0)))
+        validation = split.get("validation")
+        if validation:
+            train, _ = train.split_by_paper(
+                float(validation["test_fraction"]), int(validation["seed"])
+            )
+    except (CorpusError, OSError) as exc:
+        raise CheckpointError(f"cannot rebuild the towers' training papers: {exc}") from exc
+    if len(train) < count:
+        raise CheckpointError(
+            f"the training papers hold {len(train)} equations, fewer than the {count} asked for"
+        )
+    picks = np.linspace(0, len(train) - 1, count).round().astype(int)
+    return [train.graphs[i] for i in picks]
+
+
+def _tower(data: dict[str, Any], path: Path) -> GraphCNN:
+    if data.get("ensemble"):
+        raise CheckpointError(f"{path} is an ensemble itself: list its towers instead")
+    try:
+        tower = GraphCNN(GCNConfig.from_dict(dict(data["model_config"])))
+    except GCNConfigError as exc:
+        raise CheckpointError(f"{path}: {exc}") from exc
+    tower.load_state_dict(data["model"])
+    return tower.eval()
+
+
+def ensemble_checkpoints(
+    checkpoints: Sequence[str | os.PathLike[str]],
+    out: str | os.PathLike[str],
+    *,
+    fit_sources: Sequence[str],
+    out_dim: int | None = None,
+    fit_equations: int = FIT_EQUATIONS,
+    cache_dir: str | os.PathLike[str] | None = None,
+) -> Path:
+    """Write the ensemble of ``checkpoints`` to ``out/checkpoint.pt`` (and ``out/train.json``).
+
+    Args:
+        checkpoints: two or more L2-normalised graph-CNN checkpoints of one vocabulary and one
+            paper split.
+        out: the ensemble's folder (created).
+        fit_sources: the hep-th files the runs' split is of (``../shared/data/hepth2003``'s
+            equation.txt and eqnarray.txt).
+        out_dim: the ensemble vector's width (default: the first tower's).
+        fit_equations: training-paper equations the projection is fitted on.
+        cache_dir: featurised-corpus cache for ``fit_sources``.
+
+    Returns:
+        The checkpoint path.
+
+    Raises:
+        CheckpointError: fewer than two towers, unreadable files, other vocabularies or splits,
+            towers that are not L2-normalised, or the output among the inputs.
+    """
+    paths = [Path(path) for path in checkpoints]
+    if len(paths) < 2:
+        raise CheckpointError(f"an ensemble needs two or more checkpoints, not {len(paths)}")
+    out = Path(out)
+    target = (out / "checkpoint.pt").resolve()
+    if any(path.resolve() == target for path in paths):
+        raise CheckpointError(f"{target} is a tower: write the ensemble to another folder")
+    loaded = [load_checkpoint(path) for path in paths]
+    first, split = loaded[0], _split(loaded[0], paths[0])
+    for path, data in zip(paths[1:], loaded[1:], strict=True):
+        if data["vocab_hash"] != first["vocab_hash"]:
+            raise CheckpointError(f"{path} was trained on another vocabulary than {paths[0]}")
+        if _split(data, path) != split:
+            raise CheckpointError(f"{path} held out other papers than {paths[0]}")
+    towers = [_tower(data, path) for path, data in zip(paths, loaded, strict=True)]
+    width = out_dim or towers[0].config.out_dim
+    try:
+        model = GCNEnsemble(towers, width)
+    except GCNConfigError as exc:
+        raise CheckpointError(str(exc)) from exc
+    graphs = training_graphs(split, fit_sources, fit_equations, cache_dir)
+    z = _concat(model, graphs)
+    model.set_projection(*fit_projection(z, width))
+    members = [str(path.resolve()) for path in paths]
+    info = {
+        "members": members,
+        "model_configs": [tower.config.to_dict() for tower in towers],
+        "out_dim": width,
+        "fit_equations": len(graphs),
+        "fit_sources": [str(Path(source).resolve()) for source in fit_sources],
+    }
+    config = dict(first["train_config"])
+    config["ensemble"] = members
+    payload = {
+        "step": int(first["step"]),
+        "total_steps": int(first["total_steps"]),
+        "vocab_hash": first["vocab_hash"],
+        "model_config": model.config.to_dict(),
+        "train_config": config,
+        "model": model.state_dict(),
+        "heads": None,
+        "history": {"evaluations": [], "epochs": []},
+        "ensemble": info,
+    }
+    written = save_checkpoint(out / "checkpoint.pt", payload)
+    (out / "train.json").write_text(
+        json.dumps(_report(paths, loaded, info, written), indent=2), encoding="utf-8"
+    )
+    logger.info("ensemble of %d towers (%d-d) written to %s", len(paths), width, written)
+    return written
+
+
+def _concat(model: GCNEnsemble, graphs: Sequence[Any]) -> torch.Tensor:
+    from mathsearch.encoders.graph_data import collate
+
+    parts = []
+    with torch.no_grad():
+        for start in range(0, len(graphs), _CHUNK):
+            parts.append(model.concat(collate(graphs[start : start + _CHUNK])))
+    return torch.cat(parts)
+
+
+def _report(
+    paths: list[Path], loaded: list[dict[str, Any]], info: dict[str, Any], written: Path
+) -> dict[str, Any]:
+    """``train.json``: the first tower's corpus counts (its split), every tower and their time."""
+    summaries = []
+    for path in paths:
+        try:
+            summaries.append(json.loads((run_dir(path) / "train.json").read_text("utf-8")))
+        except (OSError, json.JSONDecodeError):
+            summaries.append({})
+    seconds = [s.get("train_seconds") for s in summaries]
+    known = [float(s) for s in seconds if isinstance(s, int | float)]
+    return {
+        "ensemble": [
+            {"checkpoint": str(path.resolve()), "step": int(data["step"]), "train_seconds": s}
+            for path, data, s in zip(paths, loaded, seconds, strict=True)
+        ],
+        "out_dim": info["out_dim"],
+        "fit_equations": info["fit_equations"],
+        "step": int(loaded[0]["step"]),
+        "total_steps": int(loaded[0]["total_steps"]),
+        "train_seconds": sum(known) if len(known) == len(paths) else None,
+        "vocab_hash": loaded[0]["vocab_hash"],
+        "corpus": summaries[0].get("corpus"),
+        "config": dict(loaded[0]["train_config"]),
+        "checkpoint": str(written),
+    }
