@@ -26,8 +26,10 @@ and evaluation.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +45,10 @@ __all__ = [
     "check_compatible",
     "load_checkpoint",
     "load_model",
+    "load_runs",
     "rng_states",
     "run_dir",
+    "runs_report",
     "save_checkpoint",
     "set_rng_states",
 ]
@@ -177,3 +181,51 @@ def prune(directory: Path, keep: int) -> None:
             old.unlink()
         except OSError as exc:  # pragma: no cover - best effort
             logger.warning("could not delete the old checkpoint %s: %s", old, exc)
+
+
+def load_runs(
+    checkpoints: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], what: str
+) -> tuple[list[Path], list[dict[str, Any]]]:
+    """The paths and contents of two or more checkpoints that ``what`` (``"a soup"``, ``"an
+    ensemble"``) combines into ``out/checkpoint.pt``.
+
+    Raises:
+        CheckpointError: fewer than two checkpoints, ``out/checkpoint.pt`` among them, or an
+            unreadable file.
+    """
+    paths = [Path(path) for path in checkpoints]
+    if len(paths) < 2:
+        raise CheckpointError(f"{what} needs two or more checkpoints, not {len(paths)}")
+    target = (Path(out) / "checkpoint.pt").resolve()
+    if any(path.resolve() == target for path in paths):
+        raise CheckpointError(f"{target} is one of the inputs: write {what} to another folder")
+    return paths, [load_checkpoint(path) for path in paths]
+
+
+def runs_report(
+    paths: Sequence[Path], loaded: Sequence[dict[str, Any]], key: str, written: Path
+) -> dict[str, Any]:
+    """The ``train.json`` of a checkpoint made from several runs: under ``key`` each run's
+    checkpoint, step and training time (from its own ``train.json``), their total, and the
+    first run's corpus counts and configuration (its paper split is the combination's)."""
+    summaries = []
+    for path in paths:
+        try:
+            summaries.append(json.loads((run_dir(path) / "train.json").read_text("utf-8")))
+        except (OSError, json.JSONDecodeError):
+            summaries.append({})
+    seconds = [s.get("train_seconds") for s in summaries]
+    known = [float(s) for s in seconds if isinstance(s, int | float)]
+    return {
+        key: [
+            {"checkpoint": str(path.resolve()), "step": int(data["step"]), "train_seconds": s}
+            for path, data, s in zip(paths, loaded, seconds, strict=True)
+        ],
+        "step": int(loaded[0]["step"]),
+        "total_steps": int(loaded[0]["total_steps"]),
+        "train_seconds": sum(known) if len(known) == len(paths) else None,
+        "vocab_hash": loaded[0]["vocab_hash"],
+        "corpus": summaries[0].get("corpus"),
+        "config": dict(loaded[0]["train_config"]),
+        "checkpoint": str(written),
+    }

@@ -29,8 +29,8 @@ import torch
 
 from mathsearch.encoders.checkpoints import (
     CheckpointError,
-    load_checkpoint,
-    run_dir,
+    load_runs,
+    runs_report,
     save_checkpoint,
 )
 from mathsearch.encoders.gcn import GCNConfig, GCNConfigError, GraphCNN
@@ -129,14 +129,8 @@ def ensemble_checkpoints(
         CheckpointError: fewer than two towers, unreadable files, other vocabularies or splits,
             towers that are not L2-normalised, or the output among the inputs.
     """
-    paths = [Path(path) for path in checkpoints]
-    if len(paths) < 2:
-        raise CheckpointError(f"an ensemble needs two or more checkpoints, not {len(paths)}")
+    paths, loaded = load_runs(checkpoints, out, "an ensemble")
     out = Path(out)
-    target = (out / "checkpoint.pt").resolve()
-    if any(path.resolve() == target for path in paths):
-        raise CheckpointError(f"{target} is a tower: write the ensemble to another folder")
-    loaded = [load_checkpoint(path) for path in paths]
     first, split = loaded[0], _split(loaded[0], paths[0])
     for path, data in zip(paths[1:], loaded[1:], strict=True):
         if data["vocab_hash"] != first["vocab_hash"]:
@@ -194,27 +188,6 @@ def _concat(model: GCNEnsemble, graphs: Sequence[Any]) -> torch.Tensor:
 def _report(
     paths: list[Path], loaded: list[dict[str, Any]], info: dict[str, Any], written: Path
 ) -> dict[str, Any]:
-    """``train.json``: the first tower's corpus counts (its split), every tower and their time."""
-    summaries = []
-    for path in paths:
-        try:
-            summaries.append(json.loads((run_dir(path) / "train.json").read_text("utf-8")))
-        except (OSError, json.JSONDecodeError):
-            summaries.append({})
-    seconds = [s.get("train_seconds") for s in summaries]
-    known = [float(s) for s in seconds if isinstance(s, int | float)]
-    return {
-        "ensemble": [
-            {"checkpoint": str(path.resolve()), "step": int(data["step"]), "train_seconds": s}
-            for path, data, s in zip(paths, loaded, seconds, strict=True)
-        ],
-        "out_dim": info["out_dim"],
-        "fit_equations": info["fit_equations"],
-        "step": int(loaded[0]["step"]),
-        "total_steps": int(loaded[0]["total_steps"]),
-        "train_seconds": sum(known) if len(known) == len(paths) else None,
-        "vocab_hash": loaded[0]["vocab_hash"],
-        "corpus": summaries[0].get("corpus"),
-        "config": dict(loaded[0]["train_config"]),
-        "checkpoint": str(written),
-    }
+    """``train.json``: the towers (:func:`runs_report`), the width and the fitting equations."""
+    report = runs_report(paths, loaded, "ensemble", written)
+    return {**report, "out_dim": info["out_dim"], "fit_equations": info["fit_equations"]}

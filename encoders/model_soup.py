@@ -39,8 +39,8 @@ from torch import Tensor
 from mathsearch.encoders.checkpoints import (
     CheckpointError,
     check_compatible,
-    load_checkpoint,
-    run_dir,
+    load_runs,
+    runs_report,
     save_checkpoint,
 )
 from mathsearch.encoders.gcn import GCNConfig
@@ -127,14 +127,8 @@ def soup_checkpoints(
         CheckpointError: fewer than two ingredients, unreadable files, another vocabulary,
             network or start, or the soup's own folder among the ingredients.
     """
-    paths = [Path(path) for path in checkpoints]
-    if len(paths) < 2:
-        raise CheckpointError(f"a soup needs two or more checkpoints, not {len(paths)}")
+    paths, loaded = load_runs(checkpoints, out, "a soup")
     out = Path(out)
-    target = (out / "checkpoint.pt").resolve()
-    if any(path.resolve() == target for path in paths):
-        raise CheckpointError(f"{target} is an ingredient: write the soup to another folder")
-    loaded = [load_checkpoint(path) for path in paths]
     first = loaded[0]
     network = GCNConfig.from_dict(dict(first["model_config"]))
     for path, data in zip(paths[1:], loaded[1:], strict=True):
@@ -161,33 +155,7 @@ def soup_checkpoints(
     }
     written = save_checkpoint(out / "checkpoint.pt", payload)
     (out / "train.json").write_text(
-        json.dumps(_report(paths, loaded, written), indent=2), encoding="utf-8"
+        json.dumps(runs_report(paths, loaded, "soup", written), indent=2), encoding="utf-8"
     )
     logger.info("soup of %d checkpoints written to %s", len(paths), written)
     return written
-
-
-def _report(paths: list[Path], loaded: list[dict[str, Any]], written: Path) -> dict[str, Any]:
-    """The soup's ``train.json``: the first run's corpus counts, the ingredients and their time."""
-    summaries = []
-    for path in paths:
-        report = run_dir(path) / "train.json"
-        try:
-            summaries.append(json.loads(report.read_text(encoding="utf-8")))
-        except (OSError, json.JSONDecodeError):
-            summaries.append({})
-    seconds = [s.get("train_seconds") for s in summaries]
-    known = [float(s) for s in seconds if isinstance(s, int | float)]
-    return {
-        "soup": [
-            {"checkpoint": str(path.resolve()), "step": int(data["step"]), "train_seconds": s}
-            for path, data, s in zip(paths, loaded, seconds, strict=True)
-        ],
-        "step": int(loaded[0]["step"]),
-        "total_steps": int(loaded[0]["total_steps"]),
-        "train_seconds": sum(known) if len(known) == len(paths) else None,
-        "vocab_hash": loaded[0]["vocab_hash"],
-        "corpus": summaries[0].get("corpus"),
-        "config": dict(loaded[0]["train_config"]),
-        "checkpoint": str(written),
-    }

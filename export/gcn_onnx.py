@@ -199,17 +199,8 @@ class GCNEnsembleOnnxModule(nn.Module):
         self.towers = nn.ModuleList(GCNOnnxModule(tower) for tower in model.towers)
         self.mix = model.mix
 
-    def forward(  # noqa: PLR0917 - the ONNX inputs, positional
-        self,
-        tag: Tensor,
-        attr: Tensor,
-        char: Tensor,
-        pos: Tensor,
-        edge_index: Tensor,
-        batch_index: Tensor,
-        ptr: Tensor,
-    ) -> Tensor:
-        inputs = (tag, attr, char, pos, edge_index, batch_index, ptr)
+    def forward(self, *inputs: Tensor) -> Tensor:
+        """``inputs``: :class:`GCNOnnxModule`'s seven, in its order."""
         parts = [tower(*inputs) for tower in self.towers]
         return ensemble_embed(parts, self.mix.weight, self.mix.bias)
 

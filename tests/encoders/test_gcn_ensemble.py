@@ -179,3 +179,6 @@ def test_ensemble_of_two_runs_loads_embeds_exports_and_refuses_training(
     assert "ensemble itself" in capsys.readouterr().err
     assert run_train(parser.parse_args(["train", "ensemble", str(a), *out])) == 1
     assert "two or more" in capsys.readouterr().err
+    itself = ["--out", str(tmp_path / "t0"), "--fit-data", str(sample)]
+    assert run_train(parser.parse_args(["train", "ensemble", str(a), str(b), *itself])) == 1
+    assert "one of the inputs" in capsys.readouterr().err

@@ -112,7 +112,7 @@ def test_soup_refuses_runs_of_different_starts_networks_or_one_ingredient(
         soup_checkpoints([a, wide], tmp_path / "s2", allow_different_starts=True)
     with pytest.raises(CheckpointError, match="two or more"):
         soup_checkpoints([a], tmp_path / "s3")
-    with pytest.raises(CheckpointError, match="ingredient"):
+    with pytest.raises(CheckpointError, match="one of the inputs"):
         soup_checkpoints(
             [a, tmp_path / "s" / "checkpoint.pt"], tmp_path / "s", allow_different_starts=True
         )
