@@ -150,12 +150,10 @@ def load_model(
     ``model_config``, ``train_config``, ``history``.
     """
     data = load_checkpoint(path, map_location)
-    ensemble = data.get("ensemble")
-    if ensemble:  # mathsearch.encoders.ensemble_checkpoint: K towers and a projection
+    if data.get("ensemble"):  # mathsearch.encoders.ensemble_checkpoint: towers + projection
         from mathsearch.encoders.gcn_ensemble import GCNEnsemble
 
-        towers = [GraphCNN(GCNConfig.from_dict(dict(c))) for c in ensemble["model_configs"]]
-        model: GraphCNN | GCNEnsemble = GCNEnsemble(towers, int(ensemble["out_dim"]))
+        model: GraphCNN | GCNEnsemble = GCNEnsemble.from_record(data["ensemble"])
     else:
         model = GraphCNN(GCNConfig.from_dict(dict(data["model_config"])))
     model.load_state_dict(data["model"])

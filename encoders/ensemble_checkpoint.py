@@ -68,18 +68,14 @@ def training_graphs(
             ``count``.
     """
     from mathsearch.encoders.corpus import CorpusError, EquationCorpus
+    from mathsearch.encoders.shared_corpus import hepth2003_splits
 
     try:
         if cache_dir is not None:
             corpus = EquationCorpus.cached(list(sources), "hepth", cache_dir, split.get("limit"))
         else:
             corpus = EquationCorpus.from_sources(list(sources), "hepth", split.get("limit"))
-        train, _ = corpus.split_by_paper(float(split["test_fraction"]), int(split.get("seed", 0)))
-        validation = split.get("validation")
-        if validation:
-            train, _ = train.split_by_paper(
-                float(validation["test_fraction"]), int(validation["seed"])
-            )
+        train, _, _ = hepth2003_splits(corpus, split.get("validation"), split)
     except (CorpusError, OSError) as exc:
         raise CheckpointError(f"cannot rebuild the towers' training papers: {exc}") from exc
     if len(train) < count:

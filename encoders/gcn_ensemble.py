@@ -43,7 +43,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -148,9 +149,14 @@ class GCNEnsemble(nn.Module):
         self.mix = nn.Linear(width, out_dim)
         self.config: GCNConfig = dataclasses.replace(first, out_dim=out_dim)
 
-    @property
-    def tower_configs(self) -> list[GCNConfig]:
-        return [tower.config for tower in self.towers]
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> GCNEnsemble:
+        """A freshly initialised ensemble of the recorded architecture: ``record`` holds
+        ``model_configs`` (each tower's :meth:`GCNConfig.to_dict`) and ``out_dim``, as an
+        ensemble checkpoint's ``ensemble`` entry and its model card's ``training.ensemble`` do.
+        """
+        towers = [GraphCNN(GCNConfig.from_dict(dict(c))) for c in record["model_configs"]]
+        return cls(towers, int(record["out_dim"]))
 
     def concat(self, batch: object) -> Tensor:
         """``z`` (B, K d) of a torch-geometric batch: the towers' unit vectors, scaled."""

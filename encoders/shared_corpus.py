@@ -68,11 +68,17 @@ VALIDATION_SPLIT: dict[str, Any] = {"test_fraction": 0.1, "seed": 1}
 
 
 def hepth2003_splits(
-    hepth: EquationCorpus, validation: dict[str, Any] | None = VALIDATION_SPLIT
+    hepth: EquationCorpus,
+    validation: dict[str, Any] | None = VALIDATION_SPLIT,
+    held_out_split: dict[str, Any] = HELD_OUT_SPLIT,
 ) -> tuple[EquationCorpus, EquationCorpus | None, EquationCorpus]:
     """``(train, validation, held_out)`` papers of the ``hepth2003`` corpus (module docstring);
-    ``validation`` None: no validation set (everything but the held-out papers trains)."""
-    rest, held_out = hepth.split_by_paper(HELD_OUT_SPLIT["test_fraction"], HELD_OUT_SPLIT["seed"])
+    ``validation`` None: no validation set (everything but the held-out papers trains).
+    ``held_out_split``: ``test_fraction`` and ``seed`` of the held-out side (a run's recorded
+    ``split`` redoes that run's)."""
+    rest, held_out = hepth.split_by_paper(
+        float(held_out_split["test_fraction"]), int(held_out_split.get("seed", 0))
+    )
     if not validation:
         return rest, None, held_out
     train, valid = rest.split_by_paper(validation["test_fraction"], validation["seed"])

@@ -86,10 +86,8 @@ def _default_model() -> Any:
     except (OSError, ValueError) as exc:
         logger.warning("no default model card (%s): timing the seed's 3 x 512 network", exc)
         return GraphCNN(GCNConfig()).eval()
-    ensemble = card.training.get("ensemble") or {}
-    if ensemble.get("model_configs"):
-        towers = [GraphCNN(GCNConfig.from_dict(dict(c))) for c in ensemble["model_configs"]]
-        return GCNEnsemble(towers, int(ensemble["out_dim"])).eval()
+    if card.training.get("ensemble"):
+        return GCNEnsemble.from_record(card.training["ensemble"]).eval()
     recorded = (card.training.get("config") or {}).get("model")
     return GraphCNN(GCNConfig.from_dict(dict(recorded)) if recorded else GCNConfig()).eval()
 

@@ -104,10 +104,8 @@ def untrained_model(metadata: dict[str, Any], device: str) -> Any:
 
     seed = int((metadata.get("train_config") or {}).get("seed", 0))
     torch.manual_seed(seed)
-    ensemble = metadata.get("ensemble")
-    if ensemble:
-        towers = [GraphCNN(GCNConfig.from_dict(dict(c))) for c in ensemble["model_configs"]]
-        return GCNEnsemble(towers, int(ensemble["out_dim"])).to(device).eval()
+    if metadata.get("ensemble"):
+        return GCNEnsemble.from_record(metadata["ensemble"]).to(device).eval()
     model = GraphCNN(GCNConfig.from_dict(dict(metadata["model_config"])))
     return model.to(device).eval()
 
