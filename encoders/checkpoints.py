@@ -46,6 +46,7 @@ __all__ = [
     "load_checkpoint",
     "load_model",
     "load_runs",
+    "model_from_record",
     "rng_states",
     "run_dir",
     "runs_report",
@@ -137,6 +138,22 @@ def check_compatible(
         raise CheckpointError(f"{path} holds another network (model configuration) than {what}")
 
 
+def model_from_record(data: dict[str, Any]) -> Any:
+    """A freshly initialised model of the architecture a checkpoint (or its metadata) records:
+    a :class:`~mathsearch.encoders.gcn_ensemble.GCNEnsemble` for an ensemble checkpoint
+    (:mod:`mathsearch.encoders.ensemble_checkpoint`: towers + projection), else a
+    :class:`GraphCNN` of ``model_config``.
+
+    Raises:
+        GCNConfigError: the recorded configuration is not a valid network.
+    """
+    if data.get("ensemble"):
+        from mathsearch.encoders.gcn_ensemble import GCNEnsemble
+
+        return GCNEnsemble.from_record(data["ensemble"])
+    return GraphCNN(GCNConfig.from_dict(dict(data["model_config"])))
+
+
 def load_model(
     path: str | os.PathLike[str], map_location: str | torch.device = "cpu"
 ) -> tuple[Any, dict[str, Any]]:
@@ -150,12 +167,7 @@ def load_model(
     ``model_config``, ``train_config``, ``history``.
     """
     data = load_checkpoint(path, map_location)
-    if data.get("ensemble"):  # mathsearch.encoders.ensemble_checkpoint: towers + projection
-        from mathsearch.encoders.gcn_ensemble import GCNEnsemble
-
-        model: GraphCNN | GCNEnsemble = GCNEnsemble.from_record(data["ensemble"])
-    else:
-        model = GraphCNN(GCNConfig.from_dict(dict(data["model_config"])))
+    model = model_from_record(data)
     model.load_state_dict(data["model"])
     model.eval()
     heavy = {"model", "heads", "optimizer", "scheduler", "rng"}

@@ -30,10 +30,11 @@ import torch
 from mathsearch.encoders.checkpoints import (
     CheckpointError,
     load_runs,
+    model_from_record,
     runs_report,
     save_checkpoint,
 )
-from mathsearch.encoders.gcn import GCNConfig, GCNConfigError, GraphCNN
+from mathsearch.encoders.gcn import GCNConfigError, GraphCNN
 from mathsearch.encoders.gcn_ensemble import GCNEnsemble, fit_projection
 
 logger = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ def _tower(data: dict[str, Any], path: Path) -> GraphCNN:
     if data.get("ensemble"):
         raise CheckpointError(f"{path} is an ensemble itself: list its towers instead")
     try:
-        tower = GraphCNN(GCNConfig.from_dict(dict(data["model_config"])))
+        tower = model_from_record(data)
     except GCNConfigError as exc:
         raise CheckpointError(f"{path}: {exc}") from exc
     tower.load_state_dict(data["model"])

@@ -99,15 +99,11 @@ def untrained_model(metadata: dict[str, Any], device: str) -> Any:
     an ensemble checkpoint, its towers so initialised and a random projection."""
     import torch
 
-    from mathsearch.encoders.gcn import GCNConfig, GraphCNN
-    from mathsearch.encoders.gcn_ensemble import GCNEnsemble
+    from mathsearch.encoders.checkpoints import model_from_record
 
     seed = int((metadata.get("train_config") or {}).get("seed", 0))
     torch.manual_seed(seed)
-    if metadata.get("ensemble"):
-        return GCNEnsemble.from_record(metadata["ensemble"]).to(device).eval()
-    model = GraphCNN(GCNConfig.from_dict(dict(metadata["model_config"])))
-    return model.to(device).eval()
+    return model_from_record(metadata).to(device).eval()
 
 
 def embed(
