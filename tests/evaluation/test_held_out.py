@@ -59,10 +59,10 @@ def test_the_shipped_cards_ranking_score_is_reproduced_on_its_hold_out(
     import os
 
     from mathsearch.cli.main import main
-    from mathsearch.export.settings import DEFAULT_MODEL_PATH
+    from mathsearch.export.embedders import MODELS_DIR
 
-    shipped = DEFAULT_MODEL_PATH.parent / f"{model}.onnx"
-    path = ExportSettings.from_env().model if model == "default" else shipped
+    default = ExportSettings.from_env().model
+    path = default if model == "default" else MODELS_DIR / f"{model}.onnx"
     card = load_card(path)
     cache = os.path.join(os.environ.get("MATHSEARCH_CACHE_DIR", "/tmp"), "test-corpus-cache")
     sources = [str(SHARED_DATA / "hepth2003" / n) for n in ("equation.txt", "eqnarray.txt")]
