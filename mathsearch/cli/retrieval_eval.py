@@ -97,7 +97,9 @@ def add_index_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--index", help="eval index alias (default <prefix>-eval-<task>)")
     group.add_argument("--depth", type=positive_int, default=100, help="results per topic (100)")
-    group.add_argument("--metric", default="nDCG@10", help="tuning metric (nDCG@10)")
+    group.add_argument(
+        "--metric", default="nDCG@10", help="tuning and paired-test metric (nDCG@10)"
+    )
     group.add_argument(
         "--grid",
         nargs="+",

@@ -36,8 +36,10 @@ def add_tune(commands: Any) -> None:
         "combination; window; depth; rank constant; k) for every topic against the live "
         "index, write a TREC run per configuration, evaluate it (P@5, P@10, P@100, nDCG@10, "
         "MAP and the KDD 2020 seed's uMAP, with ir-measures; Hoeffding confidence width) and "
-        "write a report folder: results.csv / results.md (best first), plots/<metric>_vs_"
-        "alpha.png, report.json and best_profile.json, which `mathsearch search --profile` and "
+        "write a report folder: results.csv / results.md (best first; each configuration's "
+        "difference to the best and p of the paired t-test over the same topics), "
+        "plots/<metric>_vs_alpha.png, report.json and best_profile.json, which "
+        "`mathsearch search --profile` and "
         "`mathsearch serve --profile` load. Topics are JSON Lines {qid, latex, text?, "
         "exclude?}; qrels are TREC 'qid 0 docid rel' lines.",
         epilog=textwrap.dedent("""\

@@ -1,5 +1,6 @@
 """Evaluation and tuning: topics, qrels and runs (TREC files), IR metrics, the retrieval
-evaluation of every mode beside Approach Zero, the tuning grid and its reports.
+evaluation of every mode beside Approach Zero, paired tests between systems, the tuning grid and
+its reports.
 
 Room above the pipeline (see docs/architecture.md); names load on first use.
 """
@@ -19,6 +20,9 @@ _LAZY = {
     "search_topics": "mathsearch.evaluation.topic_runs",
     "Evaluation": "mathsearch.evaluation.ir_metrics",
     "evaluate": "mathsearch.evaluation.ir_metrics",
+    "PairedComparison": "mathsearch.evaluation.paired_test",
+    "paired_t_test": "mathsearch.evaluation.paired_test",
+    "compare_per_topic": "mathsearch.evaluation.paired_test",
     "parse_grid": "mathsearch.evaluation.tuning_grid",
     "expand": "mathsearch.evaluation.tuning_grid",
     "index_with_pya0": "mathsearch.evaluation.pya0_peer",
@@ -29,13 +33,16 @@ _LAZY = {
 
 __all__ = [
     "Evaluation",
+    "PairedComparison",
     "Pya0Result",
     "Topic",
+    "compare_per_topic",
     "evaluate",
     "expand",
     "fragment_scores",
     "fragment_tree",
     "index_with_pya0",
+    "paired_t_test",
     "parse_grid",
     "read_qrels",
     "read_run",

@@ -106,6 +106,8 @@ class RetrievalEval:
     pya0: dict[str, Any] | None = None
     seconds: dict[str, float] = field(default_factory=dict)
     delta: float = DEFAULT_DELTA
+    #: test topic -> its paper (same-document) or class (equivalence), for the paired tests
+    groups: dict[str, str] = field(default_factory=dict)
 
 
 def pya0_available() -> bool:
@@ -321,6 +323,7 @@ def run_retrieval_eval(
         split={"topics": len(data.topics), "tune": len(tune_topics), "test": len(test_topics)},
         systems=systems, tuned=tuned_info, pya0=pya0_info,
         seconds={name: round(value, 2) for name, value in clock.items()},
+        groups={t.qid: data.groups.get(t.qid, t.qid) for t in test_topics},
     )  # fmt: skip
     write_report(result)
     return result

@@ -4,7 +4,11 @@ The Markdown report holds one side-by-side table, a row per system (the six mode
 default parameters, the tuned best, Approach Zero, the random baseline) and a column per measure
 (P@5, P@10, P@100, nDCG@10, MAP, uMAP), the Hoeffding width that every mean of a [0, 1]
 measure carries (KDD 2020 section 5; the same for every system, as all are evaluated on the same
-test topics) and the number of topics, followed by what was indexed and refused.
+test topics) and the number of topics. A second table compares every system with BM25 on the
+same topics by ``metric`` (the two-tailed paired t-test of the figure-embeddings seed,
+:mod:`mathsearch.evaluation.paired_test`): the mean per-topic difference, its 95% interval, p,
+on how many topics the system wins and loses, and the same test over the papers' / classes'
+mean differences. What was indexed and refused follows.
 
 Example::
 
@@ -20,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mathsearch.evaluation.ir_metrics import DEFAULT_MEASURES
+from mathsearch.evaluation.paired_test import DEFAULT_CONFIDENCE, compare_per_topic
 
 if TYPE_CHECKING:  # annotations only: retrieval_eval imports this module
     from mathsearch.evaluation.retrieval_eval import RetrievalEval, SystemResult
@@ -27,6 +32,35 @@ if TYPE_CHECKING:  # annotations only: retrieval_eval imports this module
 logger = logging.getLogger(__name__)
 
 REPORT_FORMAT = "mathsearch-retrieval-eval/1"
+
+#: The system every other one is compared with, topic by topic.
+PAIRED_BASELINE = "bm25"
+
+
+def paired_against_baseline(
+    result: RetrievalEval, baseline: str = PAIRED_BASELINE
+) -> dict[str, dict[str, Any]]:
+    """System name -> the paired t-test of it against ``baseline`` by ``result.metric``
+    (``PairedComparison.to_dict()``, over topics), with ``by_group``: the same test over the
+    papers / classes' mean differences when the test topics span two or more of them. Empty
+    when no system is called ``baseline`` or the metric is not measured."""
+    by_name = {item.name: item for item in result.systems}
+    base = by_name.get(baseline)
+    if base is None or result.metric not in base.evaluation.means:
+        return {}
+    grouped = len(set(result.groups.values())) >= 2
+    paired: dict[str, dict[str, Any]] = {}
+    for item in result.systems:
+        if item.name == baseline or item.evaluation.topics < 2:
+            continue
+        pair = (item.evaluation.per_topic, base.evaluation.per_topic, result.metric)
+        entry = compare_per_topic(*pair, confidence=DEFAULT_CONFIDENCE).to_dict()
+        if grouped:
+            entry["by_group"] = compare_per_topic(
+                *pair, confidence=DEFAULT_CONFIDENCE, groups=result.groups
+            ).to_dict()
+        paired[item.name] = entry
+    return paired
 
 
 def report_dict(result: RetrievalEval) -> dict[str, Any]:
@@ -45,6 +79,12 @@ def report_dict(result: RetrievalEval) -> dict[str, Any]:
         "pya0": result.pya0,
         "seconds": result.seconds,
         "systems": {item.name: _system_dict(item, result.out_dir) for item in result.systems},
+        "paired": {
+            "baseline": PAIRED_BASELINE,
+            "measure": result.metric,
+            "test": "two-tailed paired t-test",
+            "systems": paired_against_baseline(result),
+        },
         "files": {
             "collection": "collection.jsonl",
             "topics": "topics.jsonl",
@@ -96,8 +136,54 @@ def markdown(result: RetrievalEval) -> str:
             f"| {item.name} | " + " | ".join(cells) + f" | {plus} | {item.evaluation.topics} | "
             f"{len(item.failures)} | {params} |"
         )
+    lines += _paired_table(result)
     lines += ["", *_notes(result)]
     return "\n".join(lines) + "\n"
+
+
+def _paired_table(result: RetrievalEval) -> list[str]:
+    paired = paired_against_baseline(result)
+    if not paired:
+        return []
+    level = f"{DEFAULT_CONFIDENCE:.0%}"
+    unit = "paper" if result.task == "same-document" else "class"
+    first = next(iter(paired.values()))
+    grouped = "by_group" in first
+    lines = [
+        "",
+        f"Against {PAIRED_BASELINE} on the same {result.split['test']} test topics by "
+        f"{result.metric}: the mean per-topic difference (system - {PAIRED_BASELINE}), its "
+        f"{level} interval and p of the two-tailed paired t-test (the figure-embeddings seed's "
+        "test; topics taken as independent), and the topics the system wins / loses.",
+    ]
+    header = f"| system | difference | {level} interval | p | wins / losses |"
+    rule = "|---|---:|---|---:|---:|"
+    if grouped:
+        lines[-1] += (
+            f" By {unit}: the same test over the {first['by_group']['n']} {unit}s' mean "
+            f"differences, which does not count one {unit}'s topics as independent evidence."
+        )
+        header += f" by {unit}: {level} interval | p |"
+        rule += "---|---:|"
+    lines += ["", header, rule]
+    for name, item in paired.items():
+        mark = " *" if item["significant"] else ""
+        row = (
+            f"| {name} | {item['mean_difference']:+.4f}{mark} | "
+            f"{_interval(item)} | {item['p_value']:.4f} | {item['wins']} / {item['losses']} |"
+        )
+        if grouped:
+            group = item["by_group"]
+            mark = " *" if group["significant"] else ""
+            row += f" {_interval(group)}{mark} | {group['p_value']:.4f} |"
+        lines.append(row)
+    lines.append("")
+    lines.append(f"`*`: the interval excludes 0 (p < {1 - DEFAULT_CONFIDENCE:.2f}).")
+    return lines
+
+
+def _interval(item: dict[str, Any]) -> str:
+    return f"[{item['ci_low']:+.4f}, {item['ci_high']:+.4f}]"
 
 
 def _setup(result: RetrievalEval) -> list[str]:

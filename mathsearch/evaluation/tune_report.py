@@ -3,7 +3,8 @@
 ::
 
     REPORT_DIR/
-      results.csv            one row per configuration, best first by the chosen metric
+      results.csv            one row per configuration, best first by the chosen metric, with
+                             the paired t-test of its metric against the best's (difference, p)
       results.md             the same table for people, with the confidence width
       plots/<m>_vs_alpha.png each measure against alpha: a line per mode / normalisation /
                              combination / window, modes without alpha as dashed lines
@@ -30,6 +31,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from mathsearch.core.errors import EvaluationError
+from mathsearch.evaluation.paired_test import compare_per_topic
 from mathsearch.evaluation.tuning import ConfigResult, TuneResult
 from mathsearch.opensearch.search_profile import SearchProfile
 
@@ -83,6 +86,22 @@ def best_profile(
     return replace(best.config.profile, source=source)
 
 
+def against_best(result: TuneResult, item: ConfigResult) -> dict[str, Any] | None:
+    """The two-tailed paired t-test of ``item`` against the best configuration by the metric,
+    over the same topics (:mod:`mathsearch.evaluation.paired_test`; ``PairedComparison.to_dict()``),
+    or ``None`` for the best itself or fewer than two topics. A configuration whose p is above
+    0.05 is one the topics cannot tell from the best."""
+    best = result.best
+    if item is best:
+        return None
+    try:
+        return compare_per_topic(
+            item.evaluation.per_topic, best.evaluation.per_topic, result.metric
+        ).to_dict()
+    except EvaluationError:  # fewer than two topics: nothing to test
+        return None
+
+
 def rows(result: TuneResult) -> list[dict[str, Any]]:
     """One flat dict per configuration (blank for parameters its mode does not use)."""
     out: list[dict[str, Any]] = []
@@ -93,6 +112,9 @@ def rows(result: TuneResult) -> list[dict[str, Any]]:
         row.update({m: round(v, 6) for m, v in item.evaluation.means.items()})
         width = item.evaluation.confidence.get(result.metric)
         row["confidence_width"] = "" if width is None else round(width, 6)
+        paired = against_best(result, item)
+        row["difference_to_best"] = "" if paired is None else round(paired["mean_difference"], 6)
+        row["p_against_best"] = "" if paired is None else round(paired["p_value"], 6)
         row["failed_topics"] = len(item.failures)
         row["seconds"] = round(item.seconds, 3)
         row["run"] = item.run_path.relative_to(result.out_dir).as_posix()
@@ -126,21 +148,33 @@ def results_markdown(result: TuneResult) -> str:
         f"Index `{result.meta.get('index', '')}`, {result.topics} judged topics, "
         f"{result.seconds:.1f} s. {bound}",
         "",
-        "| # | configuration | " + " | ".join(measures) + f" | ± {result.metric} | failed |",
-        "|---|---|" + "---|" * len(measures) + "---|---|",
+        "| # | configuration | " + " | ".join(measures) + f" | ± {result.metric} | "
+        "vs best: difference, p | failed |",
+        "|---|---|" + "---|" * len(measures) + "---|---|---|",
     ]
+    close = 0
     for rank, item in enumerate(result.results, start=1):
         values = " | ".join(_cell(item, m, result.metric) for m in measures)
         plus = item.evaluation.confidence.get(result.metric)
         plus_text = "-" if plus is None else f"{plus:.4f}"
+        paired = against_best(result, item)
+        if paired is None:
+            versus = "-"
+        else:
+            versus = f"{paired['mean_difference']:+.4f}, {paired['p_value']:.3f}"
+            close += not paired["significant"]
         lines.append(
-            f"| {rank} | `{item.config.name}` | {values} | {plus_text} | {len(item.failures)} |"
+            f"| {rank} | `{item.config.name}` | {values} | {plus_text} | {versus} | "
+            f"{len(item.failures)} |"
         )
     best = result.best
     lines += [
         "",
         f"Best: `{best.config.name}` ({result.metric} = {best.score(result.metric):.4f}), "
         "saved as `best_profile.json` (`mathsearch search --profile best_profile.json ...`).",
+        f"vs best: the mean per-topic difference of {result.metric} to the best and p of the "
+        f"two-tailed paired t-test; {close} of the other {len(result.results) - 1} "
+        "configurations are within the noise of these topics (p >= 0.05).",
         "",
     ]
     lines += [f"![{m} against alpha](<plots/{m}_vs_alpha.png>)" for m in measures]
@@ -213,19 +247,21 @@ def report_dict(
             "confidence": best.evaluation.confidence,
             "per_topic": best.evaluation.per_topic,
         },
-        "configurations": [_config_dict(item, result.out_dir) for item in result.results],
+        "configurations": [_config_dict(result, item) for item in result.results],
         "files": {
             name: path.relative_to(result.out_dir).as_posix() for name, path in files.items()
         },
     }
 
 
-def _config_dict(item: ConfigResult, out: Path) -> dict[str, Any]:
+def _config_dict(result: TuneResult, item: ConfigResult) -> dict[str, Any]:
+    out = result.out_dir
     return {
         "configuration": item.config.name,
         "parameters": item.config.parameters(),
         "means": item.evaluation.means,
         "confidence": item.evaluation.confidence,
+        "against_best": against_best(result, item),
         "failed_topics": item.failures,
         "seconds": round(item.seconds, 3),
         "run": item.run_path.relative_to(out).as_posix(),

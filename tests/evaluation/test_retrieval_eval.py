@@ -53,6 +53,12 @@ def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, An
     return json.loads(captured.out)
 
 
+def read_per_topic(out: Path) -> dict[str, dict[str, dict[str, float]]]:
+    """System -> topic -> measure -> value, from report.json (``--json`` leaves them out)."""
+    full = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    return {name: entry["per_topic"] for name, entry in full["systems"].items()}
+
+
 def check_files(out: Path, report: dict[str, Any]) -> None:
     """Every file is there; neither qrels nor runs ever hold the query itself."""
     for name in ("collection.jsonl", "topics.jsonl", "topics-tune.jsonl", "topics-test.jsonl"):
@@ -78,6 +84,24 @@ def check_files(out: Path, report: dict[str, Any]) -> None:
     table = (out / "report.md").read_text(encoding="utf-8")
     assert "| system | P@5 | P@10 | P@100 | nDCG@10 | MAP | uMAP | ± | topics |" in table
     assert all(f"| {name} | " in table for name in SYSTEMS)
+    # every other system is compared with BM25 topic by topic, from the per-topic values
+    paired = report["paired"]
+    assert paired["baseline"] == "bm25" and paired["measure"] == report["metric"]
+    assert set(paired["systems"]) == SYSTEMS - {"bm25"}
+    assert paired == json.loads((out / "report.json").read_text(encoding="utf-8"))["paired"]
+    per_topic = read_per_topic(out)
+    bm25 = per_topic["bm25"]
+    for name, entry in paired["systems"].items():
+        topics = per_topic[name]
+        differences = [topics[qid][report["metric"]] - bm25[qid][report["metric"]] for qid in bm25]
+        assert entry["n"] == len(test_ids)
+        assert abs(entry["mean_difference"] - sum(differences) / len(differences)) < 1e-9
+        assert entry["wins"] == sum(1 for d in differences if d > 0), name
+        assert entry["ci_low"] <= entry["mean_difference"] <= entry["ci_high"]
+        # by paper / class: one mean difference per group of the test half
+        groups = {qid.split("#")[0] for qid in test_ids}
+        assert entry["by_group"]["n"] == len(groups), name
+    assert "| system | difference | 95% interval | p | wins / losses |" in table
 
 
 def test_same_document_index_form(

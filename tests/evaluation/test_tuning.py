@@ -103,6 +103,18 @@ def test_tune_writes_the_report_folder(tuned: Tuned) -> None:
     assert report["best"]["confidence"]["uMAP"] is None
     table = (tuned.report / "results.md").read_text()
     assert rows[0]["configuration"] in table and "±" in table
+    # every other configuration is compared with the best on the same topics
+    assert rows[0]["difference_to_best"] == rows[0]["p_against_best"] == ""
+    best_map = float(rows[0]["MAP"])
+    for row in rows[1:]:
+        assert float(row["difference_to_best"]) == pytest.approx(
+            float(row["MAP"]) - best_map, abs=2e-6
+        )
+        assert 0.0 <= float(row["p_against_best"]) <= 1.0
+    entries = report["configurations"]
+    assert entries[0]["against_best"] is None
+    assert all(entry["against_best"]["n"] == len(tuned.topics) for entry in entries[1:])
+    assert "vs best: difference, p" in table
 
 
 @pytest.mark.parametrize("measure", ["MAP", "nDCG@10", "uMAP", "P@5"])
