@@ -89,7 +89,7 @@ def add_eval(commands: Any) -> None:
         "(test fraction, split seed and limit from the checkpoint when recorded there, else "
         "the flags / defaults), draw hold-out triplets (negatives outside P(anchor)) and report "
         "the ranking score (eq. 3) of the trained model, the untrained model of the same "
-        "configuration and seed, and BoW cosine, with the 95%% widths of Theorem 5.1 (test "
+        "configuration and seed, and BoW cosine, with the 95% widths of Theorem 5.1 (test "
         "papers) and eq. 9 (sampled triplets).",
         epilog=textwrap.dedent("""\
             examples:

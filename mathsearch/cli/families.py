@@ -47,6 +47,7 @@ EVAL_MODULES: dict[str, str] = {
     "bitmap": "mathsearch.cli.eval_bitmap",
     "figure": "mathsearch.cli.eval_figure",
     "exact-knn": "mathsearch.cli.eval_exact_knn",
+    "compare": "mathsearch.cli.eval_compare",
 }
 
 

@@ -166,20 +166,26 @@ def _paired_table(result: RetrievalEval) -> list[str]:
         header += f" by {unit}: {level} interval | p |"
         rule += "---|---:|"
     lines += ["", header, rule]
-    for name, item in paired.items():
-        mark = " *" if item["significant"] else ""
-        row = (
-            f"| {name} | {item['mean_difference']:+.4f}{mark} | "
-            f"{_interval(item)} | {item['p_value']:.4f} | {item['wins']} / {item['losses']} |"
-        )
-        if grouped:
-            group = item["by_group"]
-            mark = " *" if group["significant"] else ""
-            row += f" {_interval(group)}{mark} | {group['p_value']:.4f} |"
-        lines.append(row)
+    lines += [f"| {name} |{paired_cells(item)}" for name, item in paired.items()]
     lines.append("")
     lines.append(f"`*`: the interval excludes 0 (p < {1 - DEFAULT_CONFIDENCE:.2f}).")
     return lines
+
+
+def paired_cells(entry: dict[str, Any]) -> str:
+    """The Markdown cells of one paired comparison (``PairedComparison.to_dict()``, optionally
+    with ``by_group``): ``difference | interval | p | wins / losses |`` and, by group,
+    ``interval | p |``; ``*`` marks an interval that excludes 0."""
+    mark = " *" if entry["significant"] else ""
+    cells = (
+        f" {entry['mean_difference']:+.4f}{mark} | {_interval(entry)} | "
+        f"{entry['p_value']:.4f} | {entry['wins']} / {entry['losses']} |"
+    )
+    group = entry.get("by_group")
+    if group is not None:
+        mark = " *" if group["significant"] else ""
+        cells += f" {_interval(group)}{mark} | {group['p_value']:.4f} |"
+    return cells
 
 
 def _interval(item: dict[str, Any]) -> str:
