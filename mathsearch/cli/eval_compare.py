@@ -5,13 +5,12 @@ run is evaluated against the qrels (:func:`mathsearch.evaluation.ir_metrics.eval
 topics only, a topic a run misses scores 0) on the judged topics that at least one run ranks (a
 qrels file often judges more topics than the runs ask, such as the tuning half of ``eval
 retrieval``; ``--all-topics`` keeps them, scoring 0) and compared with the first run, or
-``--baseline``,
-by the two-tailed paired t-test of :mod:`mathsearch.evaluation.paired_test`. With
-``--group-separator`` the topics whose ids share the part before it (``PAPER#3`` and
+``--baseline``, by the two-tailed paired t-test of :mod:`mathsearch.evaluation.paired_test`.
+With ``--group-separator`` the topics whose ids share the part before it (``PAPER#3`` and
 ``PAPER#7``) form one group, and the same test runs over the groups' mean differences too
-(``paired.by_group`` in the JSON, as in ``eval retrieval``'s report.json). It
-reads the runs that ``mathsearch tune`` and ``mathsearch eval retrieval`` write, or any other
-system's TREC runs.
+(``paired.by_group`` in the JSON, as in ``eval retrieval``'s report.json). It reads the runs
+that ``mathsearch tune`` and ``mathsearch eval retrieval`` write, or any other system's TREC
+runs.
 """
 
 from __future__ import annotations
@@ -81,7 +80,8 @@ def compare_runs(
     """The comparison as JSON-ready data (see the module docstring).
 
     Raises:
-        EvaluationError: unreadable files, an unknown measure, or a baseline not among the runs.
+        EvaluationError: unreadable or malformed files, an unknown measure, or runs that rank
+            no judged topic. A ``baseline`` not among ``run_paths`` is added as the first run.
     """
     from mathsearch.evaluation.ir_metrics import evaluate
     from mathsearch.evaluation.paired_test import compare_per_topic
@@ -134,15 +134,11 @@ def compare_runs(
 
 def markdown(report: dict[str, Any]) -> str:
     """The comparison as a Markdown table."""
-    from mathsearch.evaluation.retrieval_report import paired_cells
+    from mathsearch.evaluation.retrieval_report import paired_cells, paired_header
 
     grouped = report["groups"] is not None
-    header = f"| run | {report['metric']} | ± | difference | 95% interval | p | wins / losses |"
-    rule = "|---|---:|---:|---:|---|---:|---:|"
-    if grouped:
-        header += " by group: 95% interval | p |"
-        rule += "---|---:|"
-    lines = [header, rule]
+    header, rule = paired_header("group" if grouped else None)
+    lines = [f"| run | {report['metric']} | ± |{header}", f"|---|---:|---:|{rule}"]
     for row in report["runs"]:
         width = "-" if row["confidence"] is None else f"{row['confidence']:.4f}"
         cells = f"| {row['run']} | {row['mean']:.4f} | {width} |"

@@ -42,7 +42,7 @@ import logging
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,7 @@ from mathsearch.core.errors import ClusterUnavailableError, EvaluationError
 from mathsearch.core.redact import redact_url
 from mathsearch.evaluation.eval_index import EvalIndex, ensure_eval_index, eval_alias, fingerprint
 from mathsearch.evaluation.ir_metrics import DEFAULT_DELTA, Evaluation, evaluate
+from mathsearch.evaluation.paired_test import compare_per_topic
 from mathsearch.evaluation.relevance_sets import RelevanceSet
 from mathsearch.evaluation.trec_files import (
     Qrels,
@@ -106,8 +107,42 @@ class RetrievalEval:
     pya0: dict[str, Any] | None = None
     seconds: dict[str, float] = field(default_factory=dict)
     delta: float = DEFAULT_DELTA
-    #: test topic -> its paper (same-document) or class (equivalence), for the paired tests
-    groups: dict[str, str] = field(default_factory=dict)
+    #: every system against BM25 on the test half (:func:`paired_with_baseline`)
+    paired: dict[str, Any] = field(default_factory=dict)
+
+
+#: The system every other one is compared with, topic by topic.
+PAIRED_BASELINE = "bm25"
+
+
+def paired_with_baseline(
+    systems: Sequence[SystemResult],
+    metric: str,
+    groups: Mapping[str, str],
+    baseline: str = PAIRED_BASELINE,
+) -> dict[str, Any]:
+    """``{"baseline", "measure", "test", "systems"}``: in ``systems``, name -> the paired t-test
+    of that system against ``baseline`` by ``metric`` (``PairedComparison.to_dict()``, over
+    topics), with ``by_group``: the same test over the mean differences of the ``groups``
+    (topic -> paper or class) when the topics span two or more. No systems when none is called
+    ``baseline`` or the metric is not measured."""
+    block: dict[str, Any] = {
+        "baseline": baseline, "measure": metric, "test": "two-tailed paired t-test",
+        "systems": {},
+    }  # fmt: skip
+    base = next((item for item in systems if item.name == baseline), None)
+    if base is None or metric not in base.evaluation.means:
+        return block
+    grouped = len(set(groups.values())) >= 2
+    for item in systems:
+        if item.name == baseline or item.evaluation.topics < 2:
+            continue
+        pair = (item.evaluation.per_topic, base.evaluation.per_topic, metric)
+        entry = compare_per_topic(*pair).to_dict()
+        if grouped:
+            entry["by_group"] = compare_per_topic(*pair, groups=groups).to_dict()
+        block["systems"][item.name] = entry
+    return block
 
 
 def pya0_available() -> bool:
@@ -323,7 +358,9 @@ def run_retrieval_eval(
         split={"topics": len(data.topics), "tune": len(tune_topics), "test": len(test_topics)},
         systems=systems, tuned=tuned_info, pya0=pya0_info,
         seconds={name: round(value, 2) for name, value in clock.items()},
-        groups={t.qid: data.groups.get(t.qid, t.qid) for t in test_topics},
+        paired=paired_with_baseline(
+            systems, metric, {t.qid: data.groups.get(t.qid, t.qid) for t in test_topics}
+        ),
     )  # fmt: skip
     write_report(result)
     return result

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mathsearch.evaluation.ir_metrics import DEFAULT_MEASURES
-from mathsearch.evaluation.paired_test import DEFAULT_CONFIDENCE, compare_per_topic
+from mathsearch.evaluation.paired_test import DEFAULT_CONFIDENCE
 
 if TYPE_CHECKING:  # annotations only: retrieval_eval imports this module
     from mathsearch.evaluation.retrieval_eval import RetrievalEval, SystemResult
@@ -32,35 +32,6 @@ if TYPE_CHECKING:  # annotations only: retrieval_eval imports this module
 logger = logging.getLogger(__name__)
 
 REPORT_FORMAT = "mathsearch-retrieval-eval/1"
-
-#: The system every other one is compared with, topic by topic.
-PAIRED_BASELINE = "bm25"
-
-
-def paired_against_baseline(
-    result: RetrievalEval, baseline: str = PAIRED_BASELINE
-) -> dict[str, dict[str, Any]]:
-    """System name -> the paired t-test of it against ``baseline`` by ``result.metric``
-    (``PairedComparison.to_dict()``, over topics), with ``by_group``: the same test over the
-    papers / classes' mean differences when the test topics span two or more of them. Empty
-    when no system is called ``baseline`` or the metric is not measured."""
-    by_name = {item.name: item for item in result.systems}
-    base = by_name.get(baseline)
-    if base is None or result.metric not in base.evaluation.means:
-        return {}
-    grouped = len(set(result.groups.values())) >= 2
-    paired: dict[str, dict[str, Any]] = {}
-    for item in result.systems:
-        if item.name == baseline or item.evaluation.topics < 2:
-            continue
-        pair = (item.evaluation.per_topic, base.evaluation.per_topic, result.metric)
-        entry = compare_per_topic(*pair, confidence=DEFAULT_CONFIDENCE).to_dict()
-        if grouped:
-            entry["by_group"] = compare_per_topic(
-                *pair, confidence=DEFAULT_CONFIDENCE, groups=result.groups
-            ).to_dict()
-        paired[item.name] = entry
-    return paired
 
 
 def report_dict(result: RetrievalEval) -> dict[str, Any]:
@@ -79,12 +50,7 @@ def report_dict(result: RetrievalEval) -> dict[str, Any]:
         "pya0": result.pya0,
         "seconds": result.seconds,
         "systems": {item.name: _system_dict(item, result.out_dir) for item in result.systems},
-        "paired": {
-            "baseline": PAIRED_BASELINE,
-            "measure": result.metric,
-            "test": "two-tailed paired t-test",
-            "systems": paired_against_baseline(result),
-        },
+        "paired": result.paired,
         "files": {
             "collection": "collection.jsonl",
             "topics": "topics.jsonl",
@@ -142,7 +108,7 @@ def markdown(result: RetrievalEval) -> str:
 
 
 def _paired_table(result: RetrievalEval) -> list[str]:
-    paired = paired_against_baseline(result)
+    paired, baseline = result.paired.get("systems"), result.paired.get("baseline")
     if not paired:
         return []
     level = f"{DEFAULT_CONFIDENCE:.0%}"
@@ -151,25 +117,34 @@ def _paired_table(result: RetrievalEval) -> list[str]:
     grouped = "by_group" in first
     lines = [
         "",
-        f"Against {PAIRED_BASELINE} on the same {result.split['test']} test topics by "
-        f"{result.metric}: the mean per-topic difference (system - {PAIRED_BASELINE}), its "
+        f"Against {baseline} on the same {result.split['test']} test topics by "
+        f"{result.metric}: the mean per-topic difference (system - {baseline}), its "
         f"{level} interval and p of the two-tailed paired t-test (the figure-embeddings seed's "
         "test; topics taken as independent), and the topics the system wins / loses.",
     ]
-    header = f"| system | difference | {level} interval | p | wins / losses |"
-    rule = "|---|---:|---|---:|---:|"
     if grouped:
         lines[-1] += (
             f" By {unit}: the same test over the {first['by_group']['n']} {unit}s' mean "
             f"differences, which does not count one {unit}'s topics as independent evidence."
         )
-        header += f" by {unit}: {level} interval | p |"
-        rule += "---|---:|"
-    lines += ["", header, rule]
+    header, rule = paired_header(unit if grouped else None)
+    lines += ["", f"| system |{header}", f"|---|{rule}"]
     lines += [f"| {name} |{paired_cells(item)}" for name, item in paired.items()]
     lines.append("")
     lines.append(f"`*`: the interval excludes 0 (p < {1 - DEFAULT_CONFIDENCE:.2f}).")
     return lines
+
+
+def paired_header(group: str | None = None) -> tuple[str, str]:
+    """The Markdown header and rule cells that :func:`paired_cells` fills; with ``group``
+    (e.g. ``"paper"``) also the by-group interval and p."""
+    level = f"{DEFAULT_CONFIDENCE:.0%}"
+    header = f" difference | {level} interval | p | wins / losses |"
+    rule = "---:|---|---:|---:|"
+    if group is not None:
+        header += f" by {group}: {level} interval | p |"
+        rule += "---|---:|"
+    return header, rule
 
 
 def paired_cells(entry: dict[str, Any]) -> str:

@@ -31,7 +31,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from mathsearch.core.errors import EvaluationError
 from mathsearch.evaluation.paired_test import compare_per_topic
 from mathsearch.evaluation.tuning import ConfigResult, TuneResult
 from mathsearch.opensearch.search_profile import SearchProfile
@@ -49,11 +48,12 @@ def write_report(
     """Write the report files into ``result.out_dir``; returns name -> path."""
     out = result.out_dir
     out.mkdir(parents=True, exist_ok=True)
+    against = against_best(result)
     files: dict[str, Path] = {
-        "results_csv": write_csv(result, out / "results.csv"),
+        "results_csv": write_csv(result, out / "results.csv", against),
         "results_md": out / "results.md",
     }
-    files["results_md"].write_text(results_markdown(result), encoding="utf-8")
+    files["results_md"].write_text(results_markdown(result, against), encoding="utf-8")
     for measure in result.best.evaluation.measures:
         files[f"plot_{measure}"] = plot_vs_alpha(
             result, measure, out / "plots" / f"{measure}_vs_alpha.png"
@@ -62,7 +62,7 @@ def write_report(
         out / "best_profile.json"
     )
     files["report"] = out / "report.json"
-    summary = report_dict(result, topics_path, qrels_path, files)
+    summary = report_dict(result, topics_path, qrels_path, files, against)
     files["report"].write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     logger.info("tune report in %s", out)
     return files
@@ -86,23 +86,31 @@ def best_profile(
     return replace(best.config.profile, source=source)
 
 
-def against_best(result: TuneResult, item: ConfigResult) -> dict[str, Any] | None:
-    """The two-tailed paired t-test of ``item`` against the best configuration by the metric,
-    over the same topics (:mod:`mathsearch.evaluation.paired_test`; ``PairedComparison.to_dict()``),
-    or ``None`` for the best itself or fewer than two topics. A configuration whose p is above
-    0.05 is one the topics cannot tell from the best."""
+#: configuration name -> its paired t-test against the best (None: the best, or < 2 topics)
+AgainstBest = dict[str, dict[str, Any] | None]
+
+
+def against_best(result: TuneResult) -> AgainstBest:
+    """Configuration name -> the two-tailed paired t-test of it against the best configuration
+    by the metric, over the same topics (:mod:`mathsearch.evaluation.paired_test`;
+    ``PairedComparison.to_dict()``), or ``None`` for the best itself and when there are fewer
+    than two topics. A configuration whose p is above 0.05 is one the topics cannot tell from
+    the best."""
     best = result.best
-    if item is best:
-        return None
-    try:
-        return compare_per_topic(
-            item.evaluation.per_topic, best.evaluation.per_topic, result.metric
-        ).to_dict()
-    except EvaluationError:  # fewer than two topics: nothing to test
-        return None
+    against: AgainstBest = {}
+    for item in result.results:
+        testable = item is not best and result.topics >= 2
+        against[item.config.name] = (
+            compare_per_topic(
+                item.evaluation.per_topic, best.evaluation.per_topic, result.metric
+            ).to_dict()
+            if testable
+            else None
+        )
+    return against
 
 
-def rows(result: TuneResult) -> list[dict[str, Any]]:
+def rows(result: TuneResult, against: AgainstBest) -> list[dict[str, Any]]:
     """One flat dict per configuration (blank for parameters its mode does not use)."""
     out: list[dict[str, Any]] = []
     for rank, item in enumerate(result.results, start=1):
@@ -112,7 +120,7 @@ def rows(result: TuneResult) -> list[dict[str, Any]]:
         row.update({m: round(v, 6) for m, v in item.evaluation.means.items()})
         width = item.evaluation.confidence.get(result.metric)
         row["confidence_width"] = "" if width is None else round(width, 6)
-        paired = against_best(result, item)
+        paired = against[item.config.name]
         row["difference_to_best"] = "" if paired is None else round(paired["mean_difference"], 6)
         row["p_against_best"] = "" if paired is None else round(paired["p_value"], 6)
         row["failed_topics"] = len(item.failures)
@@ -122,8 +130,8 @@ def rows(result: TuneResult) -> list[dict[str, Any]]:
     return out
 
 
-def write_csv(result: TuneResult, path: Path) -> Path:
-    table = rows(result)
+def write_csv(result: TuneResult, path: Path, against: AgainstBest) -> Path:
+    table = rows(result, against)
     with path.open("w", encoding="utf-8", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(table[0]))
         writer.writeheader()
@@ -131,7 +139,7 @@ def write_csv(result: TuneResult, path: Path) -> Path:
     return path
 
 
-def results_markdown(result: TuneResult) -> str:
+def results_markdown(result: TuneResult, against: AgainstBest) -> str:
     """The results table in Markdown, best first, with the confidence width of the metric."""
     measures = result.best.evaluation.measures
     width = result.best.evaluation.confidence.get(result.metric)
@@ -157,7 +165,7 @@ def results_markdown(result: TuneResult) -> str:
         values = " | ".join(_cell(item, m, result.metric) for m in measures)
         plus = item.evaluation.confidence.get(result.metric)
         plus_text = "-" if plus is None else f"{plus:.4f}"
-        paired = against_best(result, item)
+        paired = against[item.config.name]
         if paired is None:
             versus = "-"
         else:
@@ -225,6 +233,7 @@ def report_dict(
     topics_path: str | Path,
     qrels_path: str | Path,
     files: dict[str, Path],
+    against: AgainstBest,
 ) -> dict[str, Any]:
     """The report as JSON-ready data (also what ``mathsearch tune --json`` prints)."""
     best = result.best
@@ -247,21 +256,22 @@ def report_dict(
             "confidence": best.evaluation.confidence,
             "per_topic": best.evaluation.per_topic,
         },
-        "configurations": [_config_dict(result, item) for item in result.results],
+        "configurations": [
+            {**_config_dict(item, result.out_dir), "against_best": against[item.config.name]}
+            for item in result.results
+        ],
         "files": {
             name: path.relative_to(result.out_dir).as_posix() for name, path in files.items()
         },
     }
 
 
-def _config_dict(result: TuneResult, item: ConfigResult) -> dict[str, Any]:
-    out = result.out_dir
+def _config_dict(item: ConfigResult, out: Path) -> dict[str, Any]:
     return {
         "configuration": item.config.name,
         "parameters": item.config.parameters(),
         "means": item.evaluation.means,
         "confidence": item.evaluation.confidence,
-        "against_best": against_best(result, item),
         "failed_topics": item.failures,
         "seconds": round(item.seconds, 3),
         "run": item.run_path.relative_to(out).as_posix(),
