@@ -30,6 +30,8 @@ __all__ = ["INDEX_EXAMPLES", "add_index_options", "run_index_form"]
 INDEX_EXAMPLES = """\
   index form (real relevance data, every ranking mode against Approach Zero):
   mathsearch eval retrieval --task same-document -o eval-sd --papers 100 --topics 200
+  mathsearch eval retrieval --task same-document --held-out -o eval-sd-ho --topics 800 \\
+      --no-pya0   (about 400 test topics: every interval half as wide, 4x the tuning time)
   mathsearch eval retrieval --task equivalence -o eval-eq --topics 30 \\
       --sets boolean10,poly8,simplepoly8 --pya0-dir /dev/shm/pya0-eq
   mathsearch eval retrieval --task equivalence -o eval-eq-s2s --encoders seq2seq \\
@@ -65,7 +67,8 @@ def add_index_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--topics",
         type=positive_int,
-        help="topics: in all for same-document (200), per SemVec set for equivalence (20)",
+        help="topics: in all for same-document (200), per SemVec set for equivalence (20); "
+        "4x the topics halve the widths and intervals and take 4x as long to tune",
     )
     group.add_argument("--seed", type=int, default=0, help="papers, topics and split seed (0)")
     group.add_argument(
