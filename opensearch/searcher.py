@@ -52,6 +52,7 @@ from mathsearch.opensearch.mathml_display import MathMLRenderer
 from mathsearch.opensearch.modes import MODES
 from mathsearch.opensearch.queries import Mode
 from mathsearch.opensearch.query_encoder import ModelQueryEncoder, QueryEncoder, QueryFeatures
+from mathsearch.opensearch.read_cache import ReadCache
 from mathsearch.opensearch.results import (
     Hit,
     SearchResponse,
@@ -93,6 +94,8 @@ class Searcher(SearchCalls):
         self._index_fields: set[str] | None = None
         self.token_stats = TokenStats(client, index)
         self.renderer = MathMLRenderer()
+        #: memoised reads for a run over an index nothing writes to (tuning); see read_cache
+        self.read_cache: ReadCache | None = None
 
     # -- public -------------------------------------------------------------------------------
 
@@ -218,15 +221,23 @@ class Searcher(SearchCalls):
         return ClusterCapabilities.of(self.client, self.call)
 
     def run_body(self, body: dict[str, Any]) -> dict[str, Any]:
-        """One ``_search`` of the index (typed errors)."""
+        """One ``_search`` of the index (typed errors; from ``read_cache`` when set)."""
+        if self.read_cache is not None:
+            return self.read_cache.search(body, self._search)
         return self._search(body)
 
     def run_bodies(self, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Several searches in one ``_msearch`` (typed errors, one per failed search)."""
+        """Several searches in one ``_msearch`` (typed errors, one per failed search; the
+        bodies ``read_cache`` has seen are answered from it)."""
+        if self.read_cache is not None:
+            return self.read_cache.msearch(bodies, self._msearch)
         return self._msearch(bodies)
 
     def sources_of(self, ids: list[str], source: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """The stored ``source`` fields of ``ids`` (one ``ids`` search)."""
+        """The stored ``source`` fields of ``ids`` (one ``ids`` search; only the ids
+        ``read_cache`` lacks when it is set)."""
+        if self.read_cache is not None:
+            return self.read_cache.sources(ids, source, lambda todo: self._sources_of(todo, source))
         return self._sources_of(ids, source)
 
     def bm25_scores(self, ids: list[str], tokens: list[str], words: str) -> dict[str, float]:
@@ -236,7 +247,7 @@ class Searcher(SearchCalls):
         query = queries.bm25_query(tokens, words, fields=self.fields)
         query["bool"]["filter"] = [{"ids": {"values": list(ids)}}]
         body = {"size": len(ids), "_source": False, "track_total_hits": False, "query": query}
-        found = self._search(body)
+        found = self.run_body(body)
         return {hit["_id"]: float(hit["_score"]) for hit in found["hits"]["hits"]}
 
     def hits_of(self, response: dict[str, Any], tokens: list[str]) -> list[Hit]:

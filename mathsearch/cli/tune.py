@@ -80,6 +80,13 @@ def add_tune(commands: Any) -> None:
     parser.add_argument("-o", "--out", required=True, metavar="REPORT_DIR", help="report folder")
     parser.add_argument("--index", help="equation index alias (default <prefix>-equations)")
     parser.add_argument("--model", help="ONNX model for the queries (default MATHSEARCH_MODEL)")
+    parser.add_argument(
+        "--no-read-cache",
+        action="store_true",
+        help="send every configuration's searches to the cluster (by default configurations "
+        "share the candidate searches and stored fields already fetched in this run: the same "
+        "runs, faster; each configuration's seconds then count only its own new reads)",
+    )
     parser.add_argument("--json", action="store_true", help="print report.json")
 
 
@@ -114,6 +121,7 @@ def run_tune(args: argparse.Namespace) -> int:
             metric=args.metric,
             delta=args.delta,
             progress=not args.json or sys.stderr.isatty(),
+            read_cache=not args.no_read_cache,
         )
         files = write_report(result, topics_path=args.topics, qrels_path=args.qrels)
     except (MathsearchOpenSearchError, *MODEL_ERRORS) as exc:

@@ -40,6 +40,7 @@ from mathsearch.evaluation.ir_metrics import (
 from mathsearch.evaluation.topic_runs import cache_features, run_topics
 from mathsearch.evaluation.trec_files import Qrels, Topic, write_run
 from mathsearch.evaluation.tuning_grid import Configuration
+from mathsearch.opensearch.read_cache import ReadCache
 from mathsearch.opensearch.searcher import Searcher
 
 logger = logging.getLogger(__name__)
@@ -92,8 +93,14 @@ def tune(
     measures: Sequence[str] = DEFAULT_MEASURES,
     delta: float = DEFAULT_DELTA,
     progress: bool = True,
+    read_cache: bool = True,
 ) -> TuneResult:
     """Run, write and evaluate every configuration; see the module docstring.
+
+    With ``read_cache`` (the default) the configurations share the cluster's answers for the
+    run (:class:`~mathsearch.opensearch.read_cache.ReadCache`): a candidate search or a hit's
+    stored fields that one configuration fetched is not fetched again, so each configuration's
+    ``seconds`` counts only the reads it was first to make. The runs are the same either way.
 
     Raises:
         EvaluationError: an unknown measure, no configurations or topics, or no topic both
@@ -119,9 +126,50 @@ def tune(
         logger.warning("%d topics have no qrels: searched, not evaluated", len(unasked))
     searcher.default_field()  # fail fast on a missing index, before the first search
     cache_features(searcher)
+    own_cache = read_cache and searcher.read_cache is None
+    if own_cache:
+        searcher.read_cache = ReadCache()
+    started = time.perf_counter()
+    try:
+        results = _run_grid(
+            searcher, topics, judged, configs,
+            out_dir=out_dir, measures=measures, delta=delta, progress=progress,
+        )  # fmt: skip
+    finally:
+        if own_cache:
+            cache = searcher.read_cache
+            searcher.read_cache = None
+            if cache is not None:
+                logger.info("read cache: %d reads from memory, %d sent", cache.hits, cache.misses)
+    ranked = sorted(results, key=lambda r: -r.score(metric))
+    first = ranked[0].evaluation
+    return TuneResult(
+        metric=metric,
+        results=ranked,
+        topics=first.topics,
+        out_dir=Path(out_dir),
+        delta=delta,
+        seconds=time.perf_counter() - started,
+        unjudged=first.unjudged,
+        untopiced=untopiced,
+        meta={"index": searcher.index, "vector_field": searcher.default_field()},
+    )
+
+
+def _run_grid(
+    searcher: Searcher,
+    topics: Sequence[Topic],
+    judged: Qrels,
+    configs: Sequence[Configuration],
+    *,
+    out_dir: str | Path,
+    measures: Sequence[str],
+    delta: float,
+    progress: bool,
+) -> list[ConfigResult]:
+    """Each configuration's run over every topic, written under ``out_dir`` and evaluated."""
     runs_dir = Path(out_dir) / RUNS_DIR
     runs_dir.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
     results: list[ConfigResult] = []
     with tqdm(
         total=len(configs) * len(topics),
@@ -138,17 +186,5 @@ def tune(
             path = write_run(runs_dir / f"{config.name}.txt", topic_run.run, tag=config.name)
             evaluation = evaluate(judged, topic_run.run, measures, delta=delta)
             results.append(ConfigResult(config, evaluation, path, topic_run.failures, seconds))
-            logger.debug("%s: %s=%.4f", config.name, metric, evaluation.means[metric])
-    ranked = sorted(results, key=lambda r: -r.score(metric))
-    first = ranked[0].evaluation
-    return TuneResult(
-        metric=metric,
-        results=ranked,
-        topics=first.topics,
-        out_dir=Path(out_dir),
-        delta=delta,
-        seconds=time.perf_counter() - started,
-        unjudged=first.unjudged,
-        untopiced=untopiced,
-        meta={"index": searcher.index, "vector_field": searcher.default_field()},
-    )
+            logger.debug("%s: %s", config.name, evaluation.means)
+    return results

@@ -21,10 +21,12 @@ from mathsearch.cli.main import main
 from mathsearch.evaluation.ir_metrics import evaluate, hoeffding_width
 from mathsearch.evaluation.topic_runs import run_topics, search_topics
 from mathsearch.evaluation.trec_files import Qrels, Topic, read_run, write_qrels, write_topics
+from mathsearch.evaluation.tuning import tune
 from mathsearch.evaluation.tuning_grid import expand, parse_grid
 from mathsearch.export.embedders import Embedder
 from mathsearch.opensearch.queries import Mode
 from mathsearch.opensearch.query_encoder import ModelQueryEncoder, QueryFeatures
+from mathsearch.opensearch.read_cache import ReadCache
 from mathsearch.opensearch.search_profile import SearchProfile
 from mathsearch.opensearch.searcher import Searcher
 
@@ -213,3 +215,28 @@ def test_topic_runs_cache_features_and_survive_bad_queries(
         assert "unbalanced" in result.failures["broken"]
         assert all(len(result.run[t.qid]) == 5 for t in topics[:3])
     assert counting.calls == len(topics)  # once per LaTeX, not once per configuration
+
+
+def test_the_read_cache_changes_no_run_and_shares_the_candidate_searches(
+    client: OpenSearch, equation_alias: str, encoder: Embedder, tuned: Tuned, tmp_path: Path
+) -> None:
+    grid = ["mode=fusion,rescore,rrf,knn-rescore,bm25", "alpha=0.3,0.7", "max_terms=0"]
+    configs = expand(parse_grid(grid), base=SearchProfile.default())
+    searcher = Searcher(client, equation_alias, encoder=ModelQueryEncoder(encoder))
+    args = (searcher, tuned.topics, tuned.qrels, configs)
+    cached = tune(*args, out_dir=tmp_path / "cached", progress=False)
+    assert searcher.read_cache is None  # the run's own cache is gone with the run
+    plain = tune(*args, out_dir=tmp_path / "plain", progress=False, read_cache=False)
+    runs = sorted((tmp_path / "cached" / "runs").iterdir())
+    assert [p.name for p in runs] == sorted(p.name for p in (tmp_path / "plain" / "runs").iterdir())
+    assert len(runs) == len(configs)
+    for path in runs:
+        assert path.read_text() == (tmp_path / "plain" / "runs" / path.name).read_text()
+    assert [r.config.name for r in cached.results] == [r.config.name for r in plain.results]
+    shared = ReadCache()
+    searcher.read_cache = shared
+    tune(*args, out_dir=tmp_path / "shared", progress=False)
+    assert searcher.read_cache is shared  # a cache the caller set is left to the caller
+    # the configurations after the first of a mode find its candidate searches in memory:
+    # more reads come from memory than go to the cluster (183 against 105 here)
+    assert shared.hits > shared.misses
