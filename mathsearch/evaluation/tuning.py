@@ -126,9 +126,10 @@ def tune(
         logger.warning("%d topics have no qrels: searched, not evaluated", len(unasked))
     searcher.default_field()  # fail fast on a missing index, before the first search
     cache_features(searcher)
-    own_cache = read_cache and searcher.read_cache is None
-    if own_cache:
-        searcher.read_cache = ReadCache()
+    # the run's own cache (none when the caller set one, which is left to the caller)
+    cache = ReadCache() if read_cache and searcher.read_cache is None else None
+    if cache is not None:
+        searcher.read_cache = cache
     started = time.perf_counter()
     try:
         results = _run_grid(
@@ -136,11 +137,9 @@ def tune(
             out_dir=out_dir, measures=measures, delta=delta, progress=progress,
         )  # fmt: skip
     finally:
-        if own_cache:
-            cache = searcher.read_cache
+        if cache is not None:
             searcher.read_cache = None
-            if cache is not None:
-                logger.info("read cache: %d reads from memory, %d sent", cache.hits, cache.misses)
+            logger.info("read cache: %d reads from memory, %d sent", cache.hits, cache.misses)
     ranked = sorted(results, key=lambda r: -r.score(metric))
     first = ranked[0].evaluation
     return TuneResult(
