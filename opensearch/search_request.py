@@ -5,6 +5,9 @@ The vectors: ``encoders`` (families or ``.onnx`` paths, whose cards name their f
 ``weights`` gives each subquery's share, ``[bm25, field 1, ..., field n]`` (sum 1); without it
 BM25 gets ``1 - alpha`` and each field ``alpha / n``. ``max_df`` and ``max_terms`` choose the
 query tokens BM25 gets (:mod:`mathsearch.opensearch.token_stats`; None or 0: all).
+``annotate`` False asks for the ranking alone: each hit's id, paper and score, without the
+stored text, matched tokens and highlight a reader sees (a tuning or evaluation run reads
+nothing else; the ranking is the same either way).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ class SearchRequest:
     vector_fields: tuple[str, ...] = ()
     encoders: tuple[str, ...] = ()
     weights: tuple[float, ...] | None = None
+    annotate: bool = True
 
     def __post_init__(self) -> None:
         """Accept the enums' names as strings (``mode="rrf"``); an unknown one is a QueryError."""

@@ -213,7 +213,10 @@ class Searcher(SearchCalls):
         return self.encoder.features(request.latex)
 
     def source_fields(self, request: SearchRequest) -> tuple[str, ...]:
-        """The stored fields a hit needs, plus ``mathml`` when asked (equations)."""
+        """The stored fields a hit needs, plus ``mathml`` when asked (equations); only the id
+        and the paper for a ranking alone (``request.annotate`` False)."""
+        if not request.annotate:
+            return tuple(f for f in self.fields.source if f in (self.fields.id_field, "doc_id"))
         return (*self.fields.source, "mathml") if request.mathml else self.fields.source
 
     def capabilities(self) -> ClusterCapabilities:
@@ -250,12 +253,25 @@ class Searcher(SearchCalls):
         found = self.run_body(body)
         return {hit["_id"]: float(hit["_score"]) for hit in found["hits"]["hits"]}
 
-    def hits_of(self, response: dict[str, Any], tokens: list[str]) -> list[Hit]:
-        """A search response's hits, ranked, with matched tokens and highlight."""
+    def hits_of(
+        self, response: dict[str, Any], tokens: list[str], *, annotate: bool = True
+    ) -> list[Hit]:
+        """A search response's hits, ranked, with matched tokens and highlight (neither when
+        ``annotate`` is False: a ranking alone, see :class:`SearchRequest`)."""
         hits = []
         names = self.fields
         for rank, raw in enumerate(response["hits"]["hits"], start=1):
             source = raw.get("_source") or {}
+            if not annotate:
+                hits.append(
+                    Hit(
+                        rank=rank,
+                        eq_id=str(source.get(names.id_field, raw["_id"])),
+                        doc_id=str(source.get("doc_id", "")),
+                        score=float(raw["_score"] or 0.0),
+                    )
+                )
+                continue
             doc_tokens = str(source.get(names.tokens, "")).split()
             hits.append(
                 Hit(

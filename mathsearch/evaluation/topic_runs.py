@@ -1,7 +1,9 @@
 """One search configuration over every topic: a TREC run (``qid -> [(eq_id, score), ...]``).
 
 :func:`search_topics` asks the live index for ``k + len(topic.exclude)`` hits per topic and drops
-the excluded ids (e.g. the query's own equation), so a run holds at most ``k`` results a topic. A
+the excluded ids (e.g. the query's own equation), so a run holds at most ``k`` results a topic.
+It asks for the ranking alone (``SearchRequest.annotate`` False): a run keeps each hit's id and
+score, so no hit's text, matched tokens or highlight is fetched or computed. A
 topic whose query fails (:class:`~mathsearch.core.errors.QueryError`: unreadable LaTeX, a
 refused
 request) gets an empty ranking and is counted and logged - it never aborts the run; a missing
@@ -153,4 +155,5 @@ def _request(
     else:
         base = config(topic)
     k = min(base.k + len(topic.exclude), MAX_K)
-    return replace(base, k=k, window=max(base.window, k), depth=max(base.depth, k))
+    window, depth = max(base.window, k), max(base.depth, k)
+    return replace(base, k=k, window=window, depth=depth, annotate=False)

@@ -53,8 +53,11 @@ class ModeContext(Protocol):
         """The exact BM25 score of each of ``ids``."""
         ...
 
-    def hits_of(self, response: dict[str, Any], tokens: list[str]) -> list[Hit]:
-        """A search response's hits, ranked, with matched tokens and highlight."""
+    def hits_of(
+        self, response: dict[str, Any], tokens: list[str], *, annotate: bool = True
+    ) -> list[Hit]:
+        """A search response's hits, ranked, with matched tokens and highlight (unless
+        ``annotate`` is False)."""
         ...
 
     def source_fields(self, request: SearchRequest) -> tuple[str, ...]:

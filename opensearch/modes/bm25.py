@@ -34,7 +34,7 @@ class Bm25Mode(SearchMode):
             tokens, request.text, size=request.k, filters=request.filters,
             source=ctx.source_fields(request), fields=ctx.fields,
         )  # fmt: skip
-        hits = ctx.hits_of(ctx.run_body(body), tokens)
+        hits = ctx.hits_of(ctx.run_body(body), tokens, annotate=request.annotate)
         if request.explain:
             for hit in hits:
                 hit.explanation = bm25_breakdown(hit.score)

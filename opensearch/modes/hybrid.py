@@ -147,7 +147,7 @@ class HybridMode(SearchMode):
             pipeline=self.pipeline(request, plan, ctx.capabilities()), fields=ctx.fields,
         )  # fmt: skip
         body["query"]["hybrid"]["pagination_depth"] = request.depth
-        hits = ctx.hits_of(ctx.run_body(body), tokens)
+        hits = ctx.hits_of(ctx.run_body(body), tokens, annotate=request.annotate)
         if request.explain:  # the client-side copy of the same fusion explains each hit
             lists = ranked_lists(ctx, request, tokens, plan, depth=request.depth)
             fused = {f.doc_id: f for f in self.fuse(lists, request, plan, None)}
@@ -171,7 +171,7 @@ class HybridMode(SearchMode):
             {"_id": f.doc_id, "_score": f.score, "_source": sources.get(f.doc_id, {})}
             for f in fused
         ]
-        hits = ctx.hits_of({"hits": {"hits": raw_hits}}, tokens)
+        hits = ctx.hits_of({"hits": {"hits": raw_hits}}, tokens, annotate=request.annotate)
         if request.explain:
             for hit, item in zip(hits, fused, strict=True):
                 hit.explanation = self.breakdown(request, item, plan.fields)

@@ -95,7 +95,7 @@ class KnnMode(SearchMode):
             plan.queries, size=request.k, k=candidates, filters=request.filters,
             source=ctx.source_fields(request), fields=ctx.fields,
         )  # fmt: skip
-        hits = ctx.hits_of(ctx.run_body(body), tokens)
+        hits = ctx.hits_of(ctx.run_body(body), tokens, annotate=request.annotate)
         if not request.explain:
             return hits
         if len(plan.queries) == 1:

@@ -123,7 +123,7 @@ class KnnRescoreMode(SearchMode):
             alpha=request.alpha, bm25_weight=plan.bm25_weight, filters=request.filters,
             source=ctx.source_fields(request), fields=ctx.fields,
         )  # fmt: skip
-        hits = ctx.hits_of(ctx.run_body(body), tokens)
+        hits = ctx.hits_of(ctx.run_body(body), tokens, annotate=request.annotate)
         if request.explain:
             self._explain(ctx, request, hits, tokens, plan)
         return hits

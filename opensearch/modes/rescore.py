@@ -96,7 +96,7 @@ class RescoreMode(SearchMode):
             {"_id": ids[i], "_score": scores[i].score, "_source": sources.get(ids[i], {})}
             for i in order
         ]
-        hits = ctx.hits_of({"hits": {"hits": ranked}}, tokens)
+        hits = ctx.hits_of({"hits": {"hits": ranked}}, tokens, annotate=request.annotate)
         if request.explain:
             for hit, i in zip(hits, order, strict=True):
                 hit.explanation = window_breakdown(

@@ -303,3 +303,18 @@ def test_id_only_lists_read_ids_from_doc_values_and_rank_alike(
             (hit_id(h, "eq_id"), h["_score"]) for h in by_values
         ]
         assert len(by_id) == 20
+
+
+@pytest.mark.parametrize("mode", list(Mode))
+def test_a_ranking_alone_ranks_alike_without_the_hits_text(
+    searcher: Searcher, demo_parsed: list, mode: Mode
+) -> None:
+    request = SearchRequest(demo_parsed[QUERY].record.latex, mode=mode, k=10, window=20, depth=20)
+    full = searcher.search(request).hits
+    alone = searcher.search(replace(request, annotate=False)).hits
+    assert [(h.eq_id, h.doc_id, h.score) for h in alone] == [
+        (h.eq_id, h.doc_id, h.score) for h in full
+    ]
+    assert all(h.latex for h in full) and any(h.matched_tokens for h in full)
+    assert all(not h.latex and not h.matched_tokens and not h.highlight for h in alone)
+    assert searcher.source_fields(replace(request, annotate=False)) == ("eq_id", "doc_id")

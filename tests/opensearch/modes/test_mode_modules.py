@@ -6,7 +6,7 @@ test_multi_field_search.py)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -115,6 +115,7 @@ class Recorder:
 
     fields: SearchFields = EQUATION_FIELDS
     calls: list[tuple[str, Any]] = field(default_factory=list)
+    annotated: list[bool] = field(default_factory=list)
     ids: tuple[str, ...] = ("e1", "e2", "e3")
     cluster: ClusterCapabilities = field(default_factory=ClusterCapabilities)
 
@@ -157,7 +158,10 @@ class Recorder:
         self.calls.append(("bm25", ids))
         return {i: 1.0 for i in ids}
 
-    def hits_of(self, response: dict[str, Any], tokens: list[str]) -> list[Hit]:
+    def hits_of(
+        self, response: dict[str, Any], tokens: list[str], *, annotate: bool = True
+    ) -> list[Hit]:
+        self.annotated.append(annotate)
         return [
             Hit(rank=n, eq_id=raw["_id"], doc_id="d", score=float(raw["_score"]), latex="x")
             for n, raw in enumerate(response["hits"]["hits"], start=1)
@@ -206,6 +210,21 @@ def test_each_mode_makes_its_calls_and_explains_every_hit(
     assert spec.fused_side(request) == (
         (side if side != "auto" else "client") if spec.fused else None
     )
+
+
+@pytest.mark.parametrize(
+    ("mode", "side"),
+    [("bm25", "auto"), ("knn", "auto"), ("rescore", "auto"), ("knn-rescore", "auto"),
+     ("fusion", "auto"), ("rrf", "client"), ("rrf", "server")],
+)  # fmt: skip
+@pytest.mark.parametrize("annotate", [True, False])
+def test_each_mode_passes_annotate_to_its_hits(mode: str, side: str, annotate: bool) -> None:
+    ctx = Recorder()
+    request = SearchRequest("x", mode=mode, k=2, window=3, depth=3, fusion_side=side)
+    request = replace(request, annotate=annotate)
+    spec = MODES[request.mode]
+    spec.run(ctx, request, ["x"], PLAN if spec.uses_vectors else VectorPlan((), 1.0))
+    assert ctx.annotated == [annotate]
 
 
 def test_knn_asks_the_graph_for_more_candidates_than_it_shows() -> None:
