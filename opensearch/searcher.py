@@ -262,31 +262,21 @@ class Searcher(SearchCalls):
         names = self.fields
         for rank, raw in enumerate(response["hits"]["hits"], start=1):
             source = raw.get("_source") or {}
-            if not annotate:
-                hits.append(
-                    Hit(
-                        rank=rank,
-                        eq_id=str(source.get(names.id_field, raw["_id"])),
-                        doc_id=str(source.get("doc_id", "")),
-                        score=float(raw["_score"] or 0.0),
-                    )
-                )
-                continue
-            doc_tokens = str(source.get(names.tokens, "")).split()
-            hits.append(
-                Hit(
-                    rank=rank,
-                    eq_id=str(source.get(names.id_field, raw["_id"])),
-                    doc_id=str(source.get("doc_id", "")),
-                    score=float(raw["_score"] or 0.0),
-                    latex=str(source.get(names.display, "")),
-                    mathml=str(source.get("mathml", "")),
-                    position=source.get("position"),
-                    section=str(source.get("section", "")),
-                    matched_tokens=matched_tokens(tokens, doc_tokens),
-                    highlight=highlight(tokens, doc_tokens),
-                )
+            hit = Hit(
+                rank=rank,
+                eq_id=str(source.get(names.id_field, raw["_id"])),
+                doc_id=str(source.get("doc_id", "")),
+                score=float(raw["_score"] or 0.0),
             )
+            if annotate:
+                doc_tokens = str(source.get(names.tokens, "")).split()
+                hit.latex = str(source.get(names.display, ""))
+                hit.mathml = str(source.get("mathml", ""))
+                hit.position = source.get("position")
+                hit.section = str(source.get("section", ""))
+                hit.matched_tokens = matched_tokens(tokens, doc_tokens)
+                hit.highlight = highlight(tokens, doc_tokens)
+            hits.append(hit)
         return hits
 
 
