@@ -45,11 +45,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fusion_prototypes import Collection, fuse, load, min_max_top
 
+from mathsearch.encoders.shared_corpus import shared_sources
 from mathsearch.evaluation.held_out import held_out_papers, validation_papers
 from mathsearch.evaluation.relevance_sets import SHARED_DATA
 from mathsearch.export.settings import ExportSettings
 from mathsearch.indexer.extract import extract
 from mathsearch.indexer.parse import Featuriser, ParsedEquation
+from mathsearch.indexer.records import EquationRecord
 
 logger = logging.getLogger(__name__)
 
@@ -57,19 +59,16 @@ logger = logging.getLogger(__name__)
 def training_tokens() -> tuple[list[str], list[list[str]]]:
     """``(paper, math tokens)`` of every training equation (held-out and validation papers
     dropped; a ``hep_array`` paper that ``hepth2003`` covers dropped, as in shared_corpus)."""
-    data = Path(SHARED_DATA)
     test = set(held_out_papers()) | set(validation_papers())
     papers: list[str] = []
     tokens: list[list[str]] = []
     covered: set[str] = set()
-    sources = [
-        ([data / "hepth2003" / "equation.txt", data / "hepth2003" / "eqnarray.txt"], False),
-        ([data / "hep_array.txt.xz"], True),
-    ]
+    paths = shared_sources(SHARED_DATA, ("hepth2003", "hep_array"))
+    sources = [(paths["hepth2003"], False), (paths["hep_array"], True)]
     with Featuriser() as featuriser:
-        for paths, is_array in sources:
+        for (files, fmt), is_array in sources:
             batch = []
-            records = [r for r in extract([str(p) for p in paths], "hepth") if hasattr(r, "latex")]
+            records = [r for r in extract(files, fmt) if isinstance(r, EquationRecord)]
             for record in records:
                 paper = record.eq_id.split("#")[0]
                 if paper in test or (is_array and paper in covered):
@@ -131,11 +130,10 @@ class TokenBag:
         grad = np.asarray(s.T @ grad_raw, dtype=np.float32)
         self.steps += 1
         b1, b2, t = 0.9, 0.999, self.steps
-        self.m[uniq] = b1 * self.m[uniq] + (1 - b1) * grad
-        self.v[uniq] = b2 * self.v[uniq] + (1 - b2) * grad * grad
-        m_hat = self.m[uniq] / (1 - b1**t)
-        v_hat = self.v[uniq] / (1 - b2**t)
-        self.table[uniq] -= self.lr * m_hat / (np.sqrt(v_hat) + 1e-8)
+        m = b1 * self.m[uniq] + (1 - b1) * grad
+        v = b2 * self.v[uniq] + (1 - b2) * grad * grad
+        self.m[uniq], self.v[uniq] = m, v
+        self.table[uniq] -= self.lr * (m / (1 - b1**t)) / (np.sqrt(v / (1 - b2**t)) + 1e-8)
         return float(loss)
 
 
