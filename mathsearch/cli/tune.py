@@ -12,6 +12,7 @@ from typing import Any
 from mathsearch.cli.common import RAW_HELP, emit, fail
 from mathsearch.core.errors import MathsearchOpenSearchError
 from mathsearch.evaluation.ir_metrics import DEFAULT_DELTA, DEFAULT_MEASURES
+from mathsearch.evaluation.tune_selection import Selection
 from mathsearch.export.errors import (
     ExportError,
     ModelCardError,
@@ -40,7 +41,10 @@ def add_tune(commands: Any) -> None:
         "difference to the best and p of the paired t-test over the same topics), "
         "plots/<metric>_vs_alpha.png, report.json and best_profile.json, which "
         "`mathsearch search --profile` and "
-        "`mathsearch serve --profile` load. Topics are JSON Lines {qid, latex, text?, "
+        "`mathsearch serve --profile` load. The baseline (by default the profile searches "
+        "use now) is run beside the grid and the best is compared with it on the same topics; "
+        "--select significant recommends the best only when that paired test says it is "
+        "above the baseline. Topics are JSON Lines {qid, latex, text?, "
         "exclude?}; qrels are TREC 'qid 0 docid rel' lines.",
         epilog=textwrap.dedent("""\
             examples:
@@ -48,6 +52,8 @@ def add_tune(commands: Any) -> None:
               mathsearch tune --topics t.jsonl --qrels q.txt --metric MAP -o report \\
                   --grid mode=fusion,rrf,rescore alpha=0.1:0.9:0.1 normalization=min_max,l2
               mathsearch tune --topics t.jsonl --qrels q.txt --grid grid.json -o report --json
+              mathsearch tune --topics t.jsonl --qrels q.txt -o report --select significant
+              mathsearch tune --topics t.jsonl --qrels q.txt -o report --baseline old.json
               mathsearch search 'E = mc^2' --profile report/best_profile.json
 
             grid keys: mode (or all), alpha, normalization, combination, window, k, depth,
@@ -87,6 +93,22 @@ def add_tune(commands: Any) -> None:
         "share the candidate searches and stored fields already fetched in this run: the same "
         "runs, faster; each configuration's seconds then count only its own new reads)",
     )
+    parser.add_argument(
+        "--baseline",
+        default="default",
+        metavar="PROFILE",
+        help="the profile to compare the best with: 'default' (the profile searches use now: "
+        "MATHSEARCH_SEARCH_PROFILE or the shipped one), a profile JSON file, or 'none' "
+        "(default: %(default)s); run beside the grid unless a grid point ranks the same",
+    )
+    parser.add_argument(
+        "--select",
+        choices=[s.value for s in Selection],
+        default=Selection.BEST.value,
+        help="what best_profile.json recommends: 'best' (the highest metric) or 'significant' "
+        "(the best only if it beats the baseline in a two-tailed paired t-test over the topics, "
+        "p < 0.05; else the baseline) (default: %(default)s)",
+    )
     parser.add_argument("--json", action="store_true", help="print report.json")
 
 
@@ -94,8 +116,14 @@ def run_tune(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch tune``."""
     from mathsearch.evaluation.trec_files import read_qrels, read_topics
     from mathsearch.evaluation.tune_report import write_report
+    from mathsearch.evaluation.tune_selection import choose
     from mathsearch.evaluation.tuning import tune
-    from mathsearch.evaluation.tuning_grid import DEFAULT_GRID, expand, parse_grid
+    from mathsearch.evaluation.tuning_grid import (
+        DEFAULT_GRID,
+        baseline_configuration,
+        expand,
+        parse_grid,
+    )
     from mathsearch.opensearch.client import connect
     from mathsearch.opensearch.query_encoder import ModelQueryEncoder
     from mathsearch.opensearch.schema import equations_alias
@@ -103,10 +131,21 @@ def run_tune(args: argparse.Namespace) -> int:
     from mathsearch.opensearch.searcher import Searcher
     from mathsearch.opensearch.settings import OpenSearchSettings
 
+    selection = Selection(args.select)
+    if selection is Selection.SIGNIFICANT and args.baseline == "none":
+        return fail("--select significant compares the best with a baseline: drop --baseline none")
     try:
         configs = expand(
             parse_grid(args.grid) if args.grid else DEFAULT_GRID, base=SearchProfile.default()
         )
+        baseline = None
+        if args.baseline != "none":
+            profile = (
+                SearchProfile.default()
+                if args.baseline == "default"
+                else SearchProfile.load(args.baseline)
+            )
+            baseline = baseline_configuration(profile)
         topics = read_topics(args.topics)
         qrels = read_qrels(args.qrels)
         settings = OpenSearchSettings.from_env()
@@ -122,8 +161,11 @@ def run_tune(args: argparse.Namespace) -> int:
             delta=args.delta,
             progress=not args.json or sys.stderr.isatty(),
             read_cache=not args.no_read_cache,
+            baseline=baseline,
         )
-        files = write_report(result, topics_path=args.topics, qrels_path=args.qrels)
+        files = write_report(
+            result, topics_path=args.topics, qrels_path=args.qrels, selection=selection
+        )
     except (MathsearchOpenSearchError, *MODEL_ERRORS) as exc:
         return fail(str(exc))
     if args.json:
@@ -132,10 +174,27 @@ def run_tune(args: argparse.Namespace) -> int:
     best = result.best
     width = best.evaluation.confidence.get(result.metric)
     plus = f" ± {width:.4f}" if width is not None else ""
-    emit(
+    choice = choose(result, selection)
+    lines = [
         f"{len(result.results)} configurations x {len(topics)} topics "
-        f"({result.topics} judged) in {result.seconds:.1f} s\n"
-        f"best by {result.metric}: {best.config.name} = {best.score(result.metric):.4f}{plus}\n"
-        f"report: {result.out_dir}/results.md, profile: {files['best_profile']}"
-    )
+        f"({result.topics} judged) in {result.seconds:.1f} s",
+        f"best by {result.metric}: {best.config.name} = {best.score(result.metric):.4f}{plus}",
+    ]
+    if choice.baseline is not None:
+        line = (
+            f"baseline ({result.baseline_label}): {choice.baseline.config.name} = "
+            f"{choice.baseline.score(result.metric):.4f}"
+        )
+        versus = choice.versus_baseline
+        if versus is not None:
+            line += (
+                f"; best - baseline {versus.mean_difference:+.4f} "
+                f"[{versus.ci_low:+.4f}, {versus.ci_high:+.4f}], p {versus.p_value:.3g}"
+            )
+        lines.append(line)
+    lines += [
+        f"recommended ({choice.selection.value}: {choice.reason}): {choice.chosen.config.name}",
+        f"report: {result.out_dir}/results.md, profile: {files['best_profile']}",
+    ]
+    emit("\n".join(lines))
     return 0

@@ -8,8 +8,11 @@
       results.md             the same table for people, with the confidence width
       plots/<m>_vs_alpha.png each measure against alpha: a line per mode / normalisation /
                              combination / window, modes without alpha as dashed lines
-      best_profile.json      the best configuration as a SearchProfile (--profile of search and
-                             serve); source = {"tuned_on", "metric", "value", "report", ...}
+      best_profile.json      the recommended configuration as a SearchProfile (--profile of
+                             search and serve): the best, or with Selection.SIGNIFICANT the
+                             baseline unless the best beats it (mathsearch.evaluation.
+                             tune_selection); source = {"tuned_on", "metric", "value", "report",
+                             "selection", "reason", "baseline", ...}
       report.json            everything above as data (+ the best configuration's per-topic values)
       runs/<name>.txt        TREC runs (written by :func:`mathsearch.evaluation.tuning.tune`)
 
@@ -32,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from mathsearch.evaluation.paired_test import compare_per_topic
+from mathsearch.evaluation.tune_selection import Choice, Selection, choose
 from mathsearch.evaluation.tuning import ConfigResult, TuneResult
 from mathsearch.opensearch.search_profile import SearchProfile
 
@@ -43,47 +47,83 @@ PARAMETERS += ("rank_constant", "k", "max_df", "max_terms")
 
 
 def write_report(
-    result: TuneResult, *, topics_path: str | Path, qrels_path: str | Path
+    result: TuneResult,
+    *,
+    topics_path: str | Path,
+    qrels_path: str | Path,
+    selection: Selection = Selection.BEST,
 ) -> dict[str, Path]:
-    """Write the report files into ``result.out_dir``; returns name -> path."""
+    """Write the report files into ``result.out_dir``; returns name -> path. ``selection``
+    picks the configuration ``best_profile.json`` recommends (:func:`choose`).
+
+    Raises:
+        EvaluationError: :attr:`Selection.SIGNIFICANT` and the run had no baseline.
+    """
     out = result.out_dir
     out.mkdir(parents=True, exist_ok=True)
+    choice = choose(result, selection)
+    logger.info(
+        "recommended (%s): %s - %s", selection.value, choice.chosen.config.name, choice.reason
+    )
     against = against_best(result)
     files: dict[str, Path] = {
         "results_csv": write_csv(result, out / "results.csv", against),
         "results_md": out / "results.md",
     }
-    files["results_md"].write_text(results_markdown(result, against), encoding="utf-8")
+    files["results_md"].write_text(results_markdown(result, against, choice), encoding="utf-8")
     for measure in result.best.evaluation.measures:
         files[f"plot_{measure}"] = plot_vs_alpha(
             result, measure, out / "plots" / f"{measure}_vs_alpha.png"
         )
-    files["best_profile"] = best_profile(result, topics_path, qrels_path).save(
+    files["best_profile"] = best_profile(result, topics_path, qrels_path, choice).save(
         out / "best_profile.json"
     )
     files["report"] = out / "report.json"
-    summary = report_dict(result, topics_path, qrels_path, files, against)
+    summary = report_dict(result, topics_path, qrels_path, files, against, choice=choice)
     files["report"].write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     logger.info("tune report in %s", out)
     return files
 
 
 def best_profile(
-    result: TuneResult, topics_path: str | Path, qrels_path: str | Path
+    result: TuneResult,
+    topics_path: str | Path,
+    qrels_path: str | Path,
+    choice: Choice | None = None,
 ) -> SearchProfile:
-    """The best configuration's profile, its ``source`` saying how it was chosen."""
-    best = result.best
-    source = {
+    """The recommended configuration's profile (``choice``, by default the best), its ``source``
+    saying how it was chosen."""
+    choice = choice or choose(result)
+    item = choice.chosen
+    source: dict[str, Any] = {
         "tuned_on": str(topics_path),
         "qrels": str(qrels_path),
         "metric": result.metric,
-        "value": best.score(result.metric),
-        "confidence_width": best.evaluation.confidence.get(result.metric),
+        "value": item.score(result.metric),
+        "confidence_width": item.evaluation.confidence.get(result.metric),
         "topics": result.topics,
-        "configuration": best.config.name,
+        "configuration": item.config.name,
         "report": str(result.out_dir),
+        "selection": choice.selection.value,
+        "reason": choice.reason,
     }
-    return replace(best.config.profile, source=source)
+    if choice.baseline is not None:
+        source["baseline"] = baseline_dict(result, choice)
+    return replace(item.config.profile, source=source)
+
+
+def baseline_dict(result: TuneResult, choice: Choice) -> dict[str, Any] | None:
+    """The baseline's name, label, score and the best - baseline paired test (None: no
+    baseline)."""
+    if choice.baseline is None:
+        return None
+    versus = choice.versus_baseline
+    return {
+        "configuration": choice.baseline.config.name,
+        "label": result.baseline_label,
+        "value": choice.baseline.score(result.metric),
+        "best_minus_baseline": None if versus is None else versus.to_dict(),
+    }
 
 
 #: configuration name -> its paired t-test against the best (None: the best, or < 2 topics)
@@ -116,6 +156,7 @@ def rows(result: TuneResult, against: AgainstBest) -> list[dict[str, Any]]:
     for rank, item in enumerate(result.results, start=1):
         params = item.config.parameters()
         row: dict[str, Any] = {"rank": rank, "configuration": item.config.name}
+        row["baseline"] = "yes" if item.config.name == result.baseline else ""
         row.update({name: params.get(name, "") for name in PARAMETERS})
         row.update({m: round(v, 6) for m, v in item.evaluation.means.items()})
         width = item.evaluation.confidence.get(result.metric)
@@ -139,8 +180,10 @@ def write_csv(result: TuneResult, path: Path, against: AgainstBest) -> Path:
     return path
 
 
-def results_markdown(result: TuneResult, against: AgainstBest) -> str:
-    """The results table in Markdown, best first, with the confidence width of the metric."""
+def results_markdown(result: TuneResult, against: AgainstBest, choice: Choice | None = None) -> str:
+    """The results table in Markdown, best first, with the confidence width of the metric, the
+    baseline marked, and the recommendation (``choice``, by default the best)."""
+    choice = choice or choose(result)
     measures = result.best.evaluation.measures
     width = result.best.evaluation.confidence.get(result.metric)
     bound = (
@@ -171,15 +214,20 @@ def results_markdown(result: TuneResult, against: AgainstBest) -> str:
         else:
             versus = f"{paired['mean_difference']:+.4f}, {paired['p_value']:.3f}"
             close += not paired["significant"]
+        marker = " (baseline)" if item.config.name == result.baseline else ""
         lines.append(
-            f"| {rank} | `{item.config.name}` | {values} | {plus_text} | {versus} | "
+            f"| {rank} | `{item.config.name}`{marker} | {values} | {plus_text} | {versus} | "
             f"{len(item.failures)} |"
         )
     best = result.best
+    chosen = choice.chosen
     lines += [
         "",
-        f"Best: `{best.config.name}` ({result.metric} = {best.score(result.metric):.4f}), "
-        "saved as `best_profile.json` (`mathsearch search --profile best_profile.json ...`).",
+        f"Best: `{best.config.name}` ({result.metric} = {best.score(result.metric):.4f}).",
+        *_baseline_lines(result, choice),
+        f"Recommended ({choice.selection.value}: {choice.reason}): `{chosen.config.name}` "
+        f"({result.metric} = {chosen.score(result.metric):.4f}), saved as `best_profile.json` "
+        "(`mathsearch search --profile best_profile.json ...`).",
         f"vs best: the mean per-topic difference of {result.metric} to the best and p of the "
         f"two-tailed paired t-test; {close} of the other {len(result.results) - 1} "
         "configurations are within the noise of these topics (p >= 0.05).",
@@ -187,6 +235,25 @@ def results_markdown(result: TuneResult, against: AgainstBest) -> str:
     ]
     lines += [f"![{m} against alpha](<plots/{m}_vs_alpha.png>)" for m in measures]
     return "\n".join(lines) + "\n"
+
+
+def _baseline_lines(result: TuneResult, choice: Choice) -> list[str]:
+    """One line on the baseline and the best - baseline paired test (none without a baseline)."""
+    if choice.baseline is None:
+        return []
+    name = choice.baseline.config.name
+    label = f", {result.baseline_label}" if result.baseline_label else ""
+    value = choice.baseline.score(result.metric)
+    text = f"Baseline: `{name}`{label} ({result.metric} = {value:.4f})"
+    versus = choice.versus_baseline
+    if versus is None:
+        return [text + "."]
+    verdict = "significant" if versus.significant else "within the noise of these topics"
+    return [
+        f"{text}; best - baseline {versus.mean_difference:+.4f} "
+        f"[{versus.ci_low:+.4f}, {versus.ci_high:+.4f}], p {versus.p_value:.3g}, "
+        f"{versus.wins} wins / {versus.losses} losses: {verdict}."
+    ]
 
 
 def plot_vs_alpha(result: TuneResult, measure: str, path: Path) -> Path:
@@ -234,9 +301,12 @@ def report_dict(
     qrels_path: str | Path,
     files: dict[str, Path],
     against: AgainstBest,
+    *,
+    choice: Choice | None = None,
 ) -> dict[str, Any]:
     """The report as JSON-ready data (also what ``mathsearch tune --json`` prints)."""
     best = result.best
+    choice = choice or choose(result)
     return {
         "format": REPORT_FORMAT,
         "metric": result.metric,
@@ -255,6 +325,13 @@ def report_dict(
             "means": best.evaluation.means,
             "confidence": best.evaluation.confidence,
             "per_topic": best.evaluation.per_topic,
+        },
+        "baseline": baseline_dict(result, choice),
+        "recommended": {
+            "configuration": choice.chosen.config.name,
+            "selection": choice.selection.value,
+            "reason": choice.reason,
+            "value": choice.chosen.score(result.metric),
         },
         "configurations": [
             {**_config_dict(item, result.out_dir), "against_best": against[item.config.name]}

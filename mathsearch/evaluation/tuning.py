@@ -14,6 +14,11 @@ Example::
     result = tune(searcher, read_topics("t.jsonl"), read_qrels("q.txt"),
                   expand(DEFAULT_GRID), out_dir="report", metric="nDCG@10")
     result.best.config.profile        # the SearchProfile that scored highest
+
+With ``baseline`` (a :func:`~mathsearch.evaluation.tuning_grid.baseline_configuration`, e.g. the
+profile users search with now) the baseline is run too, unless a grid point ranks the same, and
+``result.baseline_result`` is its result: :mod:`mathsearch.evaluation.tune_selection` compares the
+best with it.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from mathsearch.evaluation.ir_metrics import (
 )
 from mathsearch.evaluation.topic_runs import cache_features, run_topics
 from mathsearch.evaluation.trec_files import Qrels, Topic, write_run
-from mathsearch.evaluation.tuning_grid import Configuration
+from mathsearch.evaluation.tuning_grid import Configuration, with_baseline
 from mathsearch.opensearch.read_cache import ReadCache
 from mathsearch.opensearch.searcher import Searcher
 
@@ -76,10 +81,19 @@ class TuneResult:
     unjudged: tuple[str, ...] = ()
     untopiced: tuple[str, ...] = ()
     meta: dict[str, Any] = field(default_factory=dict)
+    baseline: str | None = None
+    baseline_label: str | None = None
 
     @property
     def best(self) -> ConfigResult:
         return self.results[0]
+
+    @property
+    def baseline_result(self) -> ConfigResult | None:
+        """The baseline configuration's result (None: no baseline was given)."""
+        if self.baseline is None:
+            return None
+        return next(r for r in self.results if r.config.name == self.baseline)
 
 
 def tune(
@@ -94,6 +108,7 @@ def tune(
     delta: float = DEFAULT_DELTA,
     progress: bool = True,
     read_cache: bool = True,
+    baseline: Configuration | None = None,
 ) -> TuneResult:
     """Run, write and evaluate every configuration; see the module docstring.
 
@@ -101,6 +116,9 @@ def tune(
     run (:class:`~mathsearch.opensearch.read_cache.ReadCache`): a candidate search or a hit's
     stored fields that one configuration fetched is not fetched again, so each configuration's
     ``seconds`` counts only the reads it was first to make. The runs are the same either way.
+
+    ``baseline``: a configuration to compare the best with (see the module docstring); it is
+    added to ``configs`` unless one of them ranks the same.
 
     Raises:
         EvaluationError: an unknown measure, no configurations or topics, or no topic both
@@ -112,6 +130,9 @@ def tune(
     hoeffding_width(1, delta)  # refuses a delta outside (0, 1) before any search
     if not configs:
         raise EvaluationError("the grid has no configurations")
+    baseline_name = None
+    if baseline is not None:
+        configs, baseline_name = with_baseline(configs, baseline)
     if not topics:
         raise EvaluationError("no topics")
     asked = {topic.qid for topic in topics}
@@ -152,6 +173,8 @@ def tune(
         unjudged=first.unjudged,
         untopiced=untopiced,
         meta={"index": searcher.index, "vector_field": searcher.default_field()},
+        baseline=baseline_name,
+        baseline_label=None if baseline is None else baseline.profile.label,
     )
 
 

@@ -34,7 +34,7 @@ import itertools
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +151,37 @@ def expand(grid: Grid, base: SearchProfile | None = None) -> list[Configuration]
                 out.append(config)
     logger.info("grid: %d configurations", len(out))
     return out
+
+
+def baseline_configuration(profile: SearchProfile, k: int = BASE["k"]) -> Configuration:
+    """``profile`` (say, the profile users search with now) as a grid point: evaluated at least
+    ``k`` deep like the grid's points, its window and depth raised to that k as :func:`expand`
+    raises them, named like a grid point. Its ``source`` is kept (it names where it came from).
+
+    Raises:
+        ConfigurationError: the profile's parameters do not make a valid request.
+    """
+    deep = max(profile.k, k)
+    point = replace(
+        profile, k=deep, window=max(profile.window, deep), depth=max(profile.depth, deep)
+    )
+    try:
+        point.request("x").validate()
+    except QueryError as exc:
+        raise ConfigurationError(f"baseline profile: {exc}") from exc
+    return Configuration(name=config_name(point), profile=point)
+
+
+def with_baseline(
+    configs: Sequence[Configuration], baseline: Configuration
+) -> tuple[list[Configuration], str]:
+    """``configs`` plus ``baseline`` unless a configuration already ranks the same (same mode
+    and parameters), and the name the baseline goes by among them."""
+    wanted = baseline.parameters()
+    for config in configs:
+        if config.parameters() == wanted:
+            return list(configs), config.name
+    return [*configs, baseline], baseline.name
 
 
 def config_name(profile: SearchProfile) -> str:

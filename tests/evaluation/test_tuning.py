@@ -22,7 +22,7 @@ from mathsearch.evaluation.ir_metrics import evaluate, hoeffding_width
 from mathsearch.evaluation.topic_runs import run_topics, search_topics
 from mathsearch.evaluation.trec_files import Qrels, Topic, read_run, write_qrels, write_topics
 from mathsearch.evaluation.tuning import tune
-from mathsearch.evaluation.tuning_grid import expand, parse_grid
+from mathsearch.evaluation.tuning_grid import baseline_configuration, expand, parse_grid
 from mathsearch.export.embedders import Embedder
 from mathsearch.opensearch.queries import Mode
 from mathsearch.opensearch.query_encoder import ModelQueryEncoder, QueryFeatures
@@ -86,19 +86,22 @@ def test_tune_writes_the_report_folder(tuned: Tuned) -> None:
     # `mathsearch tune` searches with the shipped profile's query tokens (max_terms, max_df)
     configs = expand(parse_grid(GRID), base=SearchProfile.default())
     assert len(configs) == 7  # knn, bm25, rrf + fusion: 2 alphas x 2 normalisations
+    # the baseline, the shipped profile (its 32 query tokens: not a point of this grid), runs too
+    baseline = baseline_configuration(SearchProfile.default())
+    names = {c.name for c in configs} | {baseline.name}
+    assert len(names) == 8
     for name in ("results.csv", "results.md", "report.json", "best_profile.json"):
         assert (tuned.report / name).stat().st_size > 0
-    assert sorted(p.stem for p in (tuned.report / "runs").glob("*.txt")) == sorted(
-        c.name for c in configs
-    )
+    assert {p.stem for p in (tuned.report / "runs").glob("*.txt")} == names
     rows = csv_rows(tuned)
-    assert len(rows) == len(configs)
-    assert {row["configuration"] for row in rows} == {c.name for c in configs}
+    assert len(rows) == len(names)
+    assert {row["configuration"] for row in rows} == names
+    assert [row["configuration"] for row in rows if row["baseline"]] == [baseline.name]
     maps = [float(row["MAP"]) for row in rows]
     assert maps == sorted(maps, reverse=True)
     width = hoeffding_width(len(tuned.topics), 0.05)  # 16 topics: 0.3060
     assert all(float(row["confidence_width"]) == pytest.approx(width, abs=1e-6) for row in rows)
-    assert [int(row["rank"]) for row in rows] == list(range(1, 8))
+    assert [int(row["rank"]) for row in rows] == list(range(1, 9))
     report = json.loads((tuned.report / "report.json").read_text())
     assert report["metric"] == "MAP" and report["topics"] == len(tuned.topics)
     assert report["best"]["configuration"] == rows[0]["configuration"]
@@ -117,6 +120,44 @@ def test_tune_writes_the_report_folder(tuned: Tuned) -> None:
     assert entries[0]["against_best"] is None
     assert all(entry["against_best"]["n"] == len(tuned.topics) for entry in entries[1:])
     assert "vs best: difference, p" in table
+    # the best is compared with the baseline on the same topics; `--select best` recommends it
+    assert f"`{baseline.name}` (baseline)" in table
+    assert report["baseline"]["configuration"] == baseline.name
+    versus = report["baseline"]["best_minus_baseline"]
+    if rows[0]["baseline"]:  # the shipped profile is the best on these topics: nothing to test
+        assert versus is None and "the baseline has the highest MAP" in table
+    else:
+        baseline_map = float(next(r for r in rows if r["baseline"])["MAP"])
+        assert versus["mean_difference"] == pytest.approx(best_map - baseline_map, abs=2e-6)
+        assert versus["n"] == len(tuned.topics) and "best - baseline" in table
+    assert report["recommended"]["configuration"] == rows[0]["configuration"]
+    assert report["recommended"]["selection"] == "best"
+    assert report["recommended"]["value"] == pytest.approx(best_map, abs=1e-6)
+
+
+def test_select_significant_keeps_a_baseline_the_topics_cannot_beat(
+    tuned: Tuned, equation_alias: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The 16 sample topics cannot tell fusion at alpha 0.5 from 0.4 apart: with ``--select
+    significant`` and alpha 0.4 as the baseline, the recommendation stays at 0.4 whichever is
+    higher."""
+    old = SearchProfile(mode=Mode.FUSION, alpha=0.4, max_terms=0, source={"name": "old"})
+    old_path = old.save(tmp_path / "old.json")
+    files = ["--topics", str(tuned.topics_path), "--qrels", str(tuned.qrels_path)]
+    argv = ["-q", "tune", *files, "--index", equation_alias, "-o", str(tmp_path / "r")]
+    grid = ["--grid", "mode=fusion", "alpha=0.5", "max_terms=0"]
+    capsys.readouterr()
+    status = main([*argv, *grid, "--baseline", str(old_path), "--select", "significant"])
+    assert status == 0
+    out = capsys.readouterr().out
+    assert "baseline (old (fusion, alpha 0.4)): fusion-a0.4-" in out
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert len(report["configurations"]) == 2  # the grid point and the baseline
+    versus = report["baseline"]["best_minus_baseline"]
+    assert versus is None or versus["p_value"] >= 0.05  # None: the baseline is the best
+    chosen = SearchProfile.load(tmp_path / "r" / "best_profile.json")
+    assert chosen.alpha == 0.4 and chosen.source["selection"] == "significant"
+    assert "recommended (significant: " in out and "fusion-a0.4-" in out.splitlines()[-2]
 
 
 @pytest.mark.parametrize("measure", ["MAP", "nDCG@10", "uMAP", "P@5"])
@@ -183,7 +224,11 @@ def test_cli_failures_are_one_line(
         ([*base, "--grid", "mode=fusion", "speed=2", "-o", str(tmp_path / "b")], "speed"),
         ([*base[:-1], str(bad_qrels), "-o", str(tmp_path / "c")], "qrels.txt:2:"),
         ([*base, "--metric", "P@five", "-o", str(tmp_path / "d")], "P@five"),
-    ]
+        ([*base, "--select", "significant", "--baseline", "none", "-o", str(tmp_path / "e")],
+         "baseline"),
+        ([*base, "--baseline", str(tmp_path / "nope.json"), "-o", str(tmp_path / "f")],
+         "nope.json"),
+    ]  # fmt: skip
     for argv, reason in cases:
         capsys.readouterr()
         assert main(argv) == 1

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from mathsearch.core.errors import ConfigurationError
-from mathsearch.evaluation.tuning_grid import DEFAULT_GRID, expand, parse_grid
+from mathsearch.evaluation.tuning_grid import (
+    DEFAULT_GRID,
+    baseline_configuration,
+    expand,
+    parse_grid,
+    with_baseline,
+)
 from mathsearch.opensearch.fusion import Combination, Normalization
 from mathsearch.opensearch.queries import Mode
 from mathsearch.opensearch.search_profile import SearchProfile
@@ -142,3 +148,19 @@ def test_reads_a_json_grid(tmp_path: Path) -> None:
 def test_bad_grids_raise_clear_errors(specs: list[str], reason: str) -> None:
     with pytest.raises(ConfigurationError, match=reason):
         parse_grid(specs)
+
+
+def test_a_baseline_profile_becomes_a_grid_point_or_joins_its_twin() -> None:
+    shipped = SearchProfile(mode=Mode.FUSION, k=10, alpha=0.4, max_terms=32, source={"name": "x"})
+    point = baseline_configuration(shipped)
+    # evaluated as deep as the grid (k 100), window and depth raised like expand() raises them
+    assert (point.profile.k, point.profile.window, point.profile.depth) == (100, 100, 100)
+    assert point.profile.source == {"name": "x"} and point.profile.label.startswith("x")
+    configs = expand(DEFAULT_GRID, base=shipped)
+    same, name = with_baseline(configs, point)
+    assert same == configs and name == "fusion-a0.4-d100-min_max-arithmetic_mean-mt32-k100"
+    other = baseline_configuration(SearchProfile(mode=Mode.RRF, rank_constant=20, depth=200))
+    more, name = with_baseline(configs, other)
+    assert more == [*configs, other] and name == other.name == "rrf-d200-rc20-k100"
+    with pytest.raises(ConfigurationError, match="baseline profile"):
+        baseline_configuration(SearchProfile(mode=Mode.FUSION, alpha=1.5))
