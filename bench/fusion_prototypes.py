@@ -283,7 +283,8 @@ def _logistic(
     return lambda features: ((features - mu) / sd) @ w + b
 
 
-def load(onnx: str) -> Collection:
+def validation_set() -> tuple[RelevanceSet, list[ParsedEquation]]:
+    """The validation relevance set and its collection's parsed equations, in order."""
     parsed: dict[str, ParsedEquation] = {}
     with Featuriser() as featuriser:
         data = build_relevance(
@@ -291,17 +292,29 @@ def load(onnx: str) -> Collection:
             only_papers=validation_papers(),
             parseable=featuriser_filter(featuriser, keep=parsed),
         )  # fmt: skip
-    kept = [parsed[e.eq_id] for e in data.collection]
+    return data, [parsed[e.eq_id] for e in data.collection]
+
+
+def load(onnx: str) -> Collection:
+    data, kept = validation_set()
     return Collection(data, kept, Encoder(onnx).encode([p.graph for p in kept]))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def model_arguments(doc: str, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``--onnx`` and ``--json`` of a prototype script (``args.onnx`` defaults to the shipped
+    model); sets up warning-level logging."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--onnx", default=None, help="model (default: the shipped default)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args(argv)
+    args.onnx = args.onnx or str(ExportSettings.from_env().model)
     logging.basicConfig(level=logging.WARNING)
-    collection = load(args.onnx or str(ExportSettings.from_env().model))
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = model_arguments(__doc__, argv)
+    collection = load(args.onnx)
     result = {**prototypes(collection), **learning_to_rank(collection)}
     result = {name: round(value, 4) for name, value in result.items()}
     if args.json:
