@@ -68,11 +68,8 @@ class Choice:
     def kept_baseline(self) -> bool:
         """Whether the recommendation is the baseline although another configuration scored
         higher."""
-        return (
-            self.baseline is not None
-            and self.chosen is self.baseline
-            and self.best is not (self.baseline)
-        )
+        kept = self.baseline is not None and self.chosen is self.baseline
+        return kept and self.best is not self.baseline
 
 
 def choose(
@@ -111,6 +108,6 @@ def choose(
         chosen = best
     else:
         shown = "no paired test" if versus is None else f"p {versus.p_value:.3g} >= {level:g}"
-        reason = f"no configuration is significantly above the baseline ({shown})"
+        reason = f"the best is not significantly above the baseline ({shown})"
         chosen = baseline
     return Choice(chosen, best, baseline, selection, versus, reason)

@@ -65,7 +65,7 @@ def test_the_baseline_is_kept_when_the_best_is_within_the_noise(tmp_path: Path) 
     choice = choose(result, Selection.SIGNIFICANT)
     assert choice.chosen is result.baseline_result and choice.kept_baseline  # ...is not chosen
     assert choice.versus_baseline is not None and choice.versus_baseline.p_value > 0.05
-    assert choice.reason.startswith("no configuration is significantly above the baseline")
+    assert choice.reason.startswith("the best is not significantly above the baseline")
     # the default rule still takes the highest mean, with the same comparison on record
     plain = choose(result)
     assert plain.chosen is result.best and plain.selection is Selection.BEST
