@@ -115,7 +115,7 @@ def add_tune(commands: Any) -> None:
 def run_tune(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch tune``."""
     from mathsearch.evaluation.trec_files import read_qrels, read_topics
-    from mathsearch.evaluation.tune_report import write_report
+    from mathsearch.evaluation.tune_report import versus_text, write_report
     from mathsearch.evaluation.tune_selection import choose
     from mathsearch.evaluation.tuning import tune
     from mathsearch.evaluation.tuning_grid import (
@@ -163,9 +163,8 @@ def run_tune(args: argparse.Namespace) -> int:
             read_cache=not args.no_read_cache,
             baseline=baseline,
         )
-        files = write_report(
-            result, topics_path=args.topics, qrels_path=args.qrels, selection=selection
-        )
+        choice = choose(result, selection)
+        files = write_report(result, topics_path=args.topics, qrels_path=args.qrels, choice=choice)
     except (MathsearchOpenSearchError, *MODEL_ERRORS) as exc:
         return fail(str(exc))
     if args.json:
@@ -174,7 +173,6 @@ def run_tune(args: argparse.Namespace) -> int:
     best = result.best
     width = best.evaluation.confidence.get(result.metric)
     plus = f" ± {width:.4f}" if width is not None else ""
-    choice = choose(result, selection)
     lines = [
         f"{len(result.results)} configurations x {len(topics)} topics "
         f"({result.topics} judged) in {result.seconds:.1f} s",
@@ -185,12 +183,8 @@ def run_tune(args: argparse.Namespace) -> int:
             f"baseline ({result.baseline_label}): {choice.baseline.config.name} = "
             f"{choice.baseline.score(result.metric):.4f}"
         )
-        versus = choice.versus_baseline
-        if versus is not None:
-            line += (
-                f"; best - baseline {versus.mean_difference:+.4f} "
-                f"[{versus.ci_low:+.4f}, {versus.ci_high:+.4f}], p {versus.p_value:.3g}"
-            )
+        if choice.versus_baseline is not None:
+            line += f"; {versus_text(choice.versus_baseline)}"
         lines.append(line)
     lines += [
         f"recommended ({choice.selection.value}: {choice.reason}): {choice.chosen.config.name}",

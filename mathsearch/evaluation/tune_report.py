@@ -34,8 +34,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from mathsearch.evaluation.paired_test import compare_per_topic
-from mathsearch.evaluation.tune_selection import Choice, Selection, choose
+from mathsearch.evaluation.paired_test import PairedComparison, compare_per_topic
+from mathsearch.evaluation.tune_selection import Choice, choose
 from mathsearch.evaluation.tuning import ConfigResult, TuneResult
 from mathsearch.opensearch.search_profile import SearchProfile
 
@@ -51,20 +51,18 @@ def write_report(
     *,
     topics_path: str | Path,
     qrels_path: str | Path,
-    selection: Selection = Selection.BEST,
+    choice: Choice | None = None,
 ) -> dict[str, Path]:
-    """Write the report files into ``result.out_dir``; returns name -> path. ``selection``
-    picks the configuration ``best_profile.json`` recommends (:func:`choose`).
-
-    Raises:
-        EvaluationError: :attr:`Selection.SIGNIFICANT` and the run had no baseline.
-    """
+    """Write the report files into ``result.out_dir``; returns name -> path. ``choice`` is the
+    configuration ``best_profile.json`` recommends (default: :func:`choose` with
+    :attr:`Selection.BEST`, the best)."""
     out = result.out_dir
     out.mkdir(parents=True, exist_ok=True)
-    choice = choose(result, selection)
+    choice = choice or choose(result)
     logger.info(
-        "recommended (%s): %s - %s", selection.value, choice.chosen.config.name, choice.reason
-    )
+        "recommended (%s): %s - %s", choice.selection.value, choice.chosen.config.name,
+        choice.reason,
+    )  # fmt: skip
     against = against_best(result)
     files: dict[str, Path] = {
         "results_csv": write_csv(result, out / "results.csv", against),
@@ -89,11 +87,10 @@ def best_profile(
     result: TuneResult,
     topics_path: str | Path,
     qrels_path: str | Path,
-    choice: Choice | None = None,
+    choice: Choice,
 ) -> SearchProfile:
-    """The recommended configuration's profile (``choice``, by default the best), its ``source``
-    saying how it was chosen."""
-    choice = choice or choose(result)
+    """The recommended configuration's profile (``choice``), its ``source`` saying how it was
+    chosen."""
     item = choice.chosen
     source: dict[str, Any] = {
         "tuned_on": str(topics_path),
@@ -180,10 +177,9 @@ def write_csv(result: TuneResult, path: Path, against: AgainstBest) -> Path:
     return path
 
 
-def results_markdown(result: TuneResult, against: AgainstBest, choice: Choice | None = None) -> str:
+def results_markdown(result: TuneResult, against: AgainstBest, choice: Choice) -> str:
     """The results table in Markdown, best first, with the confidence width of the metric, the
-    baseline marked, and the recommendation (``choice``, by default the best)."""
-    choice = choice or choose(result)
+    baseline marked, and the recommendation (``choice``)."""
     measures = result.best.evaluation.measures
     width = result.best.evaluation.confidence.get(result.metric)
     bound = (
@@ -249,11 +245,16 @@ def _baseline_lines(result: TuneResult, choice: Choice) -> list[str]:
     if versus is None:
         return [text + "."]
     verdict = "significant" if versus.significant else "within the noise of these topics"
-    return [
-        f"{text}; best - baseline {versus.mean_difference:+.4f} "
-        f"[{versus.ci_low:+.4f}, {versus.ci_high:+.4f}], p {versus.p_value:.3g}, "
-        f"{versus.wins} wins / {versus.losses} losses: {verdict}."
-    ]
+    tally = f"{versus.wins} wins / {versus.losses} losses"
+    return [f"{text}; {versus_text(versus)}, {tally}: {verdict}."]
+
+
+def versus_text(versus: PairedComparison) -> str:
+    """``best - baseline +d [low, high], p P`` (the report's and ``mathsearch tune``'s words)."""
+    return (
+        f"best - baseline {versus.mean_difference:+.4f} "
+        f"[{versus.ci_low:+.4f}, {versus.ci_high:+.4f}], p {versus.p_value:.3g}"
+    )
 
 
 def plot_vs_alpha(result: TuneResult, measure: str, path: Path) -> Path:
@@ -302,11 +303,10 @@ def report_dict(
     files: dict[str, Path],
     against: AgainstBest,
     *,
-    choice: Choice | None = None,
+    choice: Choice,
 ) -> dict[str, Any]:
     """The report as JSON-ready data (also what ``mathsearch tune --json`` prints)."""
     best = result.best
-    choice = choice or choose(result)
     return {
         "format": REPORT_FORMAT,
         "metric": result.metric,

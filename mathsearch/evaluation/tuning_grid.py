@@ -137,14 +137,8 @@ def expand(grid: Grid, base: SearchProfile | None = None) -> list[Configuration]
         axes = [values[key] if key in used else (fallback[key],) for key in KEYS[1:]]
         for combo in itertools.product(*axes):
             chosen = dict(zip(KEYS[1:], combo, strict=True))
-            chosen["window"] = max(chosen["window"], chosen["k"])
-            chosen["depth"] = max(chosen["depth"], chosen["k"])
-            try:
-                profile = SearchProfile(mode=Mode(mode), **chosen)
-                profile.request("x").validate()
-            except QueryError as exc:
-                raise ConfigurationError(f"grid point {mode} {chosen}: {exc}") from exc
-            config = Configuration(name=config_name(profile), profile=profile)
+            profile = SearchProfile(mode=Mode(mode), **chosen)
+            config = _grid_point(profile, f"grid point {mode} {chosen}")
             key = tuple(sorted(config.parameters().items()))
             if key not in seen:
                 seen.add(key)
@@ -161,14 +155,21 @@ def baseline_configuration(profile: SearchProfile, k: int = BASE["k"]) -> Config
     Raises:
         ConfigurationError: the profile's parameters do not make a valid request.
     """
-    deep = max(profile.k, k)
-    point = replace(
-        profile, k=deep, window=max(profile.window, deep), depth=max(profile.depth, deep)
-    )
+    return _grid_point(replace(profile, k=max(profile.k, k)), "baseline profile")
+
+
+def _grid_point(profile: SearchProfile, what: str) -> Configuration:
+    """``profile`` with its window and depth raised to its k, validated and named.
+
+    Raises:
+        ConfigurationError: the parameters do not make a valid request (``what`` says whose).
+    """
+    k = profile.k
+    point = replace(profile, window=max(profile.window, k), depth=max(profile.depth, k))
     try:
         point.request("x").validate()
     except QueryError as exc:
-        raise ConfigurationError(f"baseline profile: {exc}") from exc
+        raise ConfigurationError(f"{what}: {exc}") from exc
     return Configuration(name=config_name(point), profile=point)
 
 

@@ -95,9 +95,8 @@ def test_significant_needs_a_baseline_and_a_level_in_range(tmp_path: Path) -> No
 
 def test_the_report_recommends_the_chosen_profile_and_marks_the_baseline(tmp_path: Path) -> None:
     result = tune_result(tmp_path, NOISY)
-    files = write_report(
-        result, topics_path="t.jsonl", qrels_path="q.txt", selection=Selection.SIGNIFICANT
-    )
+    choice = choose(result, Selection.SIGNIFICANT)
+    files = write_report(result, topics_path="t.jsonl", qrels_path="q.txt", choice=choice)
     profile = SearchProfile.load(files["best_profile"])
     assert (profile.mode, profile.alpha) == (Mode.FUSION, 0.4)  # the baseline, not rrf
     assert profile.source["selection"] == "significant"
