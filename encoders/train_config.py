@@ -82,6 +82,10 @@ class TrainConfig:
     hard_batches: int = 0
     #: How many notation groups the papers are clustered into for ``hard_batches``.
     notation_groups: int = 512
+    #: infonce: one extra negative per anchor, drawn from the anchor's this many best BM25
+    #: matches among other papers (:mod:`~mathsearch.encoders.lexical_negatives`, beyond the
+    #: seeds); 0: in-batch negatives only.
+    bm25_negatives: int = 0
     #: bf16 autocast of the matrix products (and bf16 node states), on CUDA or on the CPU (fast
     #: where the CPU has bf16 matrix units: AMX / AVX512-BF16; the weights stay float32).
     amp: bool = False
@@ -118,6 +122,10 @@ class TrainConfig:
                 f"hard_batches must be >= 0 and notation_groups >= 1, not "
                 f"{self.hard_batches} and {self.notation_groups}"
             )
+        if int(self.bm25_negatives) < 0:
+            raise TrainingError(f"bm25_negatives must be >= 0, not {self.bm25_negatives}")
+        if self.bm25_negatives and (self.loss != "infonce" or not self.packed):
+            raise TrainingError("bm25_negatives needs the infonce loss and packed batches")
         if self.time_budget is not None and not self.time_budget > 0:
             raise TrainingError(f"time_budget must be > 0 seconds, not {self.time_budget}")
         if self.threads is not None and int(self.threads) < 1:

@@ -30,6 +30,7 @@ from mathsearch.encoders.checkpoints import (
 from mathsearch.encoders.corpus import EquationCorpus
 from mathsearch.encoders.gcn import GraphCNN, tree_adjacency
 from mathsearch.encoders.graph_data import collate
+from mathsearch.encoders.lexical_negatives import mine_lexical_negatives
 from mathsearch.encoders.losses import (
     HistogramLoss,
     InfoNCELoss,
@@ -42,6 +43,7 @@ from mathsearch.encoders.notation_groups import notation_groups
 from mathsearch.encoders.packed_corpus import PackedCorpus
 from mathsearch.encoders.sampler import TripletArrays, TripletSampler
 from mathsearch.encoders.subformula_crop import container_tags, crop_tree, packed_with_crops
+from mathsearch.encoders.torch_setup import keep_large_allocations
 from mathsearch.encoders.train_config import TrainConfig, TrainingError
 from mathsearch.indexer.vocabulary import Vocabulary
 
@@ -94,6 +96,26 @@ class TripletBatches:
         self.group_papers: list[np.ndarray] = []
         if config.hard_batches:
             self.group_papers = _notation_group_papers(corpus, config, packed)
+        #: ``bm25_negatives``: each equation's best BM25 matches among other papers (-1: none)
+        self.lexical: np.ndarray | None = None
+        if config.bm25_negatives:
+            packed = packed if packed is not None else PackedCorpus.from_corpus(corpus)
+            self.lexical = mine_lexical_negatives(
+                packed, corpus.eq_paper, int(config.bm25_negatives)
+            )
+
+    def _lexical_negatives(self, triplets: TripletArrays, step: int) -> TripletArrays:
+        """``triplets`` with each negative one of its anchor's mined BM25 matches, drawn
+        uniformly (the sampler's uniform negative where the anchor has none)."""
+        if self.lexical is None:
+            return triplets
+        rng = np.random.default_rng([self.config.seed, 7, step])
+        candidates = self.lexical[triplets.anchors]
+        found = (candidates >= 0).sum(axis=1)
+        pick = np.minimum((rng.random(found.shape[0]) * found).astype(np.int64), found - 1)
+        mined = candidates[np.arange(found.shape[0]), np.maximum(pick, 0)]
+        negatives = np.where(found > 0, mined, triplets.negatives)
+        return TripletArrays(triplets.anchors, triplets.positives, negatives, triplets.kinds)
 
     def _restrict(self, step: int) -> None:
         """Anchors of step ``step`` from ``hard_batches`` notation groups drawn at random."""
@@ -114,16 +136,17 @@ class TripletBatches:
             if self.group_papers:
                 self._restrict(step)
             self.sampler.reseed([self.config.seed, 1, step])
-            return self.sampler.sample_arrays(size)
+            return self._lexical_negatives(self.sampler.sample_arrays(size), step)
         epoch, index = divmod(step, self.steps_per_epoch)
         if self._order is None or self._order[0] != epoch:
             rng = np.random.default_rng([self.config.seed, 2, epoch])
             self._order = (epoch, rng.permutation(len(self.pool)))
         take = np.take(self._order[1], np.arange(index * size, (index + 1) * size), mode="wrap")
         pool = self.pool
-        return TripletArrays(
+        triplets = TripletArrays(
             pool.anchors[take], pool.positives[take], pool.negatives[take], pool.kinds[take]
         )
+        return self._lexical_negatives(triplets, step)
 
 
 def _notation_group_papers(
@@ -183,7 +206,7 @@ class PreparedBatch:
     masked: Any | None
     mask: Tensor | None
     targets: Any | None
-    ignore: Tensor | None  # infonce: (B, B) pairs left out of the softmax
+    ignore: Tensor | None  # infonce: (B, B) or, with bm25_negatives, (B, 2B) left out
     adjacency: Tensor | None = None  # packed: the batch's sparse A + I (same for the masked one)
 
 
@@ -203,6 +226,8 @@ class TrainState:
         self.device = config.resolve_device()
         if config.threads:
             torch.set_num_threads(int(config.threads))
+        if self.device.type == "cpu":
+            keep_large_allocations()
         if config.amp and self.device.type == "cpu" and not _cpu_has_bf16():
             logger.warning(
                 "--amp on a CPU without bf16 matrix units (AMX / AVX512-BF16): bf16 products "
@@ -370,7 +395,7 @@ class TrainState:
         config = self.config
         step = self.step if step is None else step
         parts = [triplets.anchors, triplets.positives]
-        if config.loss != "infonce":
+        if config.loss != "infonce" or config.bm25_negatives:
             parts.append(triplets.negatives)
         order = np.concatenate(parts)
         if self.packed is not None and config.crop_rate:
@@ -390,7 +415,11 @@ class TrainState:
             masked, mask, targets = mask_nodes(batch, config.mask_rate, generator)
         ignore = None
         if config.loss == "infonce" and config.infonce_ignore_same_paper:
-            ignore = same_group_mask(torch.from_numpy(self.corpus.eq_paper[order[: len(triplets)]]))
+            papers = torch.from_numpy(self.corpus.eq_paper[order])
+            ignore = same_group_mask(papers[: len(triplets)])
+            if config.bm25_negatives:  # the extra columns: negatives of the anchor's paper
+                extra = papers[: len(triplets), None] == papers[None, 2 * len(triplets) :]
+                ignore = torch.cat([ignore, extra], dim=1)
         adjacency = None
         if self.packed is not None and not config.amp:  # autocast sums row-wise (gcn.aggregate)
             adjacency = tree_adjacency(batch.edge_index, int(batch.x_tag.numel())).coalesce()
@@ -433,9 +462,13 @@ class TrainState:
             if self.heads is not None:
                 states = self._forward(prepared.masked, prepared.adjacency)[1]
         if config.loss == "infonce":
-            anchor, positive = embeddings.chunk(2)
+            negative = None
+            if config.bm25_negatives:
+                anchor, positive, negative = embeddings.chunk(3)
+            else:
+                anchor, positive = embeddings.chunk(2)
             ignore = prepared.ignore.to(self.device) if prepared.ignore is not None else None
-            similarity = self.similarity(anchor, positive, ignore)
+            similarity = self.similarity(anchor, positive, ignore, negative)
         else:
             anchor, positive, negative = embeddings.chunk(3)
             similarity = self.similarity(anchor, positive, negative)

@@ -20,10 +20,17 @@ the batch known to be related to pair ``i`` (e.g. drawn from the same paper, so 
 call them positives); they are neither positives nor negatives. The diagonal is never ignored.
 Chance level is :math:`\log B`.
 
+Optional *extra negatives* ``n_1 .. n_{B'}`` (e.g. one BM25-mined hard negative per anchor, as
+dense passage retrieval adds to its in-batch ones: Karpukhin et al., EMNLP 2020, section 3.2)
+widen each anchor's softmax to :math:`B + B'` columns,
+:math:`S_{i,B+k} = s \langle a_i, n_k \rangle`; the positive-to-anchor direction is unchanged
+(negatives are no one's anchor), and ``ignore`` may then be ``(B, B + B')``.
+
 Args (:class:`InfoNCELoss`): ``scale`` (initial ``s``, 20.0), ``learn_scale`` (True: ``t`` is a
 parameter, clamped to ``s <= max_scale``, 100.0), ``symmetric`` (True).
 
-Shapes: ``anchor``, ``positive`` (B, d); ``ignore`` (B, B) bool or None -> scalar.
+Shapes: ``anchor``, ``positive`` (B, d); ``negative`` (B', d) or None; ``ignore`` (B, B) or
+(B, B + B') bool or None -> scalar.
 
 Example::
 
@@ -62,6 +69,7 @@ def info_nce_loss_fn(
     ignore: Tensor | None = None,
     *,
     symmetric: bool = True,
+    negative: Tensor | None = None,
 ) -> Tensor:
     r"""Mean InfoNCE loss of ``B`` (anchor, positive) pairs (see the module docstring).
 
@@ -73,6 +81,7 @@ def info_nce_loss_fn(
         ignore: ``(B, B)`` bool, True for pairs ``(i, j)`` (``i != j``) left out of row ``i``'s
             and column ``j``'s softmax; the diagonal is always kept.
         symmetric: also score every positive against all anchors and average both directions.
+        negative: ``(B', d)`` extra negatives of every anchor (columns ``B..B+B'`` of its row).
 
     Returns:
         the scalar loss; ``log(B)`` when all similarities are equal.
@@ -81,14 +90,22 @@ def info_nce_loss_fn(
         raise ValueError(
             f"anchor and positive must be (B, d) alike: {anchor.shape}, {positive.shape}"
         )
-    logits = scale * anchor @ positive.t()
+    pairs = anchor.size(0)
+    candidates = positive
+    if negative is not None:
+        if negative.dim() != 2 or negative.size(1) != anchor.size(1):
+            raise ValueError(f"negative must be (B', {anchor.size(1)}): {negative.shape}")
+        candidates = torch.cat([positive, negative])
+    logits = scale * anchor @ candidates.t()
     if ignore is not None:
-        keep_diagonal = torch.eye(logits.size(0), dtype=torch.bool, device=logits.device)
+        if ignore.shape != logits.shape:
+            raise ValueError(f"ignore must be {tuple(logits.shape)}: {tuple(ignore.shape)}")
+        keep_diagonal = torch.eye(pairs, logits.size(1), dtype=torch.bool, device=logits.device)
         logits = logits.masked_fill(ignore & ~keep_diagonal, float("-inf"))
-    target = torch.arange(logits.size(0), device=logits.device)
+    target = torch.arange(pairs, device=logits.device)
     loss = F.cross_entropy(logits, target)
     if symmetric:
-        loss = 0.5 * (loss + F.cross_entropy(logits.t(), target))
+        loss = 0.5 * (loss + F.cross_entropy(logits[:, :pairs].t(), target))
     return loss
 
 
@@ -124,8 +141,16 @@ class InfoNCELoss(nn.Module):
     def scale(self) -> Tensor:
         return self.log_scale.clamp(max=self.max_log_scale).exp()
 
-    def forward(self, anchor: Tensor, positive: Tensor, ignore: Tensor | None = None) -> Tensor:
-        return info_nce_loss_fn(anchor, positive, self.scale, ignore, symmetric=self.symmetric)
+    def forward(
+        self,
+        anchor: Tensor,
+        positive: Tensor,
+        ignore: Tensor | None = None,
+        negative: Tensor | None = None,
+    ) -> Tensor:
+        return info_nce_loss_fn(
+            anchor, positive, self.scale, ignore, symmetric=self.symmetric, negative=negative
+        )
 
     def extra_repr(self) -> str:
         return f"scale={float(self.scale.detach()):.2f}, symmetric={self.symmetric}"

@@ -151,6 +151,14 @@ def add_train(commands: Any) -> None:
         default=512,
         help="groups the papers are clustered into for --hard-batches (512)",
     )
+    gcn.add_argument(
+        "--bm25-negatives",
+        type=int,
+        default=0,
+        metavar="K",
+        help="infonce: one extra negative per anchor, drawn from its K best BM25 matches among "
+        "other papers (hard negatives of the lexical ranker; 0: in-batch negatives only)",
+    )
     gcn.add_argument("--no-augmentation", action="store_true", help="no identifier permutation")
     gcn.add_argument(
         "--crop-rate",
@@ -386,6 +394,7 @@ def _config(args: argparse.Namespace, out: Path, split: dict[str, Any]) -> Any:
         weight_decay=args.weight_decay,
         hard_batches=args.hard_batches,
         notation_groups=args.notation_groups,
+        bm25_negatives=args.bm25_negatives,
         shared_masking_pass=args.shared_masking_pass,
         init_from=args.init,
         crop_rate=args.crop_rate,

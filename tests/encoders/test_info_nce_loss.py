@@ -74,3 +74,43 @@ def test_module_learns_its_scale_and_refuses_bad_shapes() -> None:
         info_nce_loss_fn(torch.zeros(3, 2), torch.zeros(4, 2))
     with pytest.raises(ValueError, match="scale"):
         InfoNCELoss(scale=0.0)
+
+
+def _reference_with_negatives(
+    a: np.ndarray, p: np.ndarray, n: np.ndarray, scale: float, ignore: np.ndarray | None
+) -> float:
+    """The docstring's formula with extra negatives: B + B' columns a -> candidates, p -> a
+    over the anchors only, row by row in float64."""
+    candidates = np.concatenate([p, n])
+    forward, backward = scale * a @ candidates.T, scale * p @ a.T
+    size = len(a)
+    total_forward = total_backward = 0.0
+    for i in range(size):
+        keep = [j for j in range(len(candidates)) if j == i or ignore is None or not ignore[i, j]]
+        total_forward += -(forward[i, i] - math.log(np.exp(forward[i, keep]).sum()))
+        keep = [j for j in range(size) if j == i or ignore is None or not ignore[j, i]]
+        total_backward += -(backward[i, i] - math.log(np.exp(backward[i, keep]).sum()))
+    return 0.5 * (total_forward + total_backward) / size
+
+
+def test_extra_negatives_widen_each_anchors_softmax() -> None:
+    a, p, n = _unit(5, 4, 6), _unit(5, 4, 7), _unit(5, 4, 8)
+    ignore = torch.zeros(5, 10, dtype=torch.bool)
+    ignore[0, 1] = ignore[2, 7] = True
+    for mask in (None, ignore):
+        got = info_nce_loss_fn(a, p, 6.0, mask, negative=n).item()
+        want = _reference_with_negatives(
+            a.numpy(), p.numpy(), n.numpy(), 6.0, None if mask is None else mask.numpy()
+        )
+        assert got == pytest.approx(want, rel=1e-9)
+    # A negative that is a copy of its anchor costs more than a random one; the other
+    # direction (positives against anchors) does not see the negatives.
+    assert info_nce_loss_fn(a, p, 6.0, negative=a.clone()).item() > (
+        info_nce_loss_fn(a, p, 6.0, negative=n).item()
+    )
+    one_way = info_nce_loss_fn(a, p, 6.0, symmetric=False, negative=n).item()
+    assert one_way > info_nce_loss_fn(a, p, 6.0, symmetric=False).item()
+    with pytest.raises(ValueError, match="ignore must be"):
+        info_nce_loss_fn(a, p, 6.0, torch.zeros(5, 5, dtype=torch.bool), negative=n)
+    with pytest.raises(ValueError, match="negative must be"):
+        info_nce_loss_fn(a, p, 6.0, negative=torch.zeros(5, 3, dtype=torch.float64))

@@ -170,6 +170,37 @@ def test_hard_batches_draw_each_steps_anchors_from_few_notation_groups() -> None
         _small(hard_batches=-1)
 
 
+def test_bm25_negatives_give_each_anchor_one_of_its_mined_matches_and_train() -> None:
+    """``--bm25-negatives K``: one extra negative per anchor among its K best BM25 matches of
+    other papers, scored beside the in-batch ones."""
+    from mathsearch.encoders.train_state import TrainState, TripletBatches
+
+    train_corpus, test_corpus = _split()
+    config = _small(loss="infonce", use_masking=False, bm25_negatives=3, batch_size=16)
+    batches = TripletBatches(train_corpus, config, 4)
+    assert batches.lexical is not None and batches.lexical.shape[1] == 3
+    for step in range(4):
+        triplets = batches(step)
+        for anchor, negative in zip(triplets.anchors, triplets.negatives, strict=True):
+            assert negative in batches.lexical[anchor]
+            assert train_corpus.eq_paper[negative] != train_corpus.eq_paper[anchor]
+    state = TrainState(config, train_corpus, default_vocabulary(), 4)
+    prepared = state.prepare(batches(0), 0)
+    assert prepared.batch.num_graphs == 3 * 16  # anchors, positives, negatives
+    assert prepared.ignore is not None and tuple(prepared.ignore.shape) == (16, 32)
+    model = GCNConfig(hidden=32, normalisation="l2")
+    result = train(replace(config, steps_per_epoch=60, model=model), train_corpus, test_corpus)
+    similarity = np.array([x["similarity"] for x in result.losses])
+    assert np.isfinite(similarity).all()
+    assert similarity[-10:].mean() < similarity[:5].mean()
+    first, last = result.evaluations[0], result.evaluations[-1]
+    assert last["ranking_score"] > first["ranking_score"]
+    with pytest.raises(TrainingError, match="bm25_negatives must be"):
+        _small(loss="infonce", bm25_negatives=-1)
+    with pytest.raises(TrainingError, match="needs the infonce loss"):
+        _small(loss="triplet", bm25_negatives=3)
+
+
 def test_crop_rate_makes_anchors_crops_of_their_positives_and_trains() -> None:
     """``--crop-rate``: a share of the anchors become sub-formulas of their pair's positive."""
     from mathsearch.encoders.train_state import TrainState, TripletBatches
