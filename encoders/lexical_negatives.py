@@ -81,11 +81,9 @@ def term_counts(packed: PackedCorpus) -> sparse.csr_matrix:
     rows = np.concatenate([node_graph[has_char], node_graph[child]])
     _, cols = np.unique(terms, return_inverse=True)
     data = np.ones(rows.shape[0], dtype=np.float32)
-    counts = sparse.csr_matrix(
+    return sparse.csr_matrix(  # repeated (graph, term) entries are summed into counts
         (data, (rows, cols.ravel())), shape=(n_graphs, int(cols.max(initial=-1)) + 1)
     )
-    counts.sum_duplicates()
-    return counts
 
 
 def bm25_weights(
@@ -169,13 +167,13 @@ def mine_lexical_negatives(
     weights_t = weights.T.tocsr()
     paper = eq_paper.astype(np.int64)
     out = np.full((n_graphs, k), -1, dtype=np.int64)
+    take = min(k, n_graphs)
     for lo in range(0, n_graphs, chunk):
         hi = min(lo + chunk, n_graphs)
         scores = (queries[lo:hi] @ weights_t).toarray()
         own = paper[lo:hi, None] == paper[None, :]
         same = hashes[lo:hi, None] == hashes[None, :]
         scores[own | same | (scores <= 0)] = -np.inf
-        take = min(k, n_graphs)
         top = np.argpartition(-scores, take - 1, axis=1)[:, :take]
         top_scores = np.take_along_axis(scores, top, axis=1)
         order = np.argsort(-top_scores, axis=1, kind="stable")

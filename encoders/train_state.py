@@ -82,8 +82,8 @@ class TripletBatches:
         steps_per_epoch: int,
         packed: PackedCorpus | None = None,
     ) -> None:
-        """``packed``: the run's packed corpus, if it has one (``hard_batches`` reads its
-        character column instead of packing the corpus again)."""
+        """``packed``: the run's packed corpus, if it has one (``hard_batches`` and
+        ``bm25_negatives`` read its columns instead of packing the corpus again)."""
         self.config = config
         self.steps_per_epoch = steps_per_epoch
         self.sampler = TripletSampler(corpus, config.mixture, [config.seed, 0])
@@ -92,6 +92,8 @@ class TripletBatches:
         if config.triplet_pool:
             self.pool = self.sampler.sample_arrays(config.triplet_pool)
             logger.info("triplet pool: %s", self.pool.kind_counts())
+        if packed is None and (config.hard_batches or config.bm25_negatives):
+            packed = PackedCorpus.from_corpus(corpus)
         #: papers of each notation group (``hard_batches``), as one array per group
         self.group_papers: list[np.ndarray] = []
         if config.hard_batches:
@@ -99,7 +101,6 @@ class TripletBatches:
         #: ``bm25_negatives``: each equation's best BM25 matches among other papers (-1: none)
         self.lexical: np.ndarray | None = None
         if config.bm25_negatives:
-            packed = packed if packed is not None else PackedCorpus.from_corpus(corpus)
             self.lexical = mine_lexical_negatives(
                 packed, corpus.eq_paper, int(config.bm25_negatives)
             )
@@ -150,9 +151,8 @@ class TripletBatches:
 
 
 def _notation_group_papers(
-    corpus: EquationCorpus, config: TrainConfig, packed: PackedCorpus | None
+    corpus: EquationCorpus, config: TrainConfig, packed: PackedCorpus
 ) -> list[np.ndarray]:
-    packed = packed if packed is not None else PackedCorpus.from_corpus(corpus)
     n_groups = min(int(config.notation_groups), corpus.num_papers)
     groups = notation_groups(
         packed.char, packed.offsets, corpus.eq_paper, corpus.num_papers, n_groups, config.seed
