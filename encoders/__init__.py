@@ -17,6 +17,8 @@ _LAZY = {
     "mask_nodes": "mathsearch.encoders.masking",
     "permute_identifiers": "mathsearch.encoders.augment",
     "crop_tree": "mathsearch.encoders.subformula_crop",
+    "mine_lexical_negatives": "mathsearch.encoders.lexical_negatives",
+    "LexicalPrior": "mathsearch.encoders.lexical_prior",
     "collate": "mathsearch.encoders.graph_data",
     "to_data": "mathsearch.encoders.graph_data",
     "HistogramLoss": "mathsearch.encoders.losses",

@@ -44,15 +44,23 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LexicalNegativesError", "bm25_weights", "mine_lexical_negatives", "term_counts"]
+__all__ = [
+    "LexicalNegativesError",
+    "bm25_weights",
+    "mine_lexical_negatives",
+    "query_terms",
+    "term_counts",
+    "term_keys",
+]
 
 
 class LexicalNegativesError(ValueError):
     """Impossible mining settings."""
 
 
-def term_counts(packed: PackedCorpus) -> sparse.csr_matrix:
-    """``(G, V)`` CSR of term counts: symbols and parent-child pairs of every graph.
+def term_keys(packed: PackedCorpus) -> tuple[np.ndarray, np.ndarray]:
+    """Every term occurrence of the graphs as ``(graph, key)`` int64 arrays: symbols and
+    parent-child pairs (module docstring), one stable int64 key per distinct term.
 
     Args:
         packed: the graphs; reads ``tag``, ``attr``, ``char`` ((N,) slots of every node, graphs
@@ -79,6 +87,14 @@ def term_counts(packed: PackedCorpus) -> sparse.csr_matrix:
     pair = (key[parent_global] * np.int64(1_000_003) + key[child]) | np.int64(1 << 62)
     terms = np.concatenate([key[has_char], pair])
     rows = np.concatenate([node_graph[has_char], node_graph[child]])
+    return rows, terms
+
+
+def term_counts(packed: PackedCorpus) -> sparse.csr_matrix:
+    """``(G, V)`` CSR of term counts: symbols and parent-child pairs of every graph (columns:
+    the distinct keys of :func:`term_keys`, in sorted order)."""
+    n_graphs = int(packed.offsets.shape[0]) - 1
+    rows, terms = term_keys(packed)
     _, cols = np.unique(terms, return_inverse=True)
     data = np.ones(rows.shape[0], dtype=np.float32)
     return sparse.csr_matrix(  # repeated (graph, term) entries are summed into counts
@@ -104,7 +120,7 @@ def bm25_weights(
     return weights, idf
 
 
-def _queries(counts: sparse.csr_matrix, idf: np.ndarray, max_terms: int) -> sparse.csr_matrix:
+def query_terms(counts: sparse.csr_matrix, idf: np.ndarray, max_terms: int) -> sparse.csr_matrix:
     """Binary query rows: each equation's ``max_terms`` highest-idf distinct terms (of equal
     idf, the lower term ids)."""
     rows, cols = [], []
@@ -162,7 +178,7 @@ def mine_lexical_negatives(
     started = time.perf_counter()
     counts = term_counts(packed)
     weights, idf = bm25_weights(counts)
-    queries = _queries(counts, idf, max_terms)
+    queries = query_terms(counts, idf, max_terms)
     hashes = _graph_hashes(counts)
     weights_t = weights.T.tocsr()
     paper = eq_paper.astype(np.int64)

@@ -86,6 +86,10 @@ class TrainConfig:
     #: matches among other papers (:mod:`~mathsearch.encoders.lexical_negatives`, beyond the
     #: seeds); 0: in-batch negatives only.
     bm25_negatives: int = 0
+    #: infonce: weight ``w`` (cosine units) of a fixed BM25 prior added to every in-batch score,
+    #: so the vectors learn what the lexical ranker misses
+    #: (:mod:`~mathsearch.encoders.lexical_prior`, beyond the seeds); 0: no prior.
+    bm25_prior: float = 0.0
     #: bf16 autocast of the matrix products (and bf16 node states), on CUDA or on the CPU (fast
     #: where the CPU has bf16 matrix units: AMX / AVX512-BF16; the weights stay float32).
     amp: bool = False
@@ -126,6 +130,10 @@ class TrainConfig:
             raise TrainingError(f"bm25_negatives must be >= 0, not {self.bm25_negatives}")
         if self.bm25_negatives and (self.loss != "infonce" or not self.packed):
             raise TrainingError("bm25_negatives needs the infonce loss and packed batches")
+        if not float(self.bm25_prior) >= 0:
+            raise TrainingError(f"bm25_prior must be >= 0, not {self.bm25_prior}")
+        if self.bm25_prior and (self.loss != "infonce" or not self.packed):
+            raise TrainingError("bm25_prior needs the infonce loss and packed batches")
         if self.time_budget is not None and not self.time_budget > 0:
             raise TrainingError(f"time_budget must be > 0 seconds, not {self.time_budget}")
         if self.threads is not None and int(self.threads) < 1:

@@ -31,6 +31,7 @@ from mathsearch.encoders.corpus import EquationCorpus
 from mathsearch.encoders.gcn import GraphCNN, tree_adjacency
 from mathsearch.encoders.graph_data import collate
 from mathsearch.encoders.lexical_negatives import mine_lexical_negatives
+from mathsearch.encoders.lexical_prior import LexicalPrior, row_min_max
 from mathsearch.encoders.losses import (
     HistogramLoss,
     InfoNCELoss,
@@ -208,6 +209,7 @@ class PreparedBatch:
     targets: Any | None
     ignore: Tensor | None  # infonce: (B, B) or, with bm25_negatives, (B, 2B) left out
     adjacency: Tensor | None = None  # packed: the batch's sparse A + I (same for the masked one)
+    prior: Tensor | None = None  # infonce with bm25_prior: w * row-normalised BM25, like ignore
 
 
 class TrainState:
@@ -262,6 +264,10 @@ class TrainState:
 
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, factor)
         self.packed = PackedCorpus.from_corpus(corpus) if config.packed else None
+        #: ``bm25_prior``: the training corpus's BM25 statistics
+        self.lexical_prior = (
+            LexicalPrior(self.packed) if config.bm25_prior and self.packed is not None else None
+        )
         self.containers = container_tags(vocabulary) if config.crop_rate else set()
         self.step = 0
         self.evaluations: list[dict[str, float]] = []
@@ -398,8 +404,10 @@ class TrainState:
         if config.loss != "infonce" or config.bm25_negatives:
             parts.append(triplets.negatives)
         order = np.concatenate(parts)
+        step_graphs = None  # the step's graphs as a packed corpus (crops in place)
         if self.packed is not None and config.crop_rate:
-            batch = self._cropped_batch(order, len(triplets), step)
+            step_graphs = self._cropped_graphs(order, len(triplets), step)
+            batch = step_graphs.batch(np.arange(order.size))
         elif self.packed is not None:
             batch = self.packed.batch(order)
         else:
@@ -423,10 +431,16 @@ class TrainState:
         adjacency = None
         if self.packed is not None and not config.amp:  # autocast sums row-wise (gcn.aggregate)
             adjacency = tree_adjacency(batch.edge_index, int(batch.x_tag.numel())).coalesce()
-        return PreparedBatch(batch, masked, mask, targets, ignore, adjacency)
+        prior = None
+        if self.lexical_prior is not None:  # anchors as queries, the candidates as documents
+            if step_graphs is None:
+                step_graphs = packed_with_crops(self.packed, order, {})
+            beta = row_min_max(self.lexical_prior.scores(step_graphs, len(triplets)))
+            prior = torch.from_numpy(beta * np.float32(config.bm25_prior))
+        return PreparedBatch(batch, masked, mask, targets, ignore, adjacency, prior)
 
-    def _cropped_batch(self, order: np.ndarray, pairs: int, step: int) -> Any:
-        """``order``'s batch with a ``crop_rate`` share of the anchors (the first ``pairs``
+    def _cropped_graphs(self, order: np.ndarray, pairs: int, step: int) -> PackedCorpus:
+        """``order``'s graphs with a ``crop_rate`` share of the anchors (the first ``pairs``
         slots, updated in place) replaced by a sub-formula crop of their pair's positive."""
         packed = self.packed
         rng = np.random.default_rng([self.config.seed, 6, step])
@@ -440,7 +454,7 @@ class TrainState:
             if crop is not None:
                 crops[i] = crop
                 order[i] = graph
-        return packed_with_crops(packed, order, crops).batch(np.arange(order.size))
+        return packed_with_crops(packed, order, crops)
 
     def _forward(self, batch: Any, adjacency: Tensor | None) -> tuple[Tensor, Tensor]:
         batch = batch.to(self.device)
@@ -468,7 +482,8 @@ class TrainState:
             else:
                 anchor, positive = embeddings.chunk(2)
             ignore = prepared.ignore.to(self.device) if prepared.ignore is not None else None
-            similarity = self.similarity(anchor, positive, ignore, negative)
+            prior = prepared.prior.to(self.device) if prepared.prior is not None else None
+            similarity = self.similarity(anchor, positive, ignore, negative, prior)
         else:
             anchor, positive, negative = embeddings.chunk(3)
             similarity = self.similarity(anchor, positive, negative)

@@ -26,11 +26,17 @@ widen each anchor's softmax to :math:`B + B'` columns,
 :math:`S_{i,B+k} = s \langle a_i, n_k \rangle`; the positive-to-anchor direction is unchanged
 (negatives are no one's anchor), and ``ignore`` may then be ``(B, B + B')``.
 
+An optional fixed *prior* ``w beta`` (``(B, B + B')``, in similarity units, no gradient) is added
+to every score before the scale, :math:`S_{ij} = s (\langle a_i, c_j \rangle + w\beta_{ij})`,
+and enters the positive-to-anchor direction transposed: the softmax then ranks by the fused score
+of :mod:`~mathsearch.encoders.lexical_prior` (a BM25 prior, so that the vectors learn the
+lexical ranker's residual).
+
 Args (:class:`InfoNCELoss`): ``scale`` (initial ``s``, 20.0), ``learn_scale`` (True: ``t`` is a
 parameter, clamped to ``s <= max_scale``, 100.0), ``symmetric`` (True).
 
 Shapes: ``anchor``, ``positive`` (B, d); ``negative`` (B', d) or None; ``ignore`` (B, B) or
-(B, B + B') bool or None -> scalar.
+(B, B + B') bool or None; ``prior`` (B, B) or (B, B + B') float or None -> scalar.
 
 Example::
 
@@ -70,6 +76,7 @@ def info_nce_loss_fn(
     *,
     symmetric: bool = True,
     negative: Tensor | None = None,
+    prior: Tensor | None = None,
 ) -> Tensor:
     r"""Mean InfoNCE loss of ``B`` (anchor, positive) pairs (see the module docstring).
 
@@ -82,6 +89,8 @@ def info_nce_loss_fn(
             and column ``j``'s softmax; the diagonal is always kept.
         symmetric: also score every positive against all anchors and average both directions.
         negative: ``(B', d)`` extra negatives of every anchor (columns ``B..B+B'`` of its row).
+        prior: ``(B, B [+ B'])`` fixed scores added to the similarities before the scale (e.g.
+            ``w`` times a row-normalised BM25 score); None: none.
 
     Returns:
         the scalar loss; ``log(B)`` when all similarities are equal.
@@ -96,7 +105,12 @@ def info_nce_loss_fn(
         if negative.dim() != 2 or negative.size(1) != anchor.size(1):
             raise ValueError(f"negative must be (B', {anchor.size(1)}): {negative.shape}")
         candidates = torch.cat([positive, negative])
-    logits = scale * anchor @ candidates.t()
+    similarity = anchor @ candidates.t()
+    if prior is not None:
+        if prior.shape != similarity.shape:
+            raise ValueError(f"prior must be {tuple(similarity.shape)}: {tuple(prior.shape)}")
+        similarity = similarity + prior.to(similarity.dtype)
+    logits = scale * similarity
     if ignore is not None:
         if ignore.shape != logits.shape:
             raise ValueError(f"ignore must be {tuple(logits.shape)}: {tuple(ignore.shape)}")
@@ -147,9 +161,16 @@ class InfoNCELoss(nn.Module):
         positive: Tensor,
         ignore: Tensor | None = None,
         negative: Tensor | None = None,
+        prior: Tensor | None = None,
     ) -> Tensor:
         return info_nce_loss_fn(
-            anchor, positive, self.scale, ignore, symmetric=self.symmetric, negative=negative
+            anchor,
+            positive,
+            self.scale,
+            ignore,
+            symmetric=self.symmetric,
+            negative=negative,
+            prior=prior,
         )
 
     def extra_repr(self) -> str:

@@ -159,6 +159,14 @@ def add_train(commands: Any) -> None:
         help="infonce: one extra negative per anchor, drawn from its K best BM25 matches among "
         "other papers (hard negatives of the lexical ranker; 0: in-batch negatives only)",
     )
+    gcn.add_argument(
+        "--bm25-prior",
+        type=float,
+        default=0.0,
+        metavar="W",
+        help="infonce: add W (cosine units) times each in-batch pair's row-normalised BM25 score "
+        "to its similarity, so the vectors learn what BM25 misses (0: no prior)",
+    )
     gcn.add_argument("--no-augmentation", action="store_true", help="no identifier permutation")
     gcn.add_argument(
         "--crop-rate",
@@ -395,6 +403,7 @@ def _config(args: argparse.Namespace, out: Path, split: dict[str, Any]) -> Any:
         hard_batches=args.hard_batches,
         notation_groups=args.notation_groups,
         bm25_negatives=args.bm25_negatives,
+        bm25_prior=args.bm25_prior,
         shared_masking_pass=args.shared_masking_pass,
         init_from=args.init,
         crop_rate=args.crop_rate,

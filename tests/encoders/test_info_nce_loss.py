@@ -77,12 +77,20 @@ def test_module_learns_its_scale_and_refuses_bad_shapes() -> None:
 
 
 def _reference_with_negatives(
-    a: np.ndarray, p: np.ndarray, n: np.ndarray, scale: float, ignore: np.ndarray | None
+    a: np.ndarray,
+    p: np.ndarray,
+    n: np.ndarray,
+    scale: float,
+    ignore: np.ndarray | None,
+    prior: np.ndarray | None = None,
 ) -> float:
     """The docstring's formula with extra negatives: B + B' columns a -> candidates, p -> a
-    over the anchors only, row by row in float64."""
+    over the anchors only, row by row in float64; the prior added before the scale (and
+    transposed for p -> a)."""
     candidates = np.concatenate([p, n])
-    forward, backward = scale * a @ candidates.T, scale * p @ a.T
+    prior = np.zeros((len(a), len(candidates))) if prior is None else prior
+    forward = scale * (a @ candidates.T + prior)
+    backward = scale * (p @ a.T + prior[:, : len(a)].T)
     size = len(a)
     total_forward = total_backward = 0.0
     for i in range(size):
@@ -114,3 +122,31 @@ def test_extra_negatives_widen_each_anchors_softmax() -> None:
         info_nce_loss_fn(a, p, 6.0, torch.zeros(5, 5, dtype=torch.bool), negative=n)
     with pytest.raises(ValueError, match="negative must be"):
         info_nce_loss_fn(a, p, 6.0, negative=torch.zeros(5, 3, dtype=torch.float64))
+
+
+def test_a_prior_is_added_to_every_score_before_the_scale() -> None:
+    """``prior``: fixed scores (a BM25 prior) added to the similarities, in both directions."""
+    a, p, n = _unit(5, 4, 16), _unit(5, 4, 17), _unit(5, 4, 18)
+    rng = np.random.default_rng(3)
+    prior = torch.from_numpy(rng.random((5, 10)) * 0.3)
+    ignore = torch.zeros(5, 10, dtype=torch.bool)
+    ignore[1, 3] = True
+    got = info_nce_loss_fn(a, p, 6.0, ignore, negative=n, prior=prior).item()
+    want = _reference_with_negatives(
+        a.numpy(), p.numpy(), n.numpy(), 6.0, ignore.numpy(), prior.numpy()
+    )
+    assert got == pytest.approx(want, rel=1e-9)
+    square = prior[:, :5].contiguous()
+    got = info_nce_loss_fn(a, p, 6.0, prior=square).item()
+    want = _reference_with_negatives(a.numpy(), p.numpy(), n[:0].numpy(), 6.0, None, square.numpy())
+    assert got == pytest.approx(want, rel=1e-9)
+    # A prior that already favours every positive leaves less loss (and gradient) to the vectors;
+    # a constant prior changes nothing (softmax is shift-invariant).
+    diagonal = torch.eye(5, dtype=torch.float64) * 0.5
+    assert info_nce_loss_fn(a, p, 6.0, prior=diagonal).item() < info_nce_loss_fn(a, p, 6.0).item()
+    constant = torch.full((5, 5), 0.7, dtype=torch.float64)
+    assert info_nce_loss_fn(a, p, 6.0, prior=constant).item() == pytest.approx(
+        info_nce_loss_fn(a, p, 6.0).item(), rel=1e-12
+    )
+    with pytest.raises(ValueError, match="prior must be"):
+        info_nce_loss_fn(a, p, 6.0, prior=torch.zeros(5, 4, dtype=torch.float64))

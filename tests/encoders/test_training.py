@@ -11,6 +11,7 @@ import sys
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -170,6 +171,15 @@ def test_hard_batches_draw_each_steps_anchors_from_few_notation_groups() -> None
         _small(hard_batches=-1)
 
 
+def _assert_learns(result: Any) -> None:
+    """A short run's similarity loss falls and its hold-out ranking score rises."""
+    similarity = np.array([x["similarity"] for x in result.losses])
+    assert np.isfinite(similarity).all()
+    assert similarity[-10:].mean() < similarity[:5].mean()
+    first, last = result.evaluations[0], result.evaluations[-1]
+    assert last["ranking_score"] > first["ranking_score"]
+
+
 def test_bm25_negatives_give_each_anchor_one_of_its_mined_matches_and_train() -> None:
     """``--bm25-negatives K``: one extra negative per anchor among its K best BM25 matches of
     other papers, scored beside the in-batch ones."""
@@ -190,15 +200,47 @@ def test_bm25_negatives_give_each_anchor_one_of_its_mined_matches_and_train() ->
     assert prepared.ignore is not None and tuple(prepared.ignore.shape) == (16, 32)
     model = GCNConfig(hidden=32, normalisation="l2")
     result = train(replace(config, steps_per_epoch=60, model=model), train_corpus, test_corpus)
-    similarity = np.array([x["similarity"] for x in result.losses])
-    assert np.isfinite(similarity).all()
-    assert similarity[-10:].mean() < similarity[:5].mean()
-    first, last = result.evaluations[0], result.evaluations[-1]
-    assert last["ranking_score"] > first["ranking_score"]
+    _assert_learns(result)
     with pytest.raises(TrainingError, match="bm25_negatives must be"):
         _small(loss="infonce", bm25_negatives=-1)
     with pytest.raises(TrainingError, match="needs the infonce loss"):
         _small(loss="triplet", bm25_negatives=3)
+
+
+def test_bm25_prior_adds_the_batchs_normalised_bm25_to_the_scores_and_trains() -> None:
+    """``--bm25-prior W``: each step's (B, B) prior is W times the row-min-maxed BM25 of the
+    anchors (crops included) against the positives, and the run still learns."""
+    from mathsearch.encoders.lexical_prior import row_min_max
+    from mathsearch.encoders.subformula_crop import packed_with_crops
+    from mathsearch.encoders.train_state import TrainState, TripletBatches
+
+    train_corpus, test_corpus = _split()
+    model = GCNConfig(hidden=32, normalisation="l2")
+    config = _small(loss="infonce", use_masking=False, batch_size=16, bm25_prior=0.4, model=model)
+    state = TrainState(config, train_corpus, default_vocabulary(), 4)
+    assert state.lexical_prior is not None
+    triplets = TripletBatches(train_corpus, config, 4, state.packed)(0)
+    prepared = state.prepare(triplets, 0)
+    assert prepared.prior is not None and tuple(prepared.prior.shape) == (16, 16)
+    order = np.concatenate([triplets.anchors, triplets.positives])
+    beta = row_min_max(state.lexical_prior.scores(packed_with_crops(state.packed, order, {}), 16))
+    np.testing.assert_allclose(prepared.prior.numpy(), 0.4 * beta, rtol=1e-6)
+    assert prepared.prior.max().item() == pytest.approx(0.4)
+    # an anchor shares more notation with its own positive than with the batch's other pairs
+    diagonal = np.diag(beta)
+    assert diagonal.mean() > beta[~np.eye(16, dtype=bool)].mean()
+    cropped = replace(config, crop_rate=0.5)  # crops are scored as the graphs the network sees
+    run = TrainState(cropped, train_corpus, default_vocabulary(), 4)
+    with_crops = run.prepare(triplets, 0).prior.numpy()
+    assert with_crops.shape == (16, 16)
+    changed = ~np.isclose(with_crops, 0.4 * beta, atol=1e-6).all(axis=1)
+    assert 0 < changed.sum() < 16  # the cropped anchors' rows, not the others
+    result = train(replace(config, steps_per_epoch=60), train_corpus, test_corpus)
+    _assert_learns(result)
+    with pytest.raises(TrainingError, match="bm25_prior must be"):
+        _small(loss="infonce", bm25_prior=-0.1)
+    with pytest.raises(TrainingError, match="bm25_prior needs"):
+        _small(loss="histogram", bm25_prior=0.3)
 
 
 def test_crop_rate_makes_anchors_crops_of_their_positives_and_trains() -> None:
