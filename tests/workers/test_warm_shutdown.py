@@ -28,7 +28,7 @@ from .test_pipeline_faults import Job
 pytestmark = pytest.mark.services
 
 SHORT_VISIBILITY = {"MATHSEARCH_VISIBILITY_TIMEOUT": "5"}
-OWN_FAILURE_STAGES = {"extract", "parse"}
+OWN_FAILURE_STAGES = {"extract", "convert", "parse"}  # the corpus's own bad input
 
 
 @pytest.fixture
@@ -46,10 +46,14 @@ def wait_for(condition: Callable[[], bool], what: str, timeout: float = 120) -> 
     pytest.fail(f"timed out waiting for {what}")
 
 
-def busy(app, worker: WorkerProcess) -> bool:
-    """Whether a pool process of ``worker`` runs a batch now."""
+def busy(app, worker: WorkerProcess, workers: int = 2) -> bool:
+    """Whether a pool process of ``worker`` runs a batch now.
+
+    The broadcast returns as soon as all ``workers`` have answered (not after the whole
+    timeout), so a poll takes milliseconds and a batch of a fraction of a second is caught.
+    """
     children = set(worker.children())
-    active = app.control.inspect(timeout=1).active() or {}
+    active = app.control.inspect(timeout=1, limit=workers).active() or {}
     return any(task.get("worker_pid") in children for tasks in active.values() for task in tasks)
 
 
@@ -68,7 +72,7 @@ def test_warm_shutdown_of_one_of_two_workers_loses_nothing(
     leaving = pipeline["spawn"](concurrency=1)
     pipeline["spawn"](concurrency=1)
     app = create_app(pipeline["settings"])
-    items = corpus[:400]
+    items = corpus  # 1,225 items, 62 batches: long enough to catch one mid-batch
     job = Job(items=items, index=alias, worker_settings=pipeline["settings"], batch_size=20)
     job.start()
     wait_for(lambda: busy(app, leaving), "a batch on the leaving worker")
@@ -85,7 +89,7 @@ def test_kill_9_of_one_of_two_workers_mid_batch_is_redelivered(
     killed = pipeline["spawn"](concurrency=1, **SHORT_VISIBILITY)
     pipeline["spawn"](concurrency=1, **SHORT_VISIBILITY)
     app = create_app(pipeline["settings"])
-    items = corpus[:400]
+    items = corpus  # 1,225 items, 62 batches: long enough to catch one mid-batch
     job = Job(items=items, index=alias, worker_settings=pipeline["settings"], batch_size=20)
     job.start()
     wait_for(lambda: busy(app, killed), "a batch on the worker to kill")
