@@ -46,7 +46,9 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "LexicalNegativesError",
+    "bm25_idf",
     "bm25_weights",
+    "counted_terms",
     "mine_lexical_negatives",
     "query_terms",
     "term_counts",
@@ -90,29 +92,66 @@ def term_keys(packed: PackedCorpus) -> tuple[np.ndarray, np.ndarray]:
     return rows, terms
 
 
+def counted_terms(
+    packed: PackedCorpus, vocabulary: np.ndarray | None = None
+) -> tuple[sparse.csr_matrix, np.ndarray]:
+    """``(G, V)`` CSR of term counts of every graph, and its columns' term keys.
+
+    Args:
+        packed: the graphs.
+        vocabulary: sorted distinct term keys to count over (e.g. a training corpus's: terms
+            outside it are dropped); None: the graphs' own distinct keys, in sorted order.
+    """
+    n_graphs = int(packed.offsets.shape[0]) - 1
+    rows, terms = term_keys(packed)
+    if vocabulary is None:
+        vocabulary, cols = np.unique(terms, return_inverse=True)
+        cols = cols.ravel()
+    else:
+        cols = np.searchsorted(vocabulary, terms)
+        known = cols < vocabulary.size
+        known[known] = vocabulary[cols[known]] == terms[known]
+        rows, cols = rows[known], cols[known]
+    data = np.ones(rows.shape[0], dtype=np.float32)
+    counts = sparse.csr_matrix(  # repeated (graph, term) entries are summed into counts
+        (data, (rows, cols)), shape=(n_graphs, vocabulary.size)
+    )
+    return counts, vocabulary
+
+
 def term_counts(packed: PackedCorpus) -> sparse.csr_matrix:
     """``(G, V)`` CSR of term counts: symbols and parent-child pairs of every graph (columns:
     the distinct keys of :func:`term_keys`, in sorted order)."""
-    n_graphs = int(packed.offsets.shape[0]) - 1
-    rows, terms = term_keys(packed)
-    _, cols = np.unique(terms, return_inverse=True)
-    data = np.ones(rows.shape[0], dtype=np.float32)
-    return sparse.csr_matrix(  # repeated (graph, term) entries are summed into counts
-        (data, (rows, cols.ravel())), shape=(n_graphs, int(cols.max(initial=-1)) + 1)
-    )
+    return counted_terms(packed)[0]
+
+
+def bm25_idf(counts: sparse.csr_matrix) -> np.ndarray:
+    """``(V,)`` idf of each term column of ``counts`` (module formula)."""
+    n_docs = counts.shape[0]
+    df = np.bincount(counts.indices, minlength=counts.shape[1]).astype(np.float64)
+    return np.log1p((n_docs - df + 0.5) / (df + 0.5))
 
 
 def bm25_weights(
-    counts: sparse.csr_matrix, k1: float = 1.2, b: float = 0.75
+    counts: sparse.csr_matrix,
+    k1: float = 1.2,
+    b: float = 0.75,
+    *,
+    idf: np.ndarray | None = None,
+    mean_length: float | None = None,
 ) -> tuple[sparse.csr_matrix, np.ndarray]:
-    """Okapi BM25 document weights ``W[d, t]`` and the ``idf`` of each term (module formula)."""
-    n_docs = counts.shape[0]
-    df = np.bincount(counts.indices, minlength=counts.shape[1]).astype(np.float64)
-    idf = np.log1p((n_docs - df + 0.5) / (df + 0.5))
+    """Okapi BM25 document weights ``W[d, t]`` and the ``idf`` of each term (module formula).
+
+    ``idf`` and ``mean_length`` default to the statistics of ``counts`` itself; pass a
+    corpus's to weight a few of its documents (or other graphs) as that corpus would.
+    """
+    idf = bm25_idf(counts) if idf is None else idf
     length = np.asarray(counts.sum(axis=1)).ravel()
-    norm = k1 * (1.0 - b + b * length / max(float(length.mean()), 1e-9))
+    if mean_length is None:
+        mean_length = float(length.mean()) if length.size else 0.0
+    norm = k1 * (1.0 - b + b * length / max(float(mean_length), 1e-9))
     tf = counts.data.astype(np.float64)
-    row = np.repeat(np.arange(n_docs), np.diff(counts.indptr))
+    row = np.repeat(np.arange(counts.shape[0]), np.diff(counts.indptr))
     data = idf[counts.indices] * tf * (k1 + 1.0) / (tf + norm[row])
     weights = sparse.csr_matrix(
         (data.astype(np.float32), counts.indices, counts.indptr), shape=counts.shape
@@ -123,18 +162,15 @@ def bm25_weights(
 def query_terms(counts: sparse.csr_matrix, idf: np.ndarray, max_terms: int) -> sparse.csr_matrix:
     """Binary query rows: each equation's ``max_terms`` highest-idf distinct terms (of equal
     idf, the lower term ids)."""
-    rows, cols = [], []
     indptr, indices = counts.indptr, counts.indices
-    for g in range(counts.shape[0]):
-        terms = indices[indptr[g] : indptr[g + 1]]
-        if terms.size > max_terms:  # ties: the lower term id first
-            terms = terms[np.argsort(-idf[terms], kind="stable")[:max_terms]]
-        rows.append(np.full(terms.size, g, dtype=np.int64))
-        cols.append(terms)
-    row = np.concatenate(rows) if rows else np.empty(0, np.int64)
-    col = np.concatenate(cols) if cols else np.empty(0, np.int64)
+    row = np.repeat(np.arange(counts.shape[0]), np.diff(indptr))
+    order = np.lexsort((indices, -idf[indices], row))  # by row, then idf down, then term id
+    rank = np.arange(order.size) - indptr[row[order]]  # each entry's place within its row
+    keep = order[rank < max_terms]
     return sparse.csr_matrix(
-        (np.ones(row.size, np.float32), (row, col)), shape=counts.shape, dtype=np.float32
+        (np.ones(keep.size, np.float32), (row[keep], indices[keep])),
+        shape=counts.shape,
+        dtype=np.float32,
     )
 
 

@@ -21,7 +21,7 @@ to the pairs it ranks wrong. ``w`` (``train gcn --bm25-prior W``) is in cosine u
 changes at indexing or query time: the prior is a training signal only.
 
 The BM25 terms are the graph's symbols and parent-child pairs
-(:func:`~mathsearch.encoders.lexical_negatives.term_keys`), with the training corpus's document
+(:func:`~mathsearch.encoders.lexical_negatives.counted_terms`), with the training corpus's document
 frequencies and mean length; a batch's anchors (crops included) are queries of their
 ``max_terms`` highest-idf distinct terms, its candidates documents.
 
@@ -40,7 +40,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy import sparse
 
-from mathsearch.encoders.lexical_negatives import query_terms, term_keys
+from mathsearch.encoders.lexical_negatives import (
+    bm25_idf,
+    bm25_weights,
+    counted_terms,
+    query_terms,
+)
 
 if TYPE_CHECKING:
     from mathsearch.encoders.packed_corpus import PackedCorpus
@@ -86,43 +91,28 @@ class LexicalPrior:
             raise LexicalPriorError(
                 f"need max_terms >= 1, k1 >= 0, 0 <= b <= 1: {max_terms}, {k1}, {b}"
             )
-        rows, keys = term_keys(packed)
-        #: the corpus's distinct term keys, sorted (the columns of :meth:`counts`)
-        self.keys = np.unique(keys)
         self.k1, self.b, self.max_terms = float(k1), float(b), int(max_terms)
-        counts = self._csr(rows, np.searchsorted(self.keys, keys), len(packed))
-        n_docs = counts.shape[0]
-        df = np.bincount(counts.indices, minlength=self.keys.size).astype(np.float64)
-        self.idf = np.log1p((n_docs - df + 0.5) / (df + 0.5))
-        self.mean_length = max(float(counts.sum()) / max(n_docs, 1), 1e-9)
-
-    def _csr(self, rows: np.ndarray, cols: np.ndarray, n_graphs: int) -> sparse.csr_matrix:
-        data = np.ones(rows.shape[0], dtype=np.float32)
-        return sparse.csr_matrix((data, (rows, cols)), shape=(n_graphs, self.keys.size))
+        counts, keys = counted_terms(packed)
+        #: the corpus's distinct term keys, sorted (the columns of :meth:`counts`)
+        self.keys = keys
+        self.idf = bm25_idf(counts)
+        self.mean_length = float(counts.sum()) / max(counts.shape[0], 1)
 
     def counts(self, packed: PackedCorpus) -> sparse.csr_matrix:
         """``(G, V)`` term counts of ``packed``'s graphs over the corpus's terms (terms the
         corpus never saw are dropped: their idf is unknown)."""
-        rows, keys = term_keys(packed)
-        cols = np.searchsorted(self.keys, keys)
-        known = cols < self.keys.size
-        known[known] = self.keys[cols[known]] == keys[known]
-        return self._csr(rows[known], cols[known], len(packed))
+        return counted_terms(packed, self.keys)[0]
 
     def scores(self, packed: PackedCorpus, queries: int) -> np.ndarray:
         """``(queries, G - queries)`` float32: BM25 of the first ``queries`` graphs of
-        ``packed`` (as queries) against each of the others (as documents)."""
+        ``packed`` (as queries) against each of the others (as documents), weighted with the
+        corpus's idf and mean length."""
         n_graphs = len(packed)
         if not 0 <= queries <= n_graphs:
             raise LexicalPriorError(f"{queries} queries among {n_graphs} graphs")
         counts = self.counts(packed)
         query = query_terms(counts[:queries], self.idf, self.max_terms)
-        docs = counts[queries:].tocsr()
-        length = np.asarray(docs.sum(axis=1)).ravel()
-        norm = self.k1 * (1.0 - self.b + self.b * length / self.mean_length)
-        tf = docs.data.astype(np.float64)
-        row = np.repeat(np.arange(docs.shape[0]), np.diff(docs.indptr))
-        docs.data = (self.idf[docs.indices] * tf * (self.k1 + 1.0) / (tf + norm[row])).astype(
-            np.float32
+        docs, _ = bm25_weights(
+            counts[queries:], self.k1, self.b, idf=self.idf, mean_length=self.mean_length
         )
         return np.asarray((query @ docs.T).toarray(), dtype=np.float32)

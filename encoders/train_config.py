@@ -126,14 +126,12 @@ class TrainConfig:
                 f"hard_batches must be >= 0 and notation_groups >= 1, not "
                 f"{self.hard_batches} and {self.notation_groups}"
             )
-        if int(self.bm25_negatives) < 0:
-            raise TrainingError(f"bm25_negatives must be >= 0, not {self.bm25_negatives}")
-        if self.bm25_negatives and (self.loss != "infonce" or not self.packed):
-            raise TrainingError("bm25_negatives needs the infonce loss and packed batches")
-        if not float(self.bm25_prior) >= 0:
-            raise TrainingError(f"bm25_prior must be >= 0, not {self.bm25_prior}")
-        if self.bm25_prior and (self.loss != "infonce" or not self.packed):
-            raise TrainingError("bm25_prior needs the infonce loss and packed batches")
+        for name in ("bm25_negatives", "bm25_prior"):  # the lexical options of the infonce loss
+            value = getattr(self, name)
+            if not float(value) >= 0:
+                raise TrainingError(f"{name} must be >= 0, not {value}")
+            if value and (self.loss != "infonce" or not self.packed):
+                raise TrainingError(f"{name} needs the infonce loss and packed batches")
         if self.time_budget is not None and not self.time_budget > 0:
             raise TrainingError(f"time_budget must be > 0 seconds, not {self.time_budget}")
         if self.threads is not None and int(self.threads) < 1:
