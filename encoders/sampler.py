@@ -148,6 +148,8 @@ class TripletSampler:
         self.anchor_papers = np.flatnonzero(self._paper_size >= 2)
         #: :meth:`restrict_anchors`: the subset anchors come from for now (None: all)
         self._anchor_subset: np.ndarray | None = None
+        #: anchors drawn from each anchor paper in a row (:meth:`sample_arrays`' ``per_paper``)
+        self._per_paper = 1
 
         feasible = np.array(
             [
@@ -221,7 +223,8 @@ class TripletSampler:
         """``m`` candidate anchors; returns the ones that found a positive (no negatives yet)."""
         corpus = self.corpus
         pool = self.anchor_papers if self._anchor_subset is None else self._anchor_subset
-        papers = pool[self.rng.integers(0, pool.size, m)]
+        k = self._per_paper
+        papers = np.repeat(pool[self.rng.integers(0, pool.size, -(-m // k))], k)[:m]
         anchors = self._equation_of(papers)
         kinds = self.rng.choice(len(KINDS), size=m, p=self.mixture)
         positives = np.full(m, -1, dtype=np.int64)
@@ -257,6 +260,12 @@ class TripletSampler:
                 q = self._cite_list[self._cite_start[p] + self._uniform_index(self._cite_size[p])]
                 positives[idx] = self._equation_of(q)
 
+        if self._per_paper > 1:  # keep every paper's K pairs: a same-paper positive instead
+            idx = np.flatnonzero(positives < 0)
+            positives[idx] = self._other_member(
+                anchors[idx], papers[idx], self._paper_members, self._paper_start, self._paper_rank
+            )
+            kinds[idx] = 1
         found = positives >= 0
         anchors, positives, kinds = anchors[found], positives[found], kinds[found]
         # A same-section positive of an anchor with an unknown section is a same-paper one.
@@ -289,10 +298,17 @@ class TripletSampler:
             out[i] = b[i] in self._cite_list[start : start + self._cite_size[a[i]]]
         return out
 
-    def sample_arrays(self, n: int) -> TripletArrays:
-        """``n`` triplets as arrays, with the method that found each positive."""
-        if n < 0:
-            raise SamplerError(f"cannot sample {n} triplets")
+    def sample_arrays(self, n: int, per_paper: int = 1) -> TripletArrays:
+        """``n`` triplets as arrays, with the method that found each positive.
+
+        ``per_paper``: draw each anchor paper once for ``per_paper`` consecutive triplets
+        (each with its own uniformly drawn anchor and positive; an anchor without a positive
+        of the drawn kind takes a same-paper one instead of a new anchor, so every paper keeps
+        its pairs); 1: one draw per triplet.
+        """
+        if n < 0 or per_paper < 1:
+            raise SamplerError(f"cannot sample {n} triplets, {per_paper} per paper")
+        self._per_paper = int(per_paper)
         parts: list[TripletArrays] = []
         have = 0
         rounds = 0

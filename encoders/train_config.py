@@ -75,6 +75,14 @@ class TrainConfig:
     infonce_scale: float = 20.0
     #: infonce: leave the other pairs of the anchor's paper out of its softmax (weak labels).
     infonce_ignore_same_paper: bool = True
+    #: infonce: count the other pairs of the anchor's paper as positives of its softmax instead
+    #: (supervised contrastive, :func:`~mathsearch.encoders.losses.info_nce_loss_fn`'s
+    #: ``positives``; beyond the seeds); False: ``infonce_ignore_same_paper`` decides.
+    same_paper_positives: bool = False
+    #: Pairs drawn from each anchor paper of a step (``K``: a step's ``batch_size`` pairs come
+    #: from ``batch_size / K`` papers, ``K`` anchors of each, each with its own positive);
+    #: 1: every anchor from its own uniformly drawn paper, the seed's sampler.
+    pairs_per_paper: int = 1
     weight_decay: float = 0.0
     #: Hard in-batch negatives (beyond the seeds): each step draws its anchors from this many
     #: groups of papers with similar notation (:mod:`~mathsearch.encoders.notation_groups`);
@@ -121,6 +129,12 @@ class TrainConfig:
             value = getattr(self, name)
             if value is not None and int(value) < 1:
                 raise TrainingError(f"{name} must be >= 1 or None, not {value}")
+        if int(self.pairs_per_paper) < 1:
+            raise TrainingError(f"pairs_per_paper must be >= 1, not {self.pairs_per_paper}")
+        if int(self.pairs_per_paper) > 1 and self.triplet_pool:
+            raise TrainingError("pairs_per_paper needs fresh draws every step, not triplet_pool")
+        if self.same_paper_positives and self.loss != "infonce":
+            raise TrainingError("same_paper_positives needs the infonce loss")
         if int(self.hard_batches) < 0 or int(self.notation_groups) < 1:
             raise TrainingError(
                 f"hard_batches must be >= 0 and notation_groups >= 1, not "

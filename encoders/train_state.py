@@ -138,7 +138,8 @@ class TripletBatches:
             if self.group_papers:
                 self._restrict(step)
             self.sampler.reseed([self.config.seed, 1, step])
-            return self._lexical_negatives(self.sampler.sample_arrays(size), step)
+            triplets = self.sampler.sample_arrays(size, self.config.pairs_per_paper)
+            return self._lexical_negatives(triplets, step)
         epoch, index = divmod(step, self.steps_per_epoch)
         if self._order is None or self._order[0] != epoch:
             rng = np.random.default_rng([self.config.seed, 2, epoch])
@@ -210,6 +211,7 @@ class PreparedBatch:
     ignore: Tensor | None  # infonce: (B, B) or, with bm25_negatives, (B, 2B) left out
     adjacency: Tensor | None = None  # packed: the batch's sparse A + I (same for the masked one)
     prior: Tensor | None = None  # infonce with bm25_prior: w * row-normalised BM25, like ignore
+    positives: Tensor | None = None  # infonce, same_paper_positives: the pairs ignore would hold
 
 
 class TrainState:
@@ -421,13 +423,17 @@ class TrainState:
         if self.heads is not None:
             generator = torch.Generator().manual_seed(_seed_int(config.seed, 4, step))
             masked, mask, targets = mask_nodes(batch, config.mask_rate, generator)
-        ignore = None
-        if config.loss == "infonce" and config.infonce_ignore_same_paper:
+        ignore = positives = None
+        if config.loss == "infonce" and (
+            config.infonce_ignore_same_paper or config.same_paper_positives
+        ):
             papers = torch.from_numpy(self.corpus.eq_paper[order])
             ignore = same_group_mask(papers[: len(triplets)])
             if config.bm25_negatives:  # the extra columns: negatives of the anchor's paper
                 extra = papers[: len(triplets), None] == papers[None, 2 * len(triplets) :]
                 ignore = torch.cat([ignore, extra], dim=1)
+            if config.same_paper_positives:  # the same pairs, counted as positives instead
+                ignore, positives = None, ignore
         adjacency = None
         if self.packed is not None and not config.amp:  # autocast sums row-wise (gcn.aggregate)
             adjacency = tree_adjacency(batch.edge_index, int(batch.x_tag.numel())).coalesce()
@@ -437,7 +443,7 @@ class TrainState:
                 step_graphs = packed_with_crops(self.packed, order, {})
             beta = row_min_max(self.lexical_prior.scores(step_graphs, len(triplets)))
             prior = torch.from_numpy(beta * np.float32(config.bm25_prior))
-        return PreparedBatch(batch, masked, mask, targets, ignore, adjacency, prior)
+        return PreparedBatch(batch, masked, mask, targets, ignore, adjacency, prior, positives)
 
     def _cropped_graphs(self, order: np.ndarray, pairs: int, step: int) -> PackedCorpus:
         """``order``'s graphs with a ``crop_rate`` share of the anchors (the first ``pairs``
@@ -483,7 +489,12 @@ class TrainState:
                 anchor, positive = embeddings.chunk(2)
             ignore = prepared.ignore.to(self.device) if prepared.ignore is not None else None
             prior = prepared.prior.to(self.device) if prepared.prior is not None else None
-            similarity = self.similarity(anchor, positive, ignore, negative, prior)
+            positives = prepared.positives
+            if positives is not None:
+                positives = positives.to(self.device)
+            similarity = self.similarity(
+                anchor, positive, ignore, negative, prior, positives=positives
+            )
         else:
             anchor, positive, negative = embeddings.chunk(3)
             similarity = self.similarity(anchor, positive, negative)

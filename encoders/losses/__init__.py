@@ -19,7 +19,12 @@ from mathsearch.encoders.losses.histogram_loss import (
     histogram_loss_fn,
     pair_similarity,
 )
-from mathsearch.encoders.losses.info_nce_loss import InfoNCELoss, info_nce_loss_fn, same_group_mask
+from mathsearch.encoders.losses.info_nce_loss import (
+    InfoNCELoss,
+    info_nce_loss_fn,
+    multi_positive_cross_entropy,
+    same_group_mask,
+)
 from mathsearch.encoders.losses.masking_loss import NONE_TARGET, masked_feature_loss_fn
 from mathsearch.encoders.losses.triplet_loss import TripletLoss, triplet_loss_fn
 
@@ -32,6 +37,7 @@ __all__ = [
     "histogram_loss_fn",
     "info_nce_loss_fn",
     "masked_feature_loss_fn",
+    "multi_positive_cross_entropy",
     "pair_similarity",
     "same_group_mask",
     "triplet_loss_fn",

@@ -20,6 +20,20 @@ the batch known to be related to pair ``i`` (e.g. drawn from the same paper, so 
 call them positives); they are neither positives nor negatives. The diagonal is never ignored.
 Chance level is :math:`\log B`.
 
+Optional *extra positives* (``positives``, the same shape as ``ignore``): the related pairs
+count as positives of row ``i`` instead of being left out, the multi-positive form of Khosla et
+al., "Supervised contrastive learning" (NeurIPS 2020, eq. 2, :math:`\mathcal{L}^{sup}_{out}`):
+
+.. math::
+
+    \ell_{a \to p} = -\frac{1}{B} \sum_i \frac{1}{|P_i|} \sum_{j \in P_i} \log
+        \frac{\exp S_{ij}}{\sum_{k} \exp S_{ik}},\qquad
+    P_i = \{i\} \cup \{j : \text{positives}_{ij}\}
+
+(each anchor's own positive and the positives of the other pairs of its paper; with no extra
+positive it is the plain loss). Batches of several pairs per paper
+(``train gcn --pairs-per-paper K``) give each anchor ``K - 1`` of them.
+
 Optional *extra negatives* ``n_1 .. n_{B'}`` (e.g. one BM25-mined hard negative per anchor, as
 dense passage retrieval adds to its in-batch ones: Karpukhin et al., EMNLP 2020, section 3.2)
 widen each anchor's softmax to :math:`B + B'` columns,
@@ -36,7 +50,8 @@ Args (:class:`InfoNCELoss`): ``scale`` (initial ``s``, 20.0), ``learn_scale`` (T
 parameter, clamped to ``s <= max_scale``, 100.0), ``symmetric`` (True).
 
 Shapes: ``anchor``, ``positive`` (B, d); ``negative`` (B', d) or None; ``ignore`` (B, B) or
-(B, B + B') bool or None; ``prior`` (B, B) or (B, B + B') float or None -> scalar.
+(B, B + B') bool or None; ``prior`` (B, B) or (B, B + B') float or None; ``positives`` like
+``ignore`` -> scalar.
 
 Example::
 
@@ -55,7 +70,7 @@ from torch import Tensor, nn
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["InfoNCELoss", "info_nce_loss_fn", "same_group_mask"]
+__all__ = ["InfoNCELoss", "info_nce_loss_fn", "multi_positive_cross_entropy", "same_group_mask"]
 
 
 def same_group_mask(groups: Tensor) -> Tensor:
@@ -68,6 +83,20 @@ def same_group_mask(groups: Tensor) -> Tensor:
     return same & ~torch.eye(groups.numel(), dtype=torch.bool, device=groups.device)
 
 
+def multi_positive_cross_entropy(logits: Tensor, positives: Tensor) -> Tensor:
+    r"""Mean over rows of :math:`-\frac{1}{|P_i|}\sum_{j \in P_i} \log \mathrm{softmax}(z_i)_j`.
+
+    Args:
+        logits: ``(B, C)`` scores (``-inf`` for columns left out).
+        positives: ``(B, C)`` bool, at least one True per row, never on a ``-inf`` column.
+
+    Returns:
+        the scalar loss; ``F.cross_entropy(logits, target)`` when ``positives`` is one-hot.
+    """
+    log_p = logits.log_softmax(dim=1).masked_fill(~positives, 0.0)
+    return -(log_p.sum(dim=1) / positives.sum(dim=1)).mean()
+
+
 def info_nce_loss_fn(
     anchor: Tensor,
     positive: Tensor,
@@ -77,6 +106,7 @@ def info_nce_loss_fn(
     symmetric: bool = True,
     negative: Tensor | None = None,
     prior: Tensor | None = None,
+    positives: Tensor | None = None,
 ) -> Tensor:
     r"""Mean InfoNCE loss of ``B`` (anchor, positive) pairs (see the module docstring).
 
@@ -91,6 +121,9 @@ def info_nce_loss_fn(
         negative: ``(B', d)`` extra negatives of every anchor (columns ``B..B+B'`` of its row).
         prior: ``(B, B [+ B'])`` fixed scores added to the similarities before the scale (e.g.
             ``w`` times a row-normalised BM25 score); None: none.
+        positives: ``(B, B [+ B'])`` bool, True for pairs ``(i, j)`` that count as positives of
+            row ``i`` (and of column ``j``) besides the diagonal (supervised contrastive, see the
+            module docstring); None: the diagonal only.
 
     Returns:
         the scalar loss; ``log(B)`` when all similarities are equal.
@@ -116,6 +149,16 @@ def info_nce_loss_fn(
             raise ValueError(f"ignore must be {tuple(logits.shape)}: {tuple(ignore.shape)}")
         keep_diagonal = torch.eye(pairs, logits.size(1), dtype=torch.bool, device=logits.device)
         logits = logits.masked_fill(ignore & ~keep_diagonal, float("-inf"))
+    if positives is not None:
+        if positives.shape != logits.shape:
+            raise ValueError(f"positives must be {tuple(logits.shape)}: {tuple(positives.shape)}")
+        eye = torch.eye(pairs, logits.size(1), dtype=torch.bool, device=logits.device)
+        keep = positives & torch.isfinite(logits) | eye
+        loss = multi_positive_cross_entropy(logits, keep)
+        if symmetric:
+            columns = keep[:, :pairs].t()
+            loss = 0.5 * (loss + multi_positive_cross_entropy(logits[:, :pairs].t(), columns))
+        return loss
     target = torch.arange(pairs, device=logits.device)
     loss = F.cross_entropy(logits, target)
     if symmetric:
@@ -162,6 +205,8 @@ class InfoNCELoss(nn.Module):
         ignore: Tensor | None = None,
         negative: Tensor | None = None,
         prior: Tensor | None = None,
+        *,
+        positives: Tensor | None = None,
     ) -> Tensor:
         return info_nce_loss_fn(
             anchor,
@@ -171,6 +216,7 @@ class InfoNCELoss(nn.Module):
             symmetric=self.symmetric,
             negative=negative,
             prior=prior,
+            positives=positives,
         )
 
     def extra_repr(self) -> str:

@@ -152,6 +152,20 @@ def add_train(commands: Any) -> None:
         help="groups the papers are clustered into for --hard-batches (512)",
     )
     gcn.add_argument(
+        "--pairs-per-paper",
+        type=positive_int,
+        default=1,
+        metavar="K",
+        help="draw K pairs from each anchor paper of a step (batch-size / K papers a step; "
+        "1: a paper per pair, the seed's)",
+    )
+    gcn.add_argument(
+        "--same-paper-positives",
+        action="store_true",
+        help="infonce: the other pairs of an anchor's paper count as its positives "
+        "(supervised contrastive) instead of being left out",
+    )
+    gcn.add_argument(
         "--bm25-negatives",
         type=int,
         default=0,
@@ -404,6 +418,8 @@ def _config(args: argparse.Namespace, out: Path, split: dict[str, Any]) -> Any:
         notation_groups=args.notation_groups,
         bm25_negatives=args.bm25_negatives,
         bm25_prior=args.bm25_prior,
+        pairs_per_paper=args.pairs_per_paper,
+        same_paper_positives=args.same_paper_positives,
         shared_masking_pass=args.shared_masking_pass,
         init_from=args.init,
         crop_rate=args.crop_rate,

@@ -9,7 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from mathsearch.encoders.losses import InfoNCELoss, info_nce_loss_fn, same_group_mask
+from mathsearch.encoders.losses import (
+    InfoNCELoss,
+    info_nce_loss_fn,
+    multi_positive_cross_entropy,
+    same_group_mask,
+)
 
 
 def _reference(a: np.ndarray, p: np.ndarray, scale: float, ignore: np.ndarray | None) -> float:
@@ -150,3 +155,49 @@ def test_a_prior_is_added_to_every_score_before_the_scale() -> None:
     )
     with pytest.raises(ValueError, match="prior must be"):
         info_nce_loss_fn(a, p, 6.0, prior=torch.zeros(5, 4, dtype=torch.float64))
+
+
+def _reference_multi_positive(
+    a: np.ndarray, p: np.ndarray, scale: float, positives: np.ndarray
+) -> float:
+    """The supervised contrastive form of the docstring, row by row in float64: every
+    positive column of a row (its diagonal included) scored against the whole row."""
+    logits = scale * a @ p.T
+    n = len(a)
+
+    def direction(matrix: np.ndarray, pos: np.ndarray) -> float:
+        total = 0.0
+        for i in range(n):
+            log_z = math.log(np.exp(matrix[i]).sum())
+            chosen = [j for j in range(n) if j == i or pos[i, j]]
+            total += -sum(matrix[i, j] - log_z for j in chosen) / len(chosen)
+        return total / n
+
+    return 0.5 * (direction(logits, positives) + direction(logits.T, positives.T))
+
+
+def test_extra_positives_follow_the_supervised_contrastive_formula() -> None:
+    a, p = _unit(6, 5, 4), _unit(6, 5, 5)
+    same = same_group_mask(torch.tensor([0, 0, 1, 2, 2, 2]))
+    got = info_nce_loss_fn(a, p, 7.0, positives=same).item()
+    assert got == pytest.approx(_reference_multi_positive(a.numpy(), p.numpy(), 7.0, same.numpy()))
+    # the same pairs left out, or counted as negatives, give other losses
+    assert got != pytest.approx(info_nce_loss_fn(a, p, 7.0, same).item(), rel=1e-3)
+    assert got != pytest.approx(info_nce_loss_fn(a, p, 7.0).item(), rel=1e-3)
+    # no extra positive: the plain loss, and the pure helper is cross-entropy for one-hot rows
+    none = torch.zeros(6, 6, dtype=torch.bool)
+    plain = info_nce_loss_fn(a, p, 7.0).item()
+    assert info_nce_loss_fn(a, p, 7.0, positives=none).item() == pytest.approx(plain, rel=1e-12)
+    logits = 7.0 * a @ p.t()
+    eye = torch.eye(6, dtype=torch.bool)
+    ce = torch.nn.functional.cross_entropy(logits, torch.arange(6))
+    assert multi_positive_cross_entropy(logits, eye).item() == pytest.approx(ce.item())
+    # a same-paper pair's score is pulled up as a positive and pushed down as a negative
+    scores = logits.clone().requires_grad_(True)
+    multi_positive_cross_entropy(scores, eye | same).backward()
+    assert scores.grad is not None and scores.grad[0, 1] < 0 and scores.grad[0, 3] > 0
+    scores.grad = None
+    multi_positive_cross_entropy(scores, eye).backward()
+    assert scores.grad[0, 1] > 0
+    with pytest.raises(ValueError, match="positives must be"):
+        info_nce_loss_fn(a, p, 7.0, positives=torch.zeros(6, 5, dtype=torch.bool))

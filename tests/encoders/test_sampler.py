@@ -221,3 +221,27 @@ def test_restricted_anchors_come_only_from_the_given_papers() -> None:
     anchors = sampler.sample_arrays(300).anchors
     assert len(set(corpus.eq_paper[anchors].tolist())) == 5
     assert sampler.restrict_anchors(None) == 5
+
+
+def test_pairs_per_paper_draw_consecutive_anchors_of_one_paper() -> None:
+    corpus = _corpus(LAYOUT, CITATIONS)
+    sampler = TripletSampler(corpus, {"paper": 1.0}, seed=3)
+    triplets = sampler.sample_arrays(400, per_paper=4)
+    papers = corpus.eq_paper[triplets.anchors]
+    assert len(triplets) == 400
+    assert (corpus.eq_paper[triplets.positives] == papers).all()
+    assert (papers.reshape(100, 4) == papers[::4, None]).all()  # 100 papers, 4 pairs each
+    assert len(set(papers.tolist())) == 5  # every anchor paper still drawn
+    # each pair keeps its own draw: the anchors of a paper's group are not all the same
+    assert (triplets.anchors.reshape(100, 4) != triplets.anchors[::4, None]).any()
+    one = sampler.sample_arrays(400)  # back to one paper per pair
+    assert (
+        corpus.eq_paper[one.anchors].reshape(100, 4) != corpus.eq_paper[one.anchors][::4, None]
+    ).any()
+    # with every method, an anchor whose drawn method finds nothing takes a same-paper positive
+    mixed = TripletSampler(corpus, seed=4).sample_arrays(400, per_paper=4)
+    groups = corpus.eq_paper[mixed.anchors].reshape(100, 4)
+    assert (groups == groups[:, :1]).all()
+    assert set(mixed.kinds.tolist()) == {0, 1, 2}
+    with pytest.raises(SamplerError, match="per paper"):
+        sampler.sample_arrays(10, per_paper=0)

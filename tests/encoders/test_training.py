@@ -243,6 +243,37 @@ def test_bm25_prior_adds_the_batchs_normalised_bm25_to_the_scores_and_trains() -
         _small(loss="histogram", bm25_prior=0.3)
 
 
+def test_same_paper_positives_turn_the_ignored_pairs_into_positives_and_train() -> None:
+    """``--pairs-per-paper K --same-paper-positives``: K pairs a paper, and the other pairs of
+    an anchor's paper are positives of its softmax instead of being left out."""
+    from mathsearch.encoders.train_state import TrainState, TripletBatches
+
+    train_corpus, test_corpus = _split()
+    model = GCNConfig(hidden=32, normalisation="l2")
+    config = _small(loss="infonce", use_masking=False, batch_size=16, model=model)
+    grouped = replace(config, pairs_per_paper=4, same_paper_positives=True)
+    state = TrainState(grouped, train_corpus, default_vocabulary(), 4)
+    triplets = TripletBatches(train_corpus, grouped, 4, state.packed)(0)
+    papers = train_corpus.eq_paper[triplets.anchors]
+    assert (papers.reshape(4, 4) == papers[::4, None]).all()
+    prepared = state.prepare(triplets, 0)
+    assert prepared.ignore is None and prepared.positives is not None
+    same = papers[:, None] == papers[None, :]
+    np.testing.assert_array_equal(prepared.positives.numpy(), same & ~np.eye(16, dtype=bool))
+    ignored = TrainState(replace(config, pairs_per_paper=4), train_corpus, default_vocabulary(), 4)
+    as_ignored = ignored.prepare(triplets, 0)
+    assert as_ignored.positives is None
+    np.testing.assert_array_equal(as_ignored.ignore.numpy(), prepared.positives.numpy())
+    result = train(replace(grouped, steps_per_epoch=60), train_corpus, test_corpus)
+    _assert_learns(result)
+    with pytest.raises(TrainingError, match="pairs_per_paper must be"):
+        _small(pairs_per_paper=0)
+    with pytest.raises(TrainingError, match="same_paper_positives needs"):
+        _small(loss="triplet", same_paper_positives=True)
+    with pytest.raises(TrainingError, match="not triplet_pool"):
+        _small(pairs_per_paper=2, triplet_pool=100)
+
+
 def test_crop_rate_makes_anchors_crops_of_their_positives_and_trains() -> None:
     """``--crop-rate``: a share of the anchors become sub-formulas of their pair's positive."""
     from mathsearch.encoders.train_state import TrainState, TripletBatches
