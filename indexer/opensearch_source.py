@@ -5,7 +5,8 @@ concurrent writer cannot make a page skip or repeat documents; the PIT is delete
 also when the consumer stops early or an error is raised. Hits are sorted by ``_shard_doc``
 (the cheapest unique order, OpenSearch 3.3 and later) and by ``_id`` on older clusters, which
 answer "No mapping found for [_shard_doc]" (sorting on ``_id`` loads its field data on the
-cluster's heap).
+cluster's heap; the deprecation warning that 2.x clusters send back for it is not passed on,
+since the reader has no other unique order there).
 
 Two modes:
 
@@ -29,12 +30,13 @@ Example::
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Iterator
 from typing import Any, Literal
 
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import ConnectionError as OSConnectionError
-from opensearchpy.exceptions import TransportError
+from opensearchpy.exceptions import OpenSearchWarning, TransportError
 
 from mathsearch.core.errors import (
     ClusterUnavailableError,
@@ -49,6 +51,8 @@ logger = logging.getLogger(__name__)
 MODES = ("latex", "text")
 _SHARD_DOC_SORT = [{"_shard_doc": "asc"}]
 _ID_SORT = [{"_id": "asc"}]
+#: what a 2.x cluster's deprecation header says when a search sorts on ``_id``
+_ID_FIELDDATA_WARNING = r".*fielddata on the _id field"
 
 
 def iter_opensearch_index(
@@ -125,7 +129,7 @@ def _iterate(
             if search_after is not None:
                 body["search_after"] = search_after
             try:
-                response = _call(client.search, f"search {index}", body=body)
+                response = _search(client, index, body, sort)
                 _check_shards(response, index)
             except MathsearchOpenSearchError as exc:
                 if sort == _SHARD_DOC_SORT and "_shard_doc" in str(exc.__cause__ or exc):
@@ -158,6 +162,18 @@ def _iterate(
         if bar is not None:
             bar.close()
         _delete_pit(client, pit_id)
+
+
+def _search(
+    client: OpenSearch, index: str, body: dict[str, Any], sort: list[dict[str, str]]
+) -> Any:
+    """One page; the ``_id`` sort's deprecation warning is dropped (see the module docstring)."""
+    with warnings.catch_warnings():
+        if sort == _ID_SORT:
+            warnings.filterwarnings(
+                "ignore", message=_ID_FIELDDATA_WARNING, category=OpenSearchWarning
+            )
+        return _call(client.search, f"search {index}", body=body)
 
 
 def _call(method: Any, what: str, **kwargs: Any) -> Any:
