@@ -49,8 +49,11 @@ if [ ! -x "$venv/bin/mathsearch" ] || [ ! -f "$venv/.complete" ]; then
   echo "==> creating the $flavour virtualenv $venv (first run for this pyproject.toml)"
   rm -rf "$venv"
   "$python" -m venv "$venv"
-  "$venv/bin/pip" install -q --upgrade pip setuptools
-  "$venv/bin/pip" install -q -e ".$extras"
+  # pip's own output (setuptools' notices on the editable install) only when it fails
+  if ! out="$("$venv/bin/pip" install -q --upgrade pip setuptools 2>&1 &&
+    "$venv/bin/pip" install -q -e ".$extras" 2>&1)"; then
+    echo "$out" >&2; exit 1
+  fi
   touch "$venv/.complete"
 else
   # The venv is shared by every clone with the same pyproject.toml: point it at this one.
