@@ -148,8 +148,6 @@ class TripletSampler:
         self.anchor_papers = np.flatnonzero(self._paper_size >= 2)
         #: :meth:`restrict_anchors`: the subset anchors come from for now (None: all)
         self._anchor_subset: np.ndarray | None = None
-        #: anchors drawn from each anchor paper in a row (:meth:`sample_arrays`' ``per_paper``)
-        self._per_paper = 1
 
         feasible = np.array(
             [
@@ -219,12 +217,12 @@ class TripletSampler:
         j = j + (j >= rank[anchors])
         return members[starts[groups] + j]
 
-    def _round(self, m: int) -> TripletArrays:
+    def _round(self, m: int, per_paper: int = 1) -> TripletArrays:
         """``m`` candidate anchors; returns the ones that found a positive (no negatives yet)."""
         corpus = self.corpus
         pool = self.anchor_papers if self._anchor_subset is None else self._anchor_subset
-        k = self._per_paper
-        papers = np.repeat(pool[self.rng.integers(0, pool.size, -(-m // k))], k)[:m]
+        draws = self.rng.integers(0, pool.size, -(-m // per_paper))
+        papers = np.repeat(pool[draws], per_paper)[:m]
         anchors = self._equation_of(papers)
         kinds = self.rng.choice(len(KINDS), size=m, p=self.mixture)
         positives = np.full(m, -1, dtype=np.int64)
@@ -260,7 +258,7 @@ class TripletSampler:
                 q = self._cite_list[self._cite_start[p] + self._uniform_index(self._cite_size[p])]
                 positives[idx] = self._equation_of(q)
 
-        if self._per_paper > 1:  # keep every paper's K pairs: a same-paper positive instead
+        if per_paper > 1:  # keep every paper's K pairs: a same-paper positive instead
             idx = np.flatnonzero(positives < 0)
             positives[idx] = self._other_member(
                 anchors[idx], papers[idx], self._paper_members, self._paper_start, self._paper_rank
@@ -308,7 +306,6 @@ class TripletSampler:
         """
         if n < 0 or per_paper < 1:
             raise SamplerError(f"cannot sample {n} triplets, {per_paper} per paper")
-        self._per_paper = int(per_paper)
         parts: list[TripletArrays] = []
         have = 0
         rounds = 0
@@ -316,7 +313,7 @@ class TripletSampler:
             rounds += 1
             if rounds > 10_000:
                 raise SamplerError("positives are too rare: 10,000 sampling rounds were not enough")
-            part = self._round(min(max(2 * (n - have), 16), _MAX_ROUND))
+            part = self._round(min(max(2 * (n - have), 16), _MAX_ROUND), int(per_paper))
             parts.append(part)
             have += len(part)
         anchors = np.concatenate([p.anchors for p in parts])[:n] if parts else np.empty(0, int)
