@@ -8,6 +8,7 @@ settings) import no torch. The export side (:func:`export_gcn`, :func:`check_par
 from __future__ import annotations
 
 from mathsearch.core.lazy import lazy_exports
+from mathsearch.export.batch_norm_folding import fold_batch_norm
 from mathsearch.export.embedders import (
     FAMILIES,
     Embedder,
@@ -28,7 +29,7 @@ from mathsearch.export.errors import (
 from mathsearch.export.graph_batch import INPUT_NAMES, PackedGraphs, pack_graphs
 from mathsearch.export.model_card import ModelCard, card_path, load_card
 from mathsearch.export.providers import cuda_usable, select_providers
-from mathsearch.export.runtime import Encoder
+from mathsearch.export.runtime import Encoder, session_source
 from mathsearch.export.settings import DEFAULT_MODEL_PATH, ExportSettings
 
 _LAZY = {
@@ -72,8 +73,10 @@ __all__ = [  # noqa: PLE0604
     "RuntimeInputError",
     "card_path",
     "cuda_usable",
+    "fold_batch_norm",
     "load_card",
     "pack_graphs",
     "select_providers",
+    "session_source",
     *sorted(_LAZY),
 ]

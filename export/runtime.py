@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Encoder", "open_session"]
+__all__ = ["Encoder", "open_session", "session_source"]
 
 
 def open_session(
@@ -59,7 +59,29 @@ def open_session(
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
-    return ort.InferenceSession(str(path), options, providers=providers)
+    return ort.InferenceSession(session_source(path, providers), options, providers=providers)
+
+
+def session_source(path: str | os.PathLike[str], providers: Sequence[str]) -> str | bytes:
+    """What ``InferenceSession`` loads for ``providers``: the file's path on the CPU; on CUDA the
+    model with its BatchNormalization nodes rewritten as Mul + Add
+    (:func:`~mathsearch.export.batch_norm_folding.fold_batch_norm`: cuDNN refuses the graph CNN's
+    two-dimensional normalisation), as bytes, or the path when there is none to rewrite."""
+    if not providers or providers[0] != CUDA:
+        return str(path)
+    import onnx
+
+    from mathsearch.export.batch_norm_folding import fold_batch_norm
+
+    folded, count = fold_batch_norm(onnx.load(str(path)))
+    if not count:
+        return str(path)
+    logger.info(
+        "%s: %d BatchNormalization node(s) run as Mul + Add on CUDA",
+        Path(path).name,
+        count,
+    )
+    return folded.SerializeToString()
 
 
 class Encoder:
