@@ -108,17 +108,21 @@ def fold_batch_norm(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
     folded = onnx.ModelProto()
     folded.CopyFrom(model)
     graph = folded.graph
+    if not any(node.op_type == "BatchNormalization" for node in graph.node):
+        return folded, 0
     constants = _constants(graph)
     ranks = _input_ranks(folded)
     nodes: list[onnx.NodeProto] = []
     added: list[onnx.TensorProto] = []
     count = 0
     for node in graph.node:
+        if node.op_type != "BatchNormalization":
+            nodes.append(node)
+            continue
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         rank = ranks.get(node.input[0]) if node.input else None
         foldable = (
-            node.op_type == "BatchNormalization"
-            and node.domain in ("", "ai.onnx")
+            node.domain in ("", "ai.onnx")
             and len(node.input) == 5
             and len(node.output) == 1
             and not attrs.get("training_mode", 0)
