@@ -487,11 +487,10 @@ class TrainState:
                 anchor, positive, negative = embeddings.chunk(3)
             else:
                 anchor, positive = embeddings.chunk(2)
-            ignore = prepared.ignore.to(self.device) if prepared.ignore is not None else None
-            prior = prepared.prior.to(self.device) if prepared.prior is not None else None
-            positives = prepared.positives
-            if positives is not None:
-                positives = positives.to(self.device)
+            ignore, prior, positives = (
+                None if t is None else t.to(self.device)
+                for t in (prepared.ignore, prepared.prior, prepared.positives)
+            )
             similarity = self.similarity(
                 anchor, positive, ignore, negative, prior, positives=positives
             )

@@ -100,16 +100,17 @@ def fold_batch_norm(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
     are ``Mul`` + ``Add`` (see the module docstring); ``model`` itself is not changed.
 
     Returns:
-        ``(new model, number of nodes replaced)``.
+        ``(new model, number of nodes replaced)``; ``(model, 0)``, no copy, for a graph without
+        BatchNormalization.
     """
     import onnx
     from onnx import helper, numpy_helper
 
+    if not any(node.op_type == "BatchNormalization" for node in model.graph.node):
+        return model, 0
     folded = onnx.ModelProto()
     folded.CopyFrom(model)
     graph = folded.graph
-    if not any(node.op_type == "BatchNormalization" for node in graph.node):
-        return folded, 0
     constants = _constants(graph)
     ranks = _input_ranks(folded)
     nodes: list[onnx.NodeProto] = []

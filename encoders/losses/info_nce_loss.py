@@ -144,16 +144,16 @@ def info_nce_loss_fn(
             raise ValueError(f"prior must be {tuple(similarity.shape)}: {tuple(prior.shape)}")
         similarity = similarity + prior.to(similarity.dtype)
     logits = scale * similarity
+    if ignore is not None or positives is not None:
+        diagonal = torch.eye(pairs, logits.size(1), dtype=torch.bool, device=logits.device)
     if ignore is not None:
         if ignore.shape != logits.shape:
             raise ValueError(f"ignore must be {tuple(logits.shape)}: {tuple(ignore.shape)}")
-        keep_diagonal = torch.eye(pairs, logits.size(1), dtype=torch.bool, device=logits.device)
-        logits = logits.masked_fill(ignore & ~keep_diagonal, float("-inf"))
+        logits = logits.masked_fill(ignore & ~diagonal, float("-inf"))
     if positives is not None:
         if positives.shape != logits.shape:
             raise ValueError(f"positives must be {tuple(logits.shape)}: {tuple(positives.shape)}")
-        eye = torch.eye(pairs, logits.size(1), dtype=torch.bool, device=logits.device)
-        keep = positives & torch.isfinite(logits) | eye
+        keep = positives & torch.isfinite(logits) | diagonal
         loss = multi_positive_cross_entropy(logits, keep)
         if symmetric:
             columns = keep[:, :pairs].t()
