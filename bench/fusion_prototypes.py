@@ -25,7 +25,15 @@ in memory and on every topic, nDCG@10 of:
   centroid, ...), trained and tested in 2-fold cross-validation by paper, repeated 3 times,
   against fusion on the same folds;
 * ``whitening``: kNN on centred, whitened or partly whitened vectors (statistics of the
-  collection itself, so an upper bound for statistics from training papers).
+  collection itself, so an upper bound for statistics from training papers);
+* ``adaptive alpha``: a per-query fusion weight (query performance prediction). Each topic is
+  scored at alpha 0, 0.1, ..., 1; one query feature (its length, distinct tokens, idf, the
+  BM25 or kNN top score and its gap to the 10th, ...) splits the topics at a quantile, and each
+  side takes the alpha best on it. Threshold and both alphas are chosen on half the papers and
+  scored on the other half (20 random halves, both ways), against the one best alpha chosen on
+  the same halves;
+* ``propagation, cross-validated``: the same halves choose among fusion at alpha 0.3-0.6 with
+  and without propagation (gamma 0.5-3, the fused top 3, 5 or 10), against fusion alone.
 
 docs/tuning.md ("Beyond a linear fusion") has the figures. Nothing here is used by the search
 path; it records why the shipped modes stay linear fusions.
@@ -214,6 +222,114 @@ def whitening(c: Collection) -> dict[str, float]:
     }
 
 
+ALPHAS = tuple(round(0.1 * a, 1) for a in range(11))
+
+
+def _per_topic_fusion(c: Collection) -> tuple[list[Topic], np.ndarray, dict[str, np.ndarray]]:
+    """nDCG@10 of every topic at every alpha of ``ALPHAS`` (topics x alphas), and query features."""
+    topics = [t for t in c.data.topics if t.qid in c.row]
+    table = np.zeros((len(topics), len(ALPHAS)))
+    features: dict[str, list[float]] = {}
+    for ti, topic in enumerate(topics):
+        i = c.row[topic.qid]
+        b, k = c.bm25(i), c.cosine(i)
+        for ai, alpha in enumerate(ALPHAS):
+            run = c.run(lambda _i, a=alpha, b=b, k=k: fuse(b, k, a), [topic])
+            qrels = {topic.qid: c.data.qrels[topic.qid]}
+            table[ti, ai] = evaluate(qrels, run, ["nDCG@10"]).means["nDCG@10"]
+        idfs = sorted((c.idf[t] for t in set(c.tokens[i])), reverse=True)
+        top_b = np.sort(b[np.isfinite(b)])[::-1]
+        top_k = np.sort(k[np.isfinite(k)])[::-1]
+        self_score = float((c.bm25_matrix[i] @ c.query_vector(i))[0])
+        row = {
+            "tokens": len(c.tokens[i]), "distinct tokens": len(idfs), "max idf": idfs[0],
+            "idf of the query terms": sum(idfs[:32]), "bm25 top": top_b[0],
+            "bm25 top / self": top_b[0] / max(self_score, 1e-9),
+            "bm25 gap 1-10": (top_b[0] - top_b[9]) / max(top_b[0], 1e-9),
+            "knn top": top_k[0], "knn gap 1-10": top_k[0] - top_k[9],
+        }  # fmt: skip
+        for name, value in row.items():
+            features.setdefault(name, []).append(float(value))
+    return topics, table, {name: np.array(v) for name, v in features.items()}
+
+
+def adaptive_alpha(c: Collection, repeats: int = 20) -> dict[str, float]:
+    """A two-sided alpha per query feature, cross-validated by paper, against one alpha."""
+    topics, table, features = _per_topic_fusion(c)
+    fixed: list[float] = []
+    split: dict[str, list[float]] = {name: [] for name in features}
+    for train in _paper_halves(c, topics, repeats):
+        test = ~train
+        one = int(table[train].mean(0).argmax())
+        fixed.append(float(table[test, one].mean()))
+        for name, x in features.items():
+            best: tuple[float, float, int, int] = (-1.0, math.inf, one, one)
+            for q in (0.25, 0.5, 0.75):
+                cut = float(np.quantile(x[train], q))
+                low = x <= cut
+                if not (train & low).any() or not (train & ~low).any():
+                    continue  # ties: the cut leaves one side empty
+                a_low = int(table[train & low].mean(0).argmax())
+                a_high = int(table[train & ~low].mean(0).argmax())
+                score = table[train & low, a_low].sum() + table[train & ~low, a_high].sum()
+                best = max(best, (float(score), cut, a_low, a_high))
+            _, cut, a_low, a_high = best
+            low = x <= cut
+            scored = table[test & low, a_low].sum() + table[test & ~low, a_high].sum()
+            split[name].append(float(scored / test.sum()))
+    out = {
+        "fusion, per-topic best alpha (oracle)": float(table.max(1).mean()),
+        "fusion, one alpha (same halves)": float(np.mean(fixed)),
+    }
+    out.update({f"adaptive alpha by {name}": float(np.mean(v)) for name, v in split.items()})
+    return out
+
+
+def _paper_halves(c: Collection, topics: Sequence[Topic], repeats: int) -> list[np.ndarray]:
+    """Boolean masks over ``topics``: ``repeats`` random halves of their papers, both ways."""
+    doc_of = {e.eq_id: e.doc_id for e in c.data.collection}
+    paper = np.array([doc_of[t.qid] for t in topics])
+    papers = sorted(set(paper))
+    rng = np.random.default_rng(0)
+    masks = []
+    for _ in range(repeats):
+        half = set(rng.permutation(papers)[: len(papers) // 2])
+        masks += [np.array([p in half for p in paper]), np.array([p not in half for p in paper])]
+    return masks
+
+
+def propagation_cv(c: Collection, repeats: int = 50) -> dict[str, float]:
+    """Fusion with score propagation against fusion alone, each chosen on half the papers."""
+    topics = [t for t in c.data.topics if t.qid in c.row]
+    alphas = (0.3, 0.4, 0.5, 0.6)
+    configs = [(a, 0.0, 0) for a in alphas]
+    configs += [(a, g, m) for a in alphas for g in (0.5, 1.0, 1.5, 2.0, 3.0) for m in (3, 5, 10)]
+    table = np.zeros((len(topics), len(configs)))
+    for ti, topic in enumerate(topics):
+        i = c.row[topic.qid]
+        b, k = c.bm25(i), c.cosine(i)
+        fused = {a: fuse(b, k, a) for a in alphas}
+        for ci, (alpha, gamma, m) in enumerate(configs):
+            s = fused[alpha].copy()
+            s[i] = -np.inf
+            if gamma:
+                cand = np.argsort(-s)[:100]
+                s = np.full_like(s, -np.inf)
+                s[cand] = fused[alpha][cand] + gamma * (c.unit[cand] @ c.unit[cand[:m]].T).mean(1)
+            run = c.run(lambda _i, s=s: s, [topic])
+            qrels = {topic.qid: c.data.qrels[topic.qid]}
+            table[ti, ci] = evaluate(qrels, run, ["nDCG@10"]).means["nDCG@10"]
+    plain, chosen = [], []
+    for train in _paper_halves(c, topics, repeats):
+        means = table[train].mean(0)
+        plain.append(table[~train, int(means[: len(alphas)].argmax())].mean())
+        chosen.append(table[~train, int(means.argmax())].mean())
+    return {
+        "fusion, best alpha (cross-validated)": float(np.mean(plain)),
+        "propagation, best setting (cross-validated)": float(np.mean(chosen)),
+    }
+
+
 def learning_to_rank(c: Collection, repeats: int = 3) -> dict[str, float]:
     """Pointwise logistic regression against fusion a0.4 on the same held-out folds."""
     doc_of = {e.eq_id: e.doc_id for e in c.data.collection}
@@ -315,7 +431,12 @@ def model_arguments(doc: str, argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = model_arguments(__doc__, argv)
     collection = load(args.onnx)
-    result = {**prototypes(collection), **learning_to_rank(collection)}
+    result = {
+        **prototypes(collection),
+        **learning_to_rank(collection),
+        **adaptive_alpha(collection),
+        **propagation_cv(collection),
+    }
     result = {name: round(value, 4) for name, value in result.items()}
     if args.json:
         print(json.dumps(result, indent=2))
