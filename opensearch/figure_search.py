@@ -66,14 +66,17 @@ class FigureQueryEncoder:
                 raise QueryError(f"{self._embedder.path} is a {self._embedder.family} model")
         return self._embedder
 
-    def features(self, text: str, encoders: Any = None) -> QueryFeatures:
-        """The words of ``text`` and its figure vector (``refusals`` says why there is none)."""
+    def features(self, text: str, encoders: Any = None, *, embed: bool = True) -> QueryFeatures:
+        """The words of ``text`` and its figure vector (``refusals`` says why there is none;
+        ``embed=False``: the words alone, for ``bm25``)."""
         from mathsearch.export.embedder_base import written_vector
         from mathsearch.export.embedders import EmbedRefusal
 
         words = _WORD.findall(text)
         if not words:
             raise QueryError("the figure query has no words")
+        if not embed:
+            return QueryFeatures(words, None, None, vectors={})
         embedder = self._load()
         result = embedder.embed([{"caption": text, "mentions": [], "image": None}])[0]
         field = embedder.vector_field

@@ -7,7 +7,9 @@ requested encoder on that one featurisation (rule 2 of DESIGN.md: one featurisat
 models
 through :func:`mathsearch.export.embedders.load_embedder` (each loaded once, on first use). Anything
 with a
-``features(latex) -> QueryFeatures`` method can stand in (e.g. a cache in benchmarks).
+``features(latex) -> QueryFeatures`` method can stand in (e.g. a cache in benchmarks). A search in
+a mode without vectors (``bm25``) asks for the tokens alone (``embed=False``) when the encoder
+takes that keyword, so it runs no model.
 
 Example::
 
@@ -89,8 +91,18 @@ class ModelQueryEncoder:
         self._featurisers: dict[bool, Any] = {}
         self._embedders: dict[str, Any] = {}
 
-    def features(self, latex: str, encoders: Sequence[Any] | None = None) -> QueryFeatures:
-        """Featurise ``latex`` once; embed it with ``encoders`` (default: this encoder's)."""
+    def features(
+        self, latex: str, encoders: Sequence[Any] | None = None, *, embed: bool = True
+    ) -> QueryFeatures:
+        """Featurise ``latex`` once; embed it with ``encoders`` (default: this encoder's).
+
+        ``embed=False`` (a mode with no vector side, such as ``bm25``): the tokens alone, with
+        no vector, no refusals and no model loaded.
+        """
+        if not embed:
+            parsed = self._parse(latex)
+            tokens = list(parsed.math_tokens) + list(parsed.canonical)
+            return QueryFeatures(tokens=tokens, vector=None, vector_field=None, vectors={})
         names = list(encoders or self._names)
         default = self._model if self._model is not None else "gcn"  # MATHSEARCH_MODEL's
         embedders = [self._embedder(name) for name in names or [default]]

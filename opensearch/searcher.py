@@ -207,8 +207,11 @@ class Searcher(SearchCalls):
 
     def _features(self, request: SearchRequest) -> QueryFeatures:
         """One featurisation of the query, embedded by the request's encoders when it names
-        them (and the query encoder takes names), else by the query encoder's own."""
-        if request.encoders and _takes_encoders(self.encoder):
+        them (and the query encoder takes names), else by the query encoder's own; not embedded
+        at all for a mode without vectors (when the query encoder takes ``embed``)."""
+        if not MODES[request.mode].uses_vectors and _takes(self.encoder, "embed"):
+            return self.encoder.features(request.latex, embed=False)  # type: ignore[call-arg]
+        if request.encoders and _takes(self.encoder, "encoders"):
             return self.encoder.features(request.latex, encoders=list(request.encoders))  # type: ignore[call-arg]
         return self.encoder.features(request.latex)
 
@@ -280,9 +283,10 @@ class Searcher(SearchCalls):
         return hits
 
 
-def _takes_encoders(encoder: Any) -> bool:
-    """Whether ``encoder.features`` takes ``encoders=`` (names per query)."""
+def _takes(encoder: Any, keyword: str) -> bool:
+    """Whether ``encoder.features`` takes ``keyword``: ``encoders=`` (names per query) or
+    ``embed=`` (``False``: the tokens alone, for a mode without vectors)."""
     try:
-        return "encoders" in inspect.signature(encoder.features).parameters
+        return keyword in inspect.signature(encoder.features).parameters
     except (TypeError, ValueError):
         return False

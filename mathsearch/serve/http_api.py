@@ -103,8 +103,12 @@ class _LockedEncoder:
         self.inner = inner
         self.lock = threading.Lock()
 
-    def features(self, latex: str, encoders: list[str] | None = None) -> QueryFeatures:
+    def features(
+        self, latex: str, encoders: list[str] | None = None, *, embed: bool = True
+    ) -> QueryFeatures:
         with self.lock:
+            if not embed and "embed" in inspect.signature(self.inner.features).parameters:
+                return self.inner.features(latex, embed=False)  # type: ignore[call-arg]
             if encoders:
                 features = self.inner.features
                 if "encoders" not in inspect.signature(features).parameters:

@@ -81,6 +81,13 @@ def test_a_query_without_words_is_refused() -> None:
         FigureQueryEncoder().features("  ,; ")
 
 
+def test_figure_words_alone_load_no_model() -> None:
+    alone = FigureQueryEncoder("/nonexistent/figure.onnx").features("energy spectrum", embed=False)
+    assert alone.tokens == ["energy", "spectrum"] and alone.by_field() == {}
+    with pytest.raises(QueryError, match="figure encoder"):
+        FigureQueryEncoder("/nonexistent/figure.onnx").features("energy spectrum")
+
+
 def test_the_cli_indexes_idempotently_and_searches(
     settings: OpenSearchSettings, client: OpenSearch, capsys: pytest.CaptureFixture[str]
 ) -> None:

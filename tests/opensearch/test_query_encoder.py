@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from mathsearch.core.errors import QueryError
 from mathsearch.opensearch.query_encoder import ModelQueryEncoder
 
 
@@ -21,3 +22,15 @@ def test_query_sessions_use_one_thread_unless_configured(monkeypatch: pytest.Mon
     assert _intra_op_threads(encoder) == 1
     monkeypatch.setenv("MATHSEARCH_QUERY_THREADS", "2")
     assert _intra_op_threads(ModelQueryEncoder()) == 2
+
+
+def test_tokens_alone_load_no_model_and_match_the_embedded_tokens() -> None:
+    latex = r"\sum_k \phi_k(x) \exp(iky/R)"
+    missing = ModelQueryEncoder(model="/nonexistent/gcn-v0.onnx")
+    alone = missing.features(latex, embed=False)
+    assert alone.tokens == ModelQueryEncoder().features(latex).tokens
+    assert alone.vector is None and alone.by_field() == {} and not alone.refusals
+    with pytest.raises(QueryError, match="gcn-v0"):  # embedding does need the model
+        missing.features(latex)
+    with pytest.raises(QueryError, match="unbalanced"):  # an unreadable query is still refused
+        missing.features(r"\frac{", embed=False)

@@ -283,6 +283,21 @@ def test_a_hybrid_mode_whose_vectors_were_all_refused_falls_back_to_bm25(
     assert "fallback" not in searcher.search(SearchRequest(latex, mode=mode, k=5)).parameters
 
 
+def test_bm25_runs_no_model(searcher: Searcher, demo_parsed: list) -> None:
+    from mathsearch.opensearch.query_encoder import ModelQueryEncoder
+
+    latex = demo_parsed[QUERY].record.latex
+    no_model = Searcher(
+        searcher.client, searcher.index, encoder=ModelQueryEncoder(model="/nonexistent/gcn.onnx")
+    )
+    alone = no_model.search(SearchRequest(latex, mode=Mode.BM25, k=5))
+    bm25 = searcher.search(SearchRequest(latex, mode=Mode.BM25, k=5))
+    assert [h.eq_id for h in alone.hits] == [h.eq_id for h in bm25.hits]
+    assert alone.hits[0].eq_id == demo_parsed[QUERY].eq_id
+    with pytest.raises(QueryError, match="nonexistent"):  # a vector side does load the model
+        no_model.search(SearchRequest(latex, mode=Mode.FUSION, k=5))
+
+
 def test_id_only_lists_read_ids_from_doc_values_and_rank_alike(
     searcher: Searcher, demo_parsed: list, demo_vectors: list
 ) -> None:

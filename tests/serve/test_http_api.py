@@ -222,3 +222,19 @@ def test_an_unexpected_error_is_a_json_500_without_internals(
     assert response.status_code == 500
     assert response.json()["error"]["reason"] == "internal error (RuntimeError)"
     assert "featuriser" not in response.text
+
+
+def test_bm25_through_the_api_runs_no_model(
+    settings: OpenSearchSettings, client: OpenSearch, equation_alias: str
+) -> None:
+    from mathsearch.opensearch.query_encoder import ModelQueryEncoder
+
+    no_model = ModelQueryEncoder(model="/nonexistent/gcn.onnx")
+    app = create_app(
+        replace(settings, serve_rate=0), equation_alias, client=client, encoder=no_model
+    )
+    api = TestClient(app)
+    bm25 = api.post("/search", json={"latex": r"\frac{a}{b} + x^2", "mode": "bm25", "k": 3})
+    assert bm25.status_code == 200 and bm25.json()["hits"]
+    fusion = api.post("/search", json={"latex": r"\frac{a}{b} + x^2", "mode": "fusion", "k": 3})
+    assert fusion.status_code == 422 and "nonexistent" in fusion.json()["error"]["reason"]
