@@ -80,6 +80,8 @@ class Collection:
         self.data = data
         self.ids = [p.eq_id for p in parsed]
         self.row = {eq_id: i for i, eq_id in enumerate(self.ids)}
+        #: the topics whose query equation is in the collection
+        self.topics = [t for t in data.topics if t.qid in self.row]
         self.tokens = [p.math_tokens for p in parsed]
         self.unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         self.raw = vectors.astype(np.float64)
@@ -128,6 +130,16 @@ class Collection:
             top = np.argsort(-s, kind="stable")[:100]
             run[topic.qid] = [(self.ids[j], float(s[j])) for j in top]
         return run
+
+    def topic_ndcg(self, topic: Topic, scores: np.ndarray) -> float:
+        """nDCG@10 of one topic ranked by ``scores`` (one per equation)."""
+        run = self.run(lambda _i: scores, [topic])
+        qrels = {topic.qid: self.data.qrels[topic.qid]}
+        return evaluate(qrels, run, ["nDCG@10"]).means["nDCG@10"]
+
+    def bm25_self(self, i: int) -> float:
+        """The BM25 of equation ``i``'s query against itself: the largest score it can reach."""
+        return float((self.bm25_matrix[i] @ self.query_vector(i))[0])
 
     def ndcg(self, scores: Scores, topics: Sequence[Topic] | None = None) -> float:
         topics = self.data.topics if topics is None else topics
@@ -230,20 +242,17 @@ ALPHAS = tuple(round(0.1 * a, 1) for a in range(11))
 
 def _per_topic_fusion(c: Collection) -> tuple[list[Topic], np.ndarray, dict[str, np.ndarray]]:
     """nDCG@10 of every topic at every alpha of ``ALPHAS`` (topics x alphas), and query features."""
-    topics = [t for t in c.data.topics if t.qid in c.row]
+    topics = c.topics
     table = np.zeros((len(topics), len(ALPHAS)))
     features: dict[str, list[float]] = {}
     for ti, topic in enumerate(topics):
         i = c.row[topic.qid]
         b, k = c.bm25(i), c.cosine(i)
-        for ai, alpha in enumerate(ALPHAS):
-            run = c.run(lambda _i, a=alpha, b=b, k=k: fuse(b, k, a), [topic])
-            qrels = {topic.qid: c.data.qrels[topic.qid]}
-            table[ti, ai] = evaluate(qrels, run, ["nDCG@10"]).means["nDCG@10"]
+        table[ti] = [c.topic_ndcg(topic, fuse(b, k, alpha)) for alpha in ALPHAS]
         idfs = sorted((c.idf[t] for t in set(c.tokens[i])), reverse=True)
         top_b = np.sort(b[np.isfinite(b)])[::-1]
         top_k = np.sort(k[np.isfinite(k)])[::-1]
-        self_score = float((c.bm25_matrix[i] @ c.query_vector(i))[0])
+        self_score = c.bm25_self(i)
         row = {
             "tokens": len(c.tokens[i]), "distinct tokens": len(idfs), "max idf": idfs[0],
             "idf of the query terms": sum(idfs[:32]), "bm25 top": top_b[0],
@@ -303,7 +312,7 @@ def _paper_halves(c: Collection, topics: Sequence[Topic], repeats: int) -> list[
 
 def propagation_cv(c: Collection, repeats: int = 50) -> dict[str, float]:
     """Fusion with score propagation against fusion alone, each chosen on half the papers."""
-    topics = [t for t in c.data.topics if t.qid in c.row]
+    topics = c.topics
     alphas = (0.3, 0.4, 0.5, 0.6)
     configs = [(a, 0.0, 0) for a in alphas]
     configs += [(a, g, m) for a in alphas for g in (0.5, 1.0, 1.5, 2.0, 3.0) for m in (3, 5, 10)]
@@ -319,9 +328,7 @@ def propagation_cv(c: Collection, repeats: int = 50) -> dict[str, float]:
                 cand = np.argsort(-s)[:100]
                 s = np.full_like(s, -np.inf)
                 s[cand] = fused[alpha][cand] + gamma * (c.unit[cand] @ c.unit[cand[:m]].T).mean(1)
-            run = c.run(lambda _i, s=s: s, [topic])
-            qrels = {topic.qid: c.data.qrels[topic.qid]}
-            table[ti, ci] = evaluate(qrels, run, ["nDCG@10"]).means["nDCG@10"]
+            table[ti, ci] = c.topic_ndcg(topic, s)
     plain, chosen = [], []
     for train in _paper_halves(c, topics, repeats):
         means = table[train].mean(0)
@@ -336,7 +343,7 @@ def propagation_cv(c: Collection, repeats: int = 50) -> dict[str, float]:
 def calibrated_cv(c: Collection, repeats: int = 50) -> dict[str, float]:
     """Fusion over absolute score scales instead of min-max, each alpha chosen on half the
     papers: BM25 over the query's self-score (or over the top score) and the raw cosine."""
-    topics = [t for t in c.data.topics if t.qid in c.row]
+    topics = c.topics
     alphas = [round(0.1 * a, 1) for a in range(1, 10)]
     kinds = ("min-max", "bm25 / self, cosine min-max", "bm25 / self, raw cosine",
              "bm25 / top, raw cosine")  # fmt: skip
@@ -344,7 +351,7 @@ def calibrated_cv(c: Collection, repeats: int = 50) -> dict[str, float]:
     for ti, topic in enumerate(topics):
         i = c.row[topic.qid]
         b, k = c.bm25(i), c.cosine(i)
-        self_score = float((c.bm25_matrix[i] @ c.query_vector(i))[0])
+        self_score = c.bm25_self(i)
         top_b, top_k = np.argsort(-b)[:100], np.argsort(-k)[:100]
         by_self, by_top, raw = np.zeros_like(b), np.zeros_like(b), np.zeros_like(k)
         by_self[top_b] = b[top_b] / max(self_score, 1e-9)
@@ -356,9 +363,7 @@ def calibrated_cv(c: Collection, repeats: int = 50) -> dict[str, float]:
             for ai, alpha in enumerate(alphas):
                 s = (1 - alpha) * lexical + alpha * dense
                 s[i] = -np.inf
-                run = c.run(lambda _i, s=s: s, [topic])
-                qrels = {topic.qid: c.data.qrels[topic.qid]}
-                table[ti, ki, ai] = evaluate(qrels, run, ["nDCG@10"]).means["nDCG@10"]
+                table[ti, ki, ai] = c.topic_ndcg(topic, s)
     scored: dict[str, list[float]] = {kind: [] for kind in kinds}
     for train in _paper_halves(c, topics, repeats):
         for ki, kind in enumerate(kinds):
@@ -369,37 +374,28 @@ def calibrated_cv(c: Collection, repeats: int = 50) -> dict[str, float]:
 
 def learning_to_rank(c: Collection, repeats: int = 3) -> dict[str, float]:
     """Pointwise logistic regression against fusion a0.4 on the same held-out folds."""
-    doc_of = {e.eq_id: e.doc_id for e in c.data.collection}
-    features = {t.qid: _features(c, c.row[t.qid]) for t in c.data.topics if t.qid in c.row}
-    papers = sorted({doc_of[q] for q in features})
-    rng = np.random.default_rng(0)
+    features = {t.qid: _features(c, c.row[t.qid]) for t in c.topics}
     scores: dict[str, list[float]] = {"ltr": [], "fusion a0.4 (same folds)": []}
-    for _ in range(repeats):
-        half = set(rng.permutation(papers)[: len(papers) // 2])
-        for fold in (True, False):
-            train = [
-                t for t in c.data.topics if t.qid in features and (doc_of[t.qid] in half) == fold
-            ]
-            test = [
-                t for t in c.data.topics if t.qid in features and (doc_of[t.qid] in half) != fold
-            ]
-            xs = [features[t.qid][1] for t in train]
-            ys = [
-                np.array([c.ids[j] in c.data.qrels[t.qid] for j in features[t.qid][0]], float)
-                for t in train
-            ]
-            model = _logistic(np.concatenate(xs), np.concatenate(ys))
+    for in_train in _paper_halves(c, c.topics, repeats):
+        train = [t for t, chosen in zip(c.topics, in_train, strict=True) if chosen]
+        test = [t for t, chosen in zip(c.topics, in_train, strict=True) if not chosen]
+        xs = [features[t.qid][1] for t in train]
+        ys = [
+            np.array([c.ids[j] in c.data.qrels[t.qid] for j in features[t.qid][0]], float)
+            for t in train
+        ]
+        model = _logistic(np.concatenate(xs), np.concatenate(ys))
 
-            def ltr(i: int, model: Any = model) -> np.ndarray:
-                cand, x = features[c.ids[i]]
-                out = np.full(len(c.ids), -np.inf)
-                out[cand] = model(x)
-                return out
+        def ltr(i: int, model: Any = model) -> np.ndarray:
+            cand, x = features[c.ids[i]]
+            out = np.full(len(c.ids), -np.inf)
+            out[cand] = model(x)
+            return out
 
-            scores["ltr"].append(c.ndcg(ltr, test))
-            scores["fusion a0.4 (same folds)"].append(
-                c.ndcg(lambda i: fuse(c.bm25(i), c.cosine(i), 0.4), test)
-            )
+        scores["ltr"].append(c.ndcg(ltr, test))
+        scores["fusion a0.4 (same folds)"].append(
+            c.ndcg(lambda i: fuse(c.bm25(i), c.cosine(i), 0.4), test)
+        )
     return {name: float(np.mean(values)) for name, values in scores.items()}
 
 

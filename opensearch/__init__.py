@@ -65,6 +65,7 @@ _LAZY = {
     "VectorPlan": "mathsearch.opensearch.vector_plan",
     "FieldScore": "mathsearch.opensearch.results",
     "encoder_field": "mathsearch.opensearch.query_encoder",
+    "takes_keyword": "mathsearch.opensearch.query_encoder",
     "FigureQueryEncoder": "mathsearch.opensearch.figure_search",
     "figures_alias": "mathsearch.opensearch.figure_search",
     "FigureIndexReport": "mathsearch.opensearch.figure_index",

@@ -20,6 +20,7 @@ Example::
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Sequence
 from typing import Any, NamedTuple, Protocol
@@ -47,6 +48,20 @@ class QueryFeatures(NamedTuple):
         if self.vector is not None and self.vector_field:
             return {self.vector_field: self.vector}
         return {}
+
+
+def takes_keyword(encoder: Any, keyword: str) -> bool:
+    """Whether ``encoder.features`` takes ``keyword``: ``encoders=`` (names per query) or
+    ``embed=`` (``False``: the tokens alone, for a mode without vectors)."""
+    try:
+        return keyword in inspect.signature(encoder.features).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _query_tokens(parsed: Any) -> list[str]:
+    """What BM25 searches with: the math tokens and the canonical-form tokens."""
+    return list(parsed.math_tokens) + list(parsed.canonical)
 
 
 class QueryEncoder(Protocol):
@@ -100,8 +115,7 @@ class ModelQueryEncoder:
         no vector, no refusals and no model loaded.
         """
         if not embed:
-            parsed = self._parse(latex)
-            tokens = list(parsed.math_tokens) + list(parsed.canonical)
+            tokens = _query_tokens(self._parse(latex))
             return QueryFeatures(tokens=tokens, vector=None, vector_field=None, vectors={})
         names = list(encoders or self._names)
         default = self._model if self._model is not None else "gcn"  # MATHSEARCH_MODEL's
@@ -123,7 +137,7 @@ class ModelQueryEncoder:
                 vectors[embedder.vector_field] = written_vector(result)
         first = embedders[0].vector_field
         return QueryFeatures(
-            tokens=list(parsed.math_tokens) + list(parsed.canonical),
+            tokens=_query_tokens(parsed),
             vector=vectors.get(first),
             vector_field=first,
             vectors=vectors,

@@ -36,7 +36,6 @@ Example::
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
 from collections.abc import Sequence
@@ -51,7 +50,12 @@ from mathsearch.opensearch.cluster_capabilities import ClusterCapabilities
 from mathsearch.opensearch.mathml_display import MathMLRenderer
 from mathsearch.opensearch.modes import MODES
 from mathsearch.opensearch.queries import Mode
-from mathsearch.opensearch.query_encoder import ModelQueryEncoder, QueryEncoder, QueryFeatures
+from mathsearch.opensearch.query_encoder import (
+    ModelQueryEncoder,
+    QueryEncoder,
+    QueryFeatures,
+    takes_keyword,
+)
 from mathsearch.opensearch.read_cache import ReadCache
 from mathsearch.opensearch.results import (
     Hit,
@@ -209,9 +213,9 @@ class Searcher(SearchCalls):
         """One featurisation of the query, embedded by the request's encoders when it names
         them (and the query encoder takes names), else by the query encoder's own; not embedded
         at all for a mode without vectors (when the query encoder takes ``embed``)."""
-        if not MODES[request.mode].uses_vectors and _takes(self.encoder, "embed"):
+        if not MODES[request.mode].uses_vectors and takes_keyword(self.encoder, "embed"):
             return self.encoder.features(request.latex, embed=False)  # type: ignore[call-arg]
-        if request.encoders and _takes(self.encoder, "encoders"):
+        if request.encoders and takes_keyword(self.encoder, "encoders"):
             return self.encoder.features(request.latex, encoders=list(request.encoders))  # type: ignore[call-arg]
         return self.encoder.features(request.latex)
 
@@ -281,12 +285,3 @@ class Searcher(SearchCalls):
                 hit.highlight = highlight(tokens, doc_tokens)
             hits.append(hit)
         return hits
-
-
-def _takes(encoder: Any, keyword: str) -> bool:
-    """Whether ``encoder.features`` takes ``keyword``: ``encoders=`` (names per query) or
-    ``embed=`` (``False``: the tokens alone, for a mode without vectors)."""
-    try:
-        return keyword in inspect.signature(encoder.features).parameters
-    except (TypeError, ValueError):
-        return False

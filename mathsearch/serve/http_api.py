@@ -39,7 +39,6 @@ Example::
 
 from __future__ import annotations
 
-import inspect
 import logging
 import threading
 import time
@@ -74,7 +73,12 @@ from mathsearch.opensearch.load_shedding import RETRY_AFTER_S, InflightLimiter
 from mathsearch.opensearch.mathml_display import MathMLRenderer
 from mathsearch.opensearch.modes import describe_modes
 from mathsearch.opensearch.queries import Mode
-from mathsearch.opensearch.query_encoder import ModelQueryEncoder, QueryEncoder, QueryFeatures
+from mathsearch.opensearch.query_encoder import (
+    ModelQueryEncoder,
+    QueryEncoder,
+    QueryFeatures,
+    takes_keyword,
+)
 from mathsearch.opensearch.search_profile import SearchProfile
 from mathsearch.opensearch.searcher import Searcher
 from mathsearch.opensearch.settings import OpenSearchSettings
@@ -107,13 +111,12 @@ class _LockedEncoder:
         self, latex: str, encoders: list[str] | None = None, *, embed: bool = True
     ) -> QueryFeatures:
         with self.lock:
-            if not embed and "embed" in inspect.signature(self.inner.features).parameters:
+            if not embed and takes_keyword(self.inner, "embed"):
                 return self.inner.features(latex, embed=False)  # type: ignore[call-arg]
             if encoders:
-                features = self.inner.features
-                if "encoders" not in inspect.signature(features).parameters:
+                if not takes_keyword(self.inner, "encoders"):
                     raise QueryError("this server's query encoder cannot name encoders")
-                return features(latex, encoders=encoders)
+                return self.inner.features(latex, encoders=encoders)  # type: ignore[call-arg]
             return self.inner.features(latex)
 
 
