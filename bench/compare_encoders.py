@@ -16,8 +16,9 @@ held-out papers), scored in memory with its NumPy BM25 and its fusion (min-max i
 100, ``(1 - alpha) bm25 + alpha knn``).
 
 For each encoder it prints nDCG@10 of exact kNN and of the fusion at each alpha, over the same
-topics, and for every encoder after the first the paired difference from the first with its 95%
-width (``1.96 * sd / sqrt(topics)`` of the per-topic differences). The first line is BM25 alone.
+topics, and for every encoder after the first the mean paired difference from the first with its
+95% interval (the two-tailed paired t-test of ``mathsearch.evaluation.paired_test``). The first
+line is BM25 alone.
 docs/encoders.md quotes its figures (the towers of the later H200 leases).
 """
 
@@ -26,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,13 +35,16 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fusion_prototypes import Collection, fuse, validation_set
+from fusion_prototypes import Collection, Scores, fuse, validation_set
 
+from mathsearch.evaluation.ir_metrics import Evaluation
+from mathsearch.evaluation.paired_test import compare_per_topic
 from mathsearch.export.runtime import Encoder
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_ALPHAS = (0.3, 0.4, 0.5, 0.6)
+NDCG = "nDCG@10"
 
 
 def parse_encoder(spec: str) -> tuple[str, list[str]]:
@@ -66,54 +69,43 @@ def unit_concat(blocks: Sequence[np.ndarray]) -> np.ndarray:
     )
 
 
-def paired(diff: np.ndarray) -> tuple[float, float]:
-    """Mean of per-topic differences and its 95% half-width (normal approximation)."""
-    if len(diff) < 2:
-        return float(diff.mean()) if len(diff) else 0.0, math.nan
-    return float(diff.mean()), float(1.96 * diff.std(ddof=1) / math.sqrt(len(diff)))
+def evaluations(collection: Collection, alphas: Sequence[float]) -> dict[str, Evaluation]:
+    """nDCG@10 (per topic and mean) of kNN and of the fusion at each alpha."""
+
+    def fused(alpha: float) -> Scores:
+        return lambda i: fuse(collection.bm25(i), collection.cosine(i), alpha)
+
+    scorers = {"knn": collection.cosine, **{f"fusion {a:g}": fused(a) for a in alphas}}
+    return {name: collection.evaluation(s, collection.topics) for name, s in scorers.items()}
 
 
-def per_topic(collection: Collection, alphas: Sequence[float]) -> dict[str, np.ndarray]:
-    """nDCG@10 of every topic by kNN and by the fusion at each alpha."""
-    rows = {"knn": [], **{f"fusion {a:g}": [] for a in alphas}}
-    for topic in collection.topics:
-        i = collection.row[topic.qid]
-        bm25, knn = collection.bm25(i), collection.cosine(i)
-        rows["knn"].append(collection.topic_ndcg(topic, knn))
-        for a in alphas:
-            rows[f"fusion {a:g}"].append(collection.topic_ndcg(topic, fuse(bm25, knn, a)))
-    return {name: np.array(values) for name, values in rows.items()}
-
-
-def compare(specs: Sequence[str], alphas: Sequence[float]) -> dict[str, object]:
-    """BM25 and every encoder's per-metric means, with the paired differences from the first."""
+def compare(
+    encoders: Sequence[tuple[str, list[str]]], alphas: Sequence[float]
+) -> dict[str, object]:
+    """BM25 and every encoder's means, with the paired t-test of each against the first."""
     data, kept = validation_set()
     graphs = [p.graph for p in kept]
+    collection: Collection | None = None
+    base: dict[str, Evaluation] | None = None
     report: dict[str, object] = {"equations": len(kept), "encoders": {}}
-    base: dict[str, np.ndarray] | None = None
-    for spec in specs:
-        name, paths = parse_encoder(spec)
+    for name, paths in encoders:
         vectors = unit_concat([Encoder(path).encode(graphs) for path in paths])
-        collection = Collection(data, kept, vectors)
-        if base is None:
+        if collection is None:
+            collection = Collection(data, kept, vectors)
             report["topics"] = len(collection.topics)
-            bm25 = [
-                collection.topic_ndcg(t, collection.bm25(collection.row[t.qid]))
-                for t in collection.topics
-            ]
-            report["bm25"] = round(float(np.mean(bm25)), 4)
-        values = per_topic(collection, alphas)
+            report["bm25"] = round(collection.ndcg(collection.bm25, collection.topics), 4)
+        else:
+            collection = collection.with_vectors(vectors)
+        scored = evaluations(collection, alphas)
         entry: dict[str, object] = {"models": paths}
-        for metric, v in values.items():
-            entry[metric] = round(float(v.mean()), 4)
+        for metric, evaluation in scored.items():
+            entry[metric] = round(evaluation.means[NDCG], 4)
             if base is not None:
-                mean, width = paired(v - base[metric])
+                test = compare_per_topic(evaluation.per_topic, base[metric].per_topic, NDCG)
                 entry[f"{metric} diff"] = [
-                    round(mean, 4),
-                    round(mean - width, 4),
-                    round(mean + width, 4),
+                    round(v, 4) for v in (test.mean_difference, test.ci_low, test.ci_high)
                 ]
-        base = base if base is not None else values
+        base = base if base is not None else scored
         report["encoders"][name] = entry  # type: ignore[index]
         logger.info("%s: %s", name, entry)
     return report
@@ -157,15 +149,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
     try:
         alphas = [float(a) for a in args.alphas.split(",") if a.strip()]
-        for spec in args.encoders:
-            parse_encoder(spec)
+        encoders = [parse_encoder(spec) for spec in args.encoders]
     except ValueError as exc:
         parser.error(str(exc))
-    for spec in args.encoders:
-        for path in parse_encoder(spec)[1]:
-            if not Path(path).is_file():
-                parser.error(f"no such model: {path}")
-    report = compare(args.encoders, alphas)
+    for path in (path for _, paths in encoders for path in paths):
+        if not Path(path).is_file():
+            parser.error(f"no such model: {path}")
+    report = compare(encoders, alphas)
     print(json.dumps(report, indent=2) if args.json else render(report))
     return 0
 

@@ -45,6 +45,7 @@ path; it records why the shipped modes stay linear fusions.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import logging
 import math
@@ -57,7 +58,7 @@ import numpy as np
 from scipy import sparse
 
 from mathsearch.evaluation.held_out import validation_papers
-from mathsearch.evaluation.ir_metrics import evaluate
+from mathsearch.evaluation.ir_metrics import Evaluation, evaluate
 from mathsearch.evaluation.relevance_sets import (
     RelevanceSet,
     build_relevance,
@@ -83,8 +84,7 @@ class Collection:
         #: the topics whose query equation is in the collection
         self.topics = [t for t in data.topics if t.qid in self.row]
         self.tokens = [p.math_tokens for p in parsed]
-        self.unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-        self.raw = vectors.astype(np.float64)
+        self._set_vectors(vectors)
         n = len(self.ids)
         df = Counter(t for toks in self.tokens for t in set(toks))
         self.idf = {t: math.log(1 + (n - c + 0.5) / (c + 0.5)) for t, c in df.items()}
@@ -99,6 +99,16 @@ class Collection:
                 cols.append(self.vocab[t])
                 vals.append(self.idf[t] * tf * (k1 + 1) / (tf + norm))
         self.bm25_matrix = sparse.csr_matrix((vals, (rows, cols)), shape=(n, len(self.vocab)))
+
+    def _set_vectors(self, vectors: np.ndarray) -> None:
+        self.unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        self.raw = vectors.astype(np.float64)
+
+    def with_vectors(self, vectors: np.ndarray) -> Collection:
+        """The same equations, topics and BM25 with other vectors (one row per equation)."""
+        other = copy.copy(self)
+        other._set_vectors(vectors)
+        return other
 
     def query_vector(self, i: int, max_terms: int = 32) -> np.ndarray:
         counts = Counter(self.tokens[i])
@@ -141,11 +151,15 @@ class Collection:
         """The BM25 of equation ``i``'s query against itself: the largest score it can reach."""
         return float((self.bm25_matrix[i] @ self.query_vector(i))[0])
 
-    def ndcg(self, scores: Scores, topics: Sequence[Topic] | None = None) -> float:
+    def evaluation(self, scores: Scores, topics: Sequence[Topic] | None = None) -> Evaluation:
+        """nDCG@10 of ``scores`` over ``topics`` (default: every topic), per topic and mean."""
         topics = self.data.topics if topics is None else topics
         wanted = {t.qid for t in topics}
         qrels = {q: judged for q, judged in self.data.qrels.items() if q in wanted}
-        return evaluate(qrels, self.run(scores, topics), ["nDCG@10"]).means["nDCG@10"]
+        return evaluate(qrels, self.run(scores, topics), ["nDCG@10"])
+
+    def ndcg(self, scores: Scores, topics: Sequence[Topic] | None = None) -> float:
+        return self.evaluation(scores, topics).means["nDCG@10"]
 
 
 def min_max_top(scores: np.ndarray, depth: int = 100) -> np.ndarray:
