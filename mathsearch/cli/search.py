@@ -57,8 +57,8 @@ def add_search(commands: Any) -> None:
               mathsearch search 'a_n' --mode knn --doc hep-th/0301001 --range position=0:5 --json
               mathsearch search 'E = mc^2' --mode fusion --fusion-side client --max-df 0.05
               mathsearch search 'E = mc^2' --profile report/best_profile.json --k 5
-              mathsearch search 'x^2+y^2' --encoders gcn,bitmap --mode rrf
-              mathsearch search 'x^2+y^2' --encoders gcn,bitmap --mode fusion --weights 0.4,0.3,0.3
+              mathsearch search 'x^2+y^2' --encoders gcn,export/models/gcn-v8.onnx --mode rrf
+              mathsearch search 'x^2' --encoders gcn,bitmap --mode fusion --weights 0.55,0.4,0.05
               mathsearch search 'x^2+y^2' --encoders gcn,seq2seq --mode knn --explain
 
             Without --profile every ranking parameter has the default shown; with it, the
