@@ -101,14 +101,26 @@ def compare(
         for metric, evaluation in scored.items():
             entry[metric] = round(evaluation.means[NDCG], 4)
             if base is not None:
-                test = compare_per_topic(evaluation.per_topic, base[metric].per_topic, NDCG)
-                entry[f"{metric} diff"] = [
-                    round(v, 4) for v in (test.mean_difference, test.ci_low, test.ci_high)
-                ]
+                entry[f"{metric} diff"] = paired_difference(evaluation, base[metric])
         base = base if base is not None else scored
         report["encoders"][name] = entry  # type: ignore[index]
         logger.info("%s: %s", name, entry)
     return report
+
+
+def paired_difference(evaluation: Evaluation, base: Evaluation) -> list[float]:
+    """``[mean, low, high]`` of nDCG@10 minus ``base``'s over the same topics: the mean paired
+    difference and its 95% interval (two-tailed paired t-test), rounded to 4 places."""
+    test = compare_per_topic(evaluation.per_topic, base.per_topic, NDCG)
+    return [round(v, 4) for v in (test.mean_difference, test.ci_low, test.ci_high)]
+
+
+def render_cell(metric: str, value: float, diff: Sequence[float] | None = None) -> str:
+    """``"metric 0.1234"``, with ``" (+0.0100 [+0.0010, +0.0190])"`` when there is a diff."""
+    cell = f"{metric} {value:.4f}"
+    if diff:
+        cell += f" ({diff[0]:+.4f} [{diff[1]:+.4f}, {diff[2]:+.4f}])"
+    return cell
 
 
 def render(report: dict[str, object]) -> str:
@@ -121,11 +133,7 @@ def render(report: dict[str, object]) -> str:
         for metric, value in entry.items():
             if metric == "models" or metric.endswith(" diff"):
                 continue
-            cell = f"{metric} {value:.4f}"
-            diff = entry.get(f"{metric} diff")
-            if diff:
-                cell += f" ({diff[0]:+.4f} [{diff[1]:+.4f}, {diff[2]:+.4f}])"
-            cells.append(cell)
+            cells.append(render_cell(metric, value, entry.get(f"{metric} diff")))
         lines.append(" | ".join(cells))
     return "\n".join(lines)
 

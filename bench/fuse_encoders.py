@@ -40,10 +40,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from compare_encoders import NDCG, paired_difference, render_cell
 from fusion_prototypes import Collection, Scores, validation_set
 
 from mathsearch.evaluation.ir_metrics import Evaluation
-from mathsearch.evaluation.paired_test import compare_per_topic
 from mathsearch.export.embedder_base import EmbedRefusal
 from mathsearch.export.embedders import load_embedder, parse_encoders
 from mathsearch.export.errors import ModelCardError
@@ -51,7 +51,6 @@ from mathsearch.opensearch.fusion import FusedHit, fuse, rrf
 
 logger = logging.getLogger(__name__)
 
-NDCG = "nDCG@10"
 BATCH = 128
 
 
@@ -167,10 +166,7 @@ def compare(
             evaluation = collection.evaluation(scorer, topics)
             entry[method] = round(evaluation.means[NDCG], 4)
             if method in base:
-                test = compare_per_topic(evaluation.per_topic, base[method].per_topic, NDCG)
-                entry[f"{method} diff"] = [
-                    round(v, 4) for v in (test.mean_difference, test.ci_low, test.ci_high)
-                ]
+                entry[f"{method} diff"] = paired_difference(evaluation, base[method])
             else:
                 base[method] = evaluation
         report["fused"][label] = entry  # type: ignore[index]
@@ -190,11 +186,7 @@ def render(report: dict[str, object]) -> str:
     for label, entry in report["fused"].items():  # type: ignore[union-attr]
         cells = [label]
         for method in ("rrf", "fusion"):
-            cell = f"{method} {entry[method]:.4f}"
-            diff = entry.get(f"{method} diff")
-            if diff:
-                cell += f" ({diff[0]:+.4f} [{diff[1]:+.4f}, {diff[2]:+.4f}])"
-            cells.append(cell)
+            cells.append(render_cell(method, entry[method], entry.get(f"{method} diff")))
         lines.append(" | ".join(cells))
     return "\n".join(lines)
 
