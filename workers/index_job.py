@@ -224,15 +224,16 @@ def run_index(
     fields = [spec.field for spec in specs]
     if len(set(fields)) != len(fields):
         raise MappingError(f"encoders {', '.join(names)} write the same field: {fields}")
+    # the workers (or this process's models) first: a job that cannot run creates no index
+    embedders = process_embedders(names) if inline else None
+    queue = None if inline else Broker(worker_settings)
+    if queue is not None:
+        queue.check_workers()
     ensure_equation_index(client, index, specs, settings)
     failures_index = ensure_failures_index(client, settings)
     if enrich_index:
         ensure_math_mapping(client, enrich_index, specs[0])
     job = JobSpec.create(index, fields, failures_index, enrich_index=enrich_index)
-    embedders = process_embedders(names) if inline else None
-    queue = None if inline else Broker(worker_settings)
-    if queue is not None:
-        queue.check_workers()
     tracker: Progress = LocalProgress() if queue is None else RedisProgress(queue.redis, job.job_id)
     report = IndexReport(
         job.job_id,

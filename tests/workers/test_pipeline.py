@@ -81,6 +81,7 @@ def test_no_worker_is_a_clear_error(client, alias, corpus, worker_settings) -> N
     lonely = WorkerSettings(**{**worker_settings.__dict__, "queue_prefix": "nobody-"})
     with pytest.raises(IndexJobError, match="no worker consumes"):
         run_index(corpus[:5], alias, worker_settings=lonely, progress=False)
+    assert not client.indices.exists(index=alias)  # a job that cannot run leaves no index
 
 
 def test_enrichment_of_a_library_index_through_the_workers(client, settings, alias, pipeline):
