@@ -90,10 +90,10 @@ def test_forward_shapes_and_a_step_lowers_the_loss() -> None:
     assert model(src, lengths, tgt_in).shape == (2, 3, 12)
     assert model.embed(src, lengths).shape == (2, 16)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    first = float(model.loss(src, lengths, tgt_in, tgt_out))
+    first = model.loss(src, lengths, tgt_in, tgt_out).item()
     for _ in range(20):
         loss = model.loss(src, lengths, tgt_in, tgt_out)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-    assert float(loss) < first / 2
+    assert loss.item() < first / 2
