@@ -36,6 +36,8 @@ INDEX_EXAMPLES = """\
       --sets boolean10,poly8,simplepoly8 --pya0-dir /dev/shm/pya0-eq
   mathsearch eval retrieval --task equivalence -o eval-eq-s2s --encoders seq2seq \\
       --index mathsearch-eval-equivalence-seq2seq   (every mode over the seq2seq vectors)
+  mathsearch eval retrieval --task same-document --validation -o eval-sd-v7v8 \
+      --encoders gcn,export/models/gcn-v8.onnx --no-pya0   (both graph CNNs' fields fused)
   mathsearch eval retrieval --task same-document -o eval-small --papers 10 --topics 20 \\
       --grid mode=fusion,rescore alpha=0.3,0.7 --no-pya0 --json
 """
@@ -113,8 +115,9 @@ def add_index_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--encoders",
         metavar="E1,E2",
-        help="embed the queries with these encoders (families or .onnx paths; every mode "
-        "searches the first one's field), indexed beside the default model, e.g. seq2seq",
+        help="embed the queries with these encoders (families or .onnx paths), indexed beside "
+        "the default model; every mode searches their fields (several: BM25 + one kNN list per "
+        "field, as `search --encoders`), e.g. seq2seq or gcn,export/models/gcn-v8.onnx",
     )
     group.add_argument("--pya0-dir", metavar="DIR", help="pya0 workdir (default DIR/pya0)")
 

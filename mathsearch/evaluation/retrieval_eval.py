@@ -65,6 +65,7 @@ from mathsearch.evaluation.trec_files import (
     write_topics,
 )
 from mathsearch.evaluation.tuning import DEFAULT_METRIC
+from mathsearch.export.model_card import ModelCard
 from mathsearch.opensearch.modes import MODES
 from mathsearch.opensearch.queries import Mode
 from mathsearch.opensearch.search_profile import SearchProfile
@@ -231,8 +232,10 @@ def run_retrieval_eval(
     result; its ``k`` is always ``k``). ``pya0_dir`` is pya0's workdir (default
     ``out_dir/pya0``; its index is reused when it holds the same collection). ``encoders``
     (families or ``.onnx`` paths): the queries are embedded with these and every mode searches
-    the first one's vector field; the collection is indexed with the default model first (so
-    that an equation these encoders refuse is still indexed, with its refusal) and then them.
+    their vector fields (one: that field; several: BM25 and one kNN list per field, each field
+    weighted ``alpha / n``, as ``mathsearch search --encoders``); the collection is indexed with
+    the default model first (so that an equation these encoders refuse is still indexed, with
+    its refusal) and then them, one encoder per field.
 
     Raises:
         ClusterUnavailableError: the cluster does not answer.
@@ -267,21 +270,27 @@ def run_retrieval_eval(
     alias = index or eval_alias(settings, data.task)
     fields = EQUATION_FIELDS
     index_encoders = None
-    searched = None
+    searched: list[ModelCard] = []
     if encoders:
         from mathsearch.export.embedders import encoder_card
         from mathsearch.export.settings import ExportSettings
 
-        default = str(ExportSettings.from_env().model)
-        index_encoders = list(dict.fromkeys([default, *encoders]))
-        searched = encoder_card(encoders[0])
-        fields = replace(EQUATION_FIELDS, vectors=(searched.vector_field,))
+        # one encoder per vector field (``gcn`` and the default model's path are one field)
+        by_field: dict[str, tuple[str, ModelCard]] = {}
+        for name in [str(ExportSettings.from_env().model), *encoders]:
+            card = encoder_card(name)
+            by_field.setdefault(card.vector_field, (name, card))
+        index_encoders = [name for name, _ in by_field.values()]
+        wanted = dict.fromkeys(encoder_card(name).vector_field for name in encoders)
+        searched = [by_field[vector_field][1] for vector_field in wanted]
+        fields = replace(EQUATION_FIELDS, vectors=tuple(wanted))
     built = ensure_eval_index(
         client, alias, data.collection, settings=settings, progress=progress,
         encoders=index_encoders,
     )  # fmt: skip
-    if searched is not None and searched.vector_field != built.vector_field:
-        built.searched_field, built.searched_model = searched.vector_field, searched.name
+    if searched and list(fields.vectors) != [built.vector_field]:
+        built.searched_field = " + ".join(fields.vectors)
+        built.searched_model = " + ".join(card.name for card in searched)
     clock["index"] = built.seconds
     query_encoder = encoder or ModelQueryEncoder(encoders=list(encoders or []) or None)
     searcher = Searcher(client, alias, encoder=query_encoder, fields=fields)

@@ -172,9 +172,17 @@ def test_equivalence_over_the_seq2seq_vectors(
     assert knn and all(ranking for ranking in knn.values())
     again = run_cli([*argv, "--encoders", "seq2seq", *GRID], capsys)
     assert again["index"]["reused"] is True
+    # two encoders: every mode searches both fields (gcn is the default model's field, so the
+    # index of the run above is reused)
+    both = run_cli([*argv, "--encoders", "gcn,seq2seq", *GRID], capsys)
+    assert both["index"]["reused"] is True
+    assert both["index"]["searched_field"] == f"{encoder_card('gcn').vector_field} + {field}"
+    both_knn = read_run(out / both["systems"]["knn"]["run"])
+    assert both_knn and both_knn != knn
     plain = run_cli([*argv, *GRID], capsys)  # the default model alone: another index
     assert plain["index"]["reused"] is False
-    assert read_run(out / plain["systems"]["knn"]["run"]) != knn
+    plain_knn = read_run(out / plain["systems"]["knn"]["run"])
+    assert plain_knn not in (knn, both_knn)
 
 
 def test_split_keeps_papers_together() -> None:
