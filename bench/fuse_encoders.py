@@ -141,6 +141,10 @@ def compare(
     data, kept = validation_set()
     items = [p.embed_item() for p in kept]
     fields = [embed_field(name, items) for name in encoders]
+    names = [f.name for f in fields]
+    for f, name in zip(fields, encoders, strict=True):
+        if names.count(f.name) > 1:  # two models whose cards share a name: their file names
+            f.name = Path(name).stem
     collection = Collection(data, kept, fields[0].unit)
     topics = collection.topics
     report: dict[str, object] = {
