@@ -275,13 +275,14 @@ def run_retrieval_eval(
         from mathsearch.export.embedders import encoder_card
         from mathsearch.export.settings import ExportSettings
 
+        names = dict.fromkeys([str(ExportSettings.from_env().model), *encoders])
+        cards = {name: encoder_card(name) for name in names}
         # one encoder per vector field (``gcn`` and the default model's path are one field)
         by_field: dict[str, tuple[str, ModelCard]] = {}
-        for name in [str(ExportSettings.from_env().model), *encoders]:
-            card = encoder_card(name)
+        for name, card in cards.items():
             by_field.setdefault(card.vector_field, (name, card))
         index_encoders = [name for name, _ in by_field.values()]
-        wanted = dict.fromkeys(encoder_card(name).vector_field for name in encoders)
+        wanted = dict.fromkeys(cards[name].vector_field for name in encoders)
         searched = [by_field[vector_field][1] for vector_field in wanted]
         fields = replace(EQUATION_FIELDS, vectors=tuple(wanted))
     built = ensure_eval_index(

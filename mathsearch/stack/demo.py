@@ -56,9 +56,9 @@ logger = logging.getLogger(__name__)
 DEMO_MODES = (Mode.FUSION, Mode.RRF, Mode.RESCORE, Mode.KNN_RESCORE, Mode.KNN, Mode.BM25)
 #: The second encoder the demo indexes with beside the default ``gcn``, when it is there: the
 #: shipped ``gcn-v8``. On the validation papers (docs/encoders.md, "Which encoders to fuse") rrf
-#: of BM25 + gcn-v7 + gcn-v8 scores nDCG@10 0.669 against 0.655 for BM25 + gcn-v7, while adding
-#: ``bitmap-v1`` drops it to 0.593, below BM25 alone (0.598); seq2seq reads 1 of the 206 bundled
-#: equations, so it would add refusals only.
+#: of BM25 + gcn-v7 + gcn-v8 scores nDCG@10 0.670 against 0.653 for BM25 + gcn-v7, while
+#: ``bitmap-v1`` in gcn-v8's place drops it to 0.608, about BM25 alone (0.598); seq2seq reads 1
+#: of the 206 bundled equations, so it would add refusals only.
 DEMO_SECOND_ENCODER = "gcn-v8.onnx"
 
 
