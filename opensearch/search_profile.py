@@ -3,7 +3,8 @@
 A profile is a JSON file holding the parameters of
 :class:`~mathsearch.opensearch.search_request.SearchRequest`
 that shape the ranking (mode, alpha, window, depth, normalisation, combination, rank constant,
-k, max_df) plus where they came from (``source``: e.g. the tune report and the metric it
+k, max_df, and the encoders whose fields it searches, when not the index's default one) plus
+where they came from (``source``: e.g. the tune report and the metric it
 maximised). ``mathsearch search --profile P`` and ``mathsearch serve --profile P`` start from the
 profile; flags or request fields given explicitly still win. Without ``--profile`` they (and the
 demo) start from :meth:`SearchProfile.default`: ``MATHSEARCH_SEARCH_PROFILE`` when set, else the
@@ -55,15 +56,24 @@ class SearchProfile:
     rank_constant: int = SearchRequest.rank_constant
     max_df: float | None = SearchRequest.max_df
     max_terms: int | None = SearchRequest.max_terms
+    #: the encoders whose vector fields every search uses (families or ``.onnx`` paths, as
+    #: ``search --encoders``); empty: the index's default field
+    encoders: tuple[str, ...] = ()
     source: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def request(self, latex: str, **overrides: Any) -> SearchRequest:
         """A :class:`SearchRequest` for ``latex`` with this profile's parameters.
 
         ``overrides`` (any :class:`SearchRequest` field) replace the profile's values; window
-        and depth are raised to ``k`` when ``k`` exceeds them.
+        and depth are raised to ``k`` when ``k`` exceeds them. A ``vector_field`` or
+        ``vector_fields`` override without ``encoders`` searches that field, not the profile's
+        encoders.
         """
         values: dict[str, Any] = {name: getattr(self, name) for name in RANKING_FIELDS}
+        if self.encoders and not {"vector_field", "vector_fields"} & {
+            name for name, value in overrides.items() if value
+        }:
+            values["encoders"] = self.encoders
         values.update(overrides)
         k = int(values.get("k", self.k))
         values["window"] = max(int(values["window"]), k)
@@ -75,6 +85,10 @@ class SearchProfile:
         data["mode"] = self.mode.value
         data["normalization"] = self.normalization.value
         data["combination"] = self.combination.value
+        if self.encoders:
+            data["encoders"] = list(self.encoders)
+        else:  # a one-field profile reads as before
+            del data["encoders"]
         return {"format": PROFILE_FORMAT, **data}
 
     @classmethod
@@ -86,6 +100,14 @@ class SearchProfile:
         unknown = sorted(set(data) - {f.name for f in fields(cls)})
         if unknown:
             raise ConfigurationError(f"unknown search profile keys: {', '.join(unknown)}")
+        encoders = data.get("encoders", ())
+        if not isinstance(encoders, (list, tuple)) or not all(
+            isinstance(name, str) and name.strip() for name in encoders
+        ):
+            raise ConfigurationError(
+                f"bad search profile: encoders must be names, not {encoders!r}"
+            )
+        data["encoders"] = tuple(encoders)
         try:
             profile = cls(**data)
             profile = replace(
@@ -145,4 +167,7 @@ class SearchProfile:
 
 #: The ranking parameters a profile holds (every one a :class:`SearchRequest` field), the names
 #: of the matching ``search`` flags and ``POST /search`` fields.
-RANKING_FIELDS = tuple(f.name for f in fields(SearchProfile) if f.name != "source")
+#: (``encoders`` is a profile field too, but its flag and body field take their own forms.)
+RANKING_FIELDS = tuple(
+    f.name for f in fields(SearchProfile) if f.name not in {"source", "encoders"}
+)

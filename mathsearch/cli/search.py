@@ -225,6 +225,8 @@ def run_search(args: argparse.Namespace) -> int:
         alias = equations_alias(settings, args.index)
         searcher = Searcher(connect(settings), alias, encoder=ModelQueryEncoder(args.model))
         profile = SearchProfile.load(args.profile) if args.profile else SearchProfile.default()
+        # --encoders replaces the profile's encoders; without it the profile's are kept
+        named = {"encoders": tuple(parse_encoders(args.encoders))} if args.encoders else {}
         request = profile.request(
             args.latex,
             text=args.text,
@@ -233,8 +235,8 @@ def run_search(args: argparse.Namespace) -> int:
             explain=args.explain,
             vector_field=args.field,
             fusion_side=args.fusion_side,
-            encoders=tuple(parse_encoders(args.encoders)) if args.encoders else (),
             weights=parse_weights(args.weights),
+            **named,
             **ranking_flags(args),
         )
         response = searcher.search(request)

@@ -299,7 +299,10 @@ def run_retrieval_eval(
     tick = time.perf_counter()
     # the grid keeps the query tokens of the profile users get (max_terms, max_df) unless it
     # names them, so the tuned row and the default rows below search with the same tokens
-    configs = expand({**(grid or DEFAULT_GRID), "k": (k,)}, base=SearchProfile.default())
+    base = replace(SearchProfile.default(), encoders=tuple(encoders or ()))
+    configs = expand({**(grid or DEFAULT_GRID), "k": (k,)}, base=base)
+    if base.encoders:  # every configuration searches the named fields (and says so when saved)
+        configs = [replace(c, profile=replace(c.profile, encoders=base.encoders)) for c in configs]
     tuned = tune(
         searcher, tune_topics, _subset(data.qrels, tune_topics), configs,
         out_dir=out / "tune", metric=metric, progress=progress,
@@ -321,7 +324,7 @@ def run_retrieval_eval(
     systems: list[SystemResult] = []
     # every mode with the parameters users get without --profile (the shipped default
     # profile's alpha, normalisation, ...), the default profile itself, and the tuned best
-    default = replace(SearchProfile.default(), k=k)
+    default = replace(base, k=k)
     profiles = [(mode.value, replace(default, mode=mode)) for mode in BASELINES]
     profiles.append(("default", default))
     profiles.append(("tuned", replace(best.config.profile, k=k)))

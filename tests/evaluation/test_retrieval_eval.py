@@ -28,6 +28,7 @@ from mathsearch.export.settings import ExportSettings
 from mathsearch.opensearch import OpenSearchSettings
 from mathsearch.opensearch.equation_index import ensure_equation_index
 from mathsearch.opensearch.schema import VectorSpec
+from mathsearch.opensearch.search_profile import SearchProfile
 
 pytest.importorskip("pya0")
 
@@ -179,6 +180,9 @@ def test_equivalence_over_the_seq2seq_vectors(
     assert both["index"]["searched_field"] == f"{encoder_card('gcn').vector_field} + {field}"
     both_knn = read_run(out / both["systems"]["knn"]["run"])
     assert both_knn and both_knn != knn
+    # the tuned profile names both encoders, so serving it searches what was tuned
+    tuned = SearchProfile.load(out / "tune" / "best_profile.json")
+    assert tuned.encoders == ("gcn", "seq2seq")
     plain = run_cli([*argv, *GRID], capsys)  # the default model alone: another index
     assert plain["index"]["reused"] is False
     plain_knn = read_run(out / plain["systems"]["knn"]["run"])

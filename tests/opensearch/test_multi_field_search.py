@@ -232,3 +232,52 @@ def test_search_command_with_encoders(
     assert DEFAULT_INT8_FIELD in capsys.readouterr().out
     assert main(["search", latex, "--index", two_field_alias, "--encoders", "gcn,nope"]) == 1
     assert "unknown encoder" in capsys.readouterr().err
+
+
+def test_search_command_with_a_profile_that_names_encoders(
+    two_field_alias: str,
+    int8_path: Path,
+    demo_parsed: list,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from mathsearch.opensearch.search_profile import SearchProfile
+
+    profile = SearchProfile(mode=Mode.RRF, encoders=("gcn", str(int8_path))).save(
+        tmp_path / "two.json"
+    )
+    latex = demo_parsed[40].record.latex
+    argv = ["search", latex, "--index", two_field_alias, "--profile", str(profile), "-k", "3"]
+    assert main([*argv, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["mode"] == "rrf" and data["vector_fields"] == list(FIELDS)
+    assert data["hits"][0]["eq_id"] == demo_parsed[40].eq_id
+    # a field named on the command line searches that field alone
+    assert main([*argv, "--field", DEFAULT_FIELD, "--json"]) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert one["vector_field"] == DEFAULT_FIELD and "vector_fields" not in one
+
+
+def test_http_api_serves_a_profile_that_names_encoders(
+    settings: OpenSearchSettings,
+    client: OpenSearch,
+    two_field_alias: str,
+    int8_path: Path,
+    demo_parsed: list,
+) -> None:
+    from mathsearch.opensearch.search_profile import SearchProfile
+
+    profile = SearchProfile(mode=Mode.RRF, encoders=("gcn", str(int8_path)))
+    app = create_app(
+        replace(settings, serve_rate=0), two_field_alias, client=client, profile=profile
+    )
+    api = TestClient(app)
+    latex = demo_parsed[40].record.latex
+    both = api.post("/search", json={"latex": latex, "k": 3})
+    assert both.status_code == 200, both.text
+    assert both.json()["vector_fields"] == list(FIELDS)
+    assert both.json()["hits"][0]["eq_id"] == demo_parsed[40].eq_id
+    # a body naming its encoders, or one field, overrides the profile's
+    one = api.post("/search", json={"latex": latex, "k": 3, "encoders": ["gcn"]})
+    assert one.status_code == 200 and one.json()["vector_field"] == DEFAULT_FIELD
+    assert not one.json()["vector_fields"]

@@ -33,10 +33,28 @@ def test_overrides_win_and_window_grows_with_k() -> None:
     assert (request.alpha, request.k, request.window, request.depth) == (0.9, 40, 40, 40)
 
 
+def test_a_profile_names_the_encoders_it_searches(tmp_path: Path) -> None:
+    plain = json.loads(SearchProfile().save(tmp_path / "plain.json").read_text())
+    assert "encoders" not in plain  # a one-field profile reads as it always did
+    profile = SearchProfile(mode=Mode.RRF, encoders=("gcn", "models/gcn-v8.onnx"))
+    path = profile.save(tmp_path / "two.json")
+    assert json.loads(path.read_text())["encoders"] == ["gcn", "models/gcn-v8.onnx"]
+    loaded = SearchProfile.load(path)
+    assert loaded == profile and loaded.encoders == ("gcn", "models/gcn-v8.onnx")
+    assert loaded.request("x").encoders == ("gcn", "models/gcn-v8.onnx")
+    # explicit choices win: other encoders, or one field named without encoders
+    assert loaded.request("x", encoders=("bitmap",)).encoders == ("bitmap",)
+    one_field = loaded.request("x", vector_field="vec_gcn_v7")
+    assert one_field.encoders == () and one_field.vector_field == "vec_gcn_v7"
+    assert loaded.request("x", vector_field=None).encoders == loaded.encoders
+
+
 @pytest.mark.parametrize(
     ("data", "words"),
     [
         ({"mode": "dense"}, "bad search profile"),
+        ({"encoders": "gcn"}, "encoders must be names"),
+        ({"encoders": ["gcn", ""]}, "encoders must be names"),
         ({"alpha": 2.0}, "alpha must lie in [0, 1]"),
         ({"weights": [1, 2]}, "unknown search profile keys: weights"),
         ([1, 2], "JSON object"),
