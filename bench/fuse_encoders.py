@@ -9,8 +9,8 @@ Usage::
 
 Each encoder is a family (its default model) or an ``.onnx`` path, as ``mathsearch search
 --encoders`` takes them; each embeds the equations through its own runtime
-(``load_embedder(...).embed``, the workers' path) into its own list, as several vector fields
-are searched in one hybrid query. The collection and topics are those of
+(``workers.embedding.embed_parsed``: the vectors the workers write) into its own list, as
+several vector fields are searched in one hybrid query. The collection and topics are those of
 ``bench/fusion_prototypes.py``: the relevance set of ``mathsearch eval retrieval --task
 same-document --validation`` (the default model's validation papers, 200 topics; never the
 held-out papers), with its NumPy BM25 over the same math tokens.
@@ -40,18 +40,20 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from compare_encoders import NDCG, paired_difference, render_cell
+from compare_encoders import NDCG, paired_difference, render_cell, unit_concat
 from fusion_prototypes import Collection, Scores, validation_set
 
 from mathsearch.evaluation.ir_metrics import Evaluation
 from mathsearch.export.embedder_base import EmbedRefusal
 from mathsearch.export.embedders import load_embedder, parse_encoders
 from mathsearch.export.errors import ModelCardError
+from mathsearch.indexer.parse import ParsedEquation
+from mathsearch.opensearch.explain import subquery_weights
 from mathsearch.opensearch.fusion import FusedHit, fuse, rrf
+from mathsearch.opensearch.search_request import SearchRequest
+from mathsearch.workers.embedding import embed_parsed
 
 logger = logging.getLogger(__name__)
-
-BATCH = 128
 
 
 class Field:
@@ -59,8 +61,7 @@ class Field:
 
     def __init__(self, name: str, vectors: np.ndarray, embedded: np.ndarray) -> None:
         self.name = name
-        norms = np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-        self.unit = (vectors / norms).astype(np.float64)
+        self.unit = unit_concat([vectors.astype(np.float64)])
         #: True where the encoder gave a vector
         self.embedded = embedded
 
@@ -74,15 +75,15 @@ class Field:
         return out
 
 
-def embed_field(name: str, items: Sequence[dict[str, object]]) -> Field:
-    """``name``'s vector of every item (zeros and ``embedded`` False where it refused)."""
+def embed_field(name: str, parsed: Sequence[ParsedEquation]) -> Field:
+    """``name``'s vector of every equation as the workers write it (zeros and ``embedded``
+    False where it refused)."""
     embedder = load_embedder(name)
-    vectors = np.zeros((len(items), embedder.dim), dtype=np.float32)
-    embedded = np.zeros(len(items), dtype=bool)
-    for start in range(0, len(items), BATCH):
-        for n, result in enumerate(embedder.embed(items[start : start + BATCH]), start):
-            if not isinstance(result, EmbedRefusal):
-                vectors[n], embedded[n] = result, True
+    vectors = np.zeros((len(parsed), embedder.dim))
+    embedded = np.zeros(len(parsed), dtype=bool)
+    for n, result in enumerate(embed_parsed(embedder, parsed)):
+        if not isinstance(result, EmbedRefusal):
+            vectors[n], embedded[n] = result, True
     return Field(embedder.card.name, vectors, embedded)
 
 
@@ -117,9 +118,10 @@ def fused_scorer(
         lists = [lst for lst in lists if lst] or [[]]
         if method == "rrf":
             hits = rrf(lists, rank_constant=rank_constant)
-        else:
-            share = alpha / (len(lists) - 1) if len(lists) > 1 else 0.0
-            weights = [1.0 - alpha if len(lists) > 1 else 1.0] + [share] * (len(lists) - 1)
+        elif len(lists) == 1:
+            hits = fuse(lists)
+        else:  # the weights of `search --encoders` without --weights
+            weights = subquery_weights(SearchRequest("x", alpha=alpha), len(lists) - 1)
             hits = fuse(lists, weights=weights)
         return as_scores(collection.row, hits)
 
@@ -139,8 +141,7 @@ def compare(
 ) -> dict[str, object]:
     """BM25, each encoder's kNN and the fused systems, paired against BM25 + the first."""
     data, kept = validation_set()
-    items = [p.embed_item() for p in kept]
-    fields = [embed_field(name, items) for name in encoders]
+    fields = [embed_field(name, kept) for name in encoders]
     names = [f.name for f in fields]
     for f, name in zip(fields, encoders, strict=True):
         if names.count(f.name) > 1:  # two models whose cards share a name: their file names

@@ -70,9 +70,7 @@ class SearchProfile:
         encoders.
         """
         values: dict[str, Any] = {name: getattr(self, name) for name in RANKING_FIELDS}
-        if self.encoders and not {"vector_field", "vector_fields"} & {
-            name for name, value in overrides.items() if value
-        }:
+        if self.encoders and not (overrides.get("vector_field") or overrides.get("vector_fields")):
             values["encoders"] = self.encoders
         values.update(overrides)
         k = int(values.get("k", self.k))

@@ -278,12 +278,12 @@ def run_retrieval_eval(
         names = dict.fromkeys([str(ExportSettings.from_env().model), *encoders])
         cards = {name: encoder_card(name) for name in names}
         # one encoder per vector field (``gcn`` and the default model's path are one field)
-        by_field: dict[str, tuple[str, ModelCard]] = {}
+        by_field: dict[str, str] = {}
         for name, card in cards.items():
-            by_field.setdefault(card.vector_field, (name, card))
-        index_encoders = [name for name, _ in by_field.values()]
+            by_field.setdefault(card.vector_field, name)
+        index_encoders = list(by_field.values())
         wanted = dict.fromkeys(cards[name].vector_field for name in encoders)
-        searched = [by_field[vector_field][1] for vector_field in wanted]
+        searched = [cards[by_field[vector_field]] for vector_field in wanted]
         fields = replace(EQUATION_FIELDS, vectors=tuple(wanted))
     built = ensure_eval_index(
         client, alias, data.collection, settings=settings, progress=progress,
@@ -301,8 +301,6 @@ def run_retrieval_eval(
     # names them, so the tuned row and the default rows below search with the same tokens
     base = replace(SearchProfile.default(), encoders=tuple(encoders or ()))
     configs = expand({**(grid or DEFAULT_GRID), "k": (k,)}, base=base)
-    if base.encoders:  # every configuration searches the named fields (and says so when saved)
-        configs = [replace(c, profile=replace(c.profile, encoders=base.encoders)) for c in configs]
     tuned = tune(
         searcher, tune_topics, _subset(data.qrels, tune_topics), configs,
         out_dir=out / "tune", metric=metric, progress=progress,

@@ -121,7 +121,8 @@ def expand(grid: Grid, base: SearchProfile | None = None) -> list[Configuration]
 
     ``base`` (e.g. the shipped default profile) gives the query-token keys (:data:`BASE_KEYS`)
     that ``grid`` leaves out, so that the grid is tuned with the query tokens users get;
-    without it they take :class:`SearchProfile`'s defaults (every token).
+    without it they take :class:`SearchProfile`'s defaults (every token). Every configuration
+    searches ``base``'s encoders (none: the index's default field).
     """
     unknown = sorted(set(grid) - set(KEYS))
     if unknown:
@@ -129,6 +130,7 @@ def expand(grid: Grid, base: SearchProfile | None = None) -> list[Configuration]
     fallback = dict(BASE)
     if base is not None:
         fallback.update({key: getattr(base, key) for key in BASE_KEYS})
+    encoders = base.encoders if base is not None else ()
     values = {key: tuple(grid.get(key) or (fallback[key],)) for key in KEYS}
     seen: set[tuple[Any, ...]] = set()
     out: list[Configuration] = []
@@ -137,7 +139,7 @@ def expand(grid: Grid, base: SearchProfile | None = None) -> list[Configuration]
         axes = [values[key] if key in used else (fallback[key],) for key in KEYS[1:]]
         for combo in itertools.product(*axes):
             chosen = dict(zip(KEYS[1:], combo, strict=True))
-            profile = SearchProfile(mode=Mode(mode), **chosen)
+            profile = SearchProfile(mode=Mode(mode), encoders=encoders, **chosen)
             config = _grid_point(profile, f"grid point {mode} {chosen}")
             key = tuple(sorted(config.parameters().items()))
             if key not in seen:
