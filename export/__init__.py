@@ -17,6 +17,7 @@ from mathsearch.export.embedders import (
     as_embedder,
     default_model_path,
     load_embedder,
+    one_field_each,
     parse_encoders,
 )
 from mathsearch.export.errors import (
@@ -60,6 +61,7 @@ __all__ = [  # noqa: PLE0604
     "as_embedder",
     "default_model_path",
     "load_embedder",
+    "one_field_each",
     "parse_encoders",
     "INPUT_NAMES",
     "Encoder",

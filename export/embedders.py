@@ -52,6 +52,7 @@ __all__ = [
     "default_model_path",
     "encoder_card",
     "load_embedder",
+    "one_field_each",
     "parse_encoders",
 ]
 
@@ -128,6 +129,38 @@ def encoder_card(name: str | os.PathLike[str], *, verify_sha256: bool = True) ->
     if not path.is_file():
         raise ModelCardError(f"encoder {name!r}: model {path} does not exist")
     return load_card(path, verify_sha256=verify_sha256)
+
+
+def one_field_each(cards: Sequence[tuple[str, ModelCard]]) -> dict[str, str]:
+    """``{vector_field: name}`` of named encoders' cards, in order, one name per field.
+
+    A model named twice (a family and its default model's path: the same SHA-256) is one field,
+    under the first name. Two *different* models whose cards name the same field (the same
+    family and version) would write and search one field with two models' vectors, so they are
+    refused.
+
+    Example::
+
+        one_field_each([("gcn", card_v7), ("gcn-v8.onnx", card_v8)])
+        # {"vec_gcn_v7": "gcn", "vec_gcn_v8": "gcn-v8.onnx"}
+
+    Raises:
+        ModelCardError: two different models that write the same field.
+    """
+    out: dict[str, str] = {}
+    seen: dict[str, ModelCard] = {}
+    for name, card in cards:
+        field = card.vector_field
+        first = seen.setdefault(field, card)
+        if field not in out:
+            out[field] = name
+        elif first.sha256 != card.sha256:
+            raise ModelCardError(
+                f"encoders {out[field]!r} and {name!r} are different models that write the same "
+                f"field {field} (both cards say family {card.family!r}, version {card.version}); "
+                "give one of them another version in its card"
+            )
+    return out
 
 
 def load_embedder(

@@ -119,7 +119,7 @@ class ModelQueryEncoder:
             return QueryFeatures(tokens=tokens, vector=None, vector_field=None, vectors={})
         names = list(encoders or self._names)
         default = self._model if self._model is not None else "gcn"  # MATHSEARCH_MODEL's
-        embedders = [self._embedder(name) for name in names or [default]]
+        embedders = self._distinct([(name, self._embedder(name)) for name in names or [default]])
         from mathsearch.export.families import needs_prefix
 
         with_prefix = needs_prefix([embedder.family for embedder in embedders])
@@ -143,6 +143,27 @@ class ModelQueryEncoder:
             vectors=vectors,
             refusals=refusals,
         )
+
+    @staticmethod
+    def _distinct(named: list[tuple[Any, Any]]) -> list[Any]:
+        """The embedders of ``named`` with one per vector field (a model named twice is
+        embedded once).
+
+        Raises:
+            QueryError: two different models that write the same field (their vectors would
+                overwrite each other's).
+        """
+        from mathsearch.export.embedders import one_field_each
+        from mathsearch.export.errors import ModelCardError
+
+        try:
+            one_field_each([(str(name), embedder.card) for name, embedder in named])
+        except ModelCardError as exc:
+            raise QueryError(str(exc)) from exc
+        firsts: dict[str, Any] = {}
+        for _, embedder in named:
+            firsts.setdefault(embedder.vector_field, embedder)
+        return list(firsts.values())
 
     def _parse(self, latex: str, with_prefix: bool = False) -> Any:
         from mathsearch.indexer.parse import Featuriser

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from opensearchpy import OpenSearch
 
 from mathsearch.export.embedders import default_model_path
-from mathsearch.export.model_card import load_card
+from mathsearch.export.model_card import card_path, load_card
 from mathsearch.opensearch import OpenSearchSettings, connect
 from mathsearch.workers import WorkerSettings
 
@@ -21,6 +24,20 @@ DEFAULT_SPACE = DEFAULT_CARD.space_type
 DEFAULT_DIM = DEFAULT_CARD.embedding_dim
 #: The field of the default's int8 variant (tests/opensearch/second_models.gcn_int8).
 DEFAULT_INT8_FIELD = f"{DEFAULT_FIELD}_int8"
+
+
+@pytest.fixture
+def field_twin(tmp_path: Path) -> Path:
+    """Another model (gcn-v1's file and card) whose card claims the default model's family and
+    version, so it would write the default's vector field with other vectors."""
+    v1 = default_model_path("gcn").with_name("gcn-v1.onnx")
+    twin = tmp_path / "twin" / "gcn-twin.onnx"
+    twin.parent.mkdir()
+    shutil.copy(v1, twin)
+    card = load_card(v1)
+    card.version = DEFAULT_CARD.version
+    card_path(twin).write_text(json.dumps(card.to_dict()), encoding="utf-8")
+    return twin
 
 
 @pytest.fixture(scope="session")

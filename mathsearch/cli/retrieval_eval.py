@@ -172,11 +172,14 @@ def run_index_form(
         grid = parse_grid(args.grid) if args.grid else None
         encoders = None
         if getattr(args, "encoders", None):
-            from mathsearch.export.embedders import encoder_card, parse_encoders
+            from mathsearch.export.embedders import encoder_card, one_field_each, parse_encoders
+            from mathsearch.export.settings import ExportSettings
 
             encoders = parse_encoders(args.encoders)
-            for name in encoders:
-                encoder_card(name)  # an unknown family or a missing model fails here, not later
+            # an unknown family, a missing model or two models on one field fail here, not
+            # after minutes of featurisation
+            named = dict.fromkeys([str(ExportSettings.from_env().model), *encoders])
+            one_field_each([(name, encoder_card(name)) for name in named])
         settings = OpenSearchSettings.from_env()
         client = connect(settings)
         check_cluster(client, settings)  # before minutes of featurisation

@@ -240,6 +240,8 @@ def run_retrieval_eval(
     Raises:
         ClusterUnavailableError: the cluster does not answer.
         MappingError: ``index`` names an index that is not an eval index.
+        ModelCardError: an encoder without its model or card, or two different models that
+            write the same field.
         EvaluationError: too few topics or groups to split, or no judged topic.
         Pya0Unavailable, Pya0Error: pya0 is asked for but missing, or failed to index.
     """
@@ -272,15 +274,14 @@ def run_retrieval_eval(
     index_encoders = None
     searched: list[ModelCard] = []
     if encoders:
-        from mathsearch.export.embedders import encoder_card
+        from mathsearch.export.embedders import encoder_card, one_field_each
         from mathsearch.export.settings import ExportSettings
 
         names = dict.fromkeys([str(ExportSettings.from_env().model), *encoders])
         cards = {name: encoder_card(name) for name in names}
-        # one encoder per vector field (``gcn`` and the default model's path are one field)
-        by_field: dict[str, str] = {}
-        for name, card in cards.items():
-            by_field.setdefault(card.vector_field, name)
+        # one encoder per vector field (``gcn`` and the default model's path are one field;
+        # two different models on one field are refused)
+        by_field = one_field_each(list(cards.items()))
         index_encoders = list(by_field.values())
         wanted = dict.fromkeys(cards[name].vector_field for name in encoders)
         searched = [cards[by_field[vector_field]] for vector_field in wanted]

@@ -209,7 +209,10 @@ def test_foreign_index_is_never_overwritten(
 
 
 def test_cli_errors_are_one_line(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    field_twin: Path,
 ) -> None:
     sample = ["--task", "same-document", "-o", str(tmp_path), "--source", str(SAMPLE)]
     cases = {
@@ -223,6 +226,9 @@ def test_cli_errors_are_one_line(
     }  # fmt: skip
     for expected, argv in cases.items():
         assert_one_line_error(argv, expected, capsys)
+    # before any featurisation or cluster: another model on the default model's field
+    twin = [*sample, "--no-pya0", "--encoders", f"gcn,{field_twin}"]
+    assert_one_line_error(twin, "different models that write the same field", capsys)
     monkeypatch.setattr("mathsearch.evaluation.retrieval_eval.pya0_available", lambda: False)
     assert_one_line_error(sample, "pip install pya0==0.3.7` (the `bench` extra) or pass", capsys)
     monkeypatch.setenv("MATHSEARCH_OPENSEARCH_URL", "http://127.0.0.1:9")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -17,6 +18,7 @@ from mathsearch.export.embedders import (
     as_embedder,
     default_model_path,
     load_embedder,
+    one_field_each,
     parse_encoders,
 )
 from mathsearch.export.errors import ModelCardError
@@ -24,7 +26,7 @@ from mathsearch.export.model_card import card_path, load_card
 from mathsearch.export.runtime import Encoder
 from mathsearch.export.settings import DEFAULT_MODEL_PATH
 from mathsearch.indexer.parse import Featuriser, ParsedEquation
-from tests.conftest import DEFAULT_DIM, DEFAULT_FIELD
+from tests.conftest import DEFAULT_CARD, DEFAULT_DIM, DEFAULT_FIELD
 
 LATEX = [r"\frac{a}{b}+c", r"E = m c^2", r"\int_0^1 x^2 \, dx"]
 
@@ -95,6 +97,17 @@ def test_parse_encoders_keeps_order_and_refuses_unknown_names() -> None:
         parse_encoders("gcn,resnet")
     with pytest.raises(ModelCardError, match="no encoder"):
         parse_encoders(" , ")
+
+
+def test_one_field_each_keeps_one_name_per_field_and_refuses_two_models_on_one() -> None:
+    v8 = load_card(default_model_path("gcn").with_name("gcn-v8.onnx"))
+    named = [("gcn", DEFAULT_CARD), ("v8.onnx", v8), ("default.onnx", DEFAULT_CARD)]
+    # the same model under a second name is the same field, kept under its first name
+    assert one_field_each(named) == {DEFAULT_FIELD: "gcn", v8.vector_field: "v8.onnx"}
+    other = dataclasses.replace(DEFAULT_CARD, sha256="0" * 64)  # same family and version
+    assert other.vector_field == DEFAULT_FIELD
+    with pytest.raises(ModelCardError, match=f"'gcn' and 'other.onnx' .* field {DEFAULT_FIELD}"):
+        one_field_each([*named, ("other.onnx", other)])
 
 
 def test_default_model_paths_follow_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from mathsearch.core.errors import QueryError
+from mathsearch.export.embedders import default_model_path
 from mathsearch.opensearch.query_encoder import ModelQueryEncoder
+from tests.conftest import DEFAULT_FIELD
 
 
 def _intra_op_threads(encoder: ModelQueryEncoder) -> int:
@@ -34,3 +38,14 @@ def test_tokens_alone_load_no_model_and_match_the_embedded_tokens() -> None:
         missing.features(latex)
     with pytest.raises(QueryError, match="unbalanced"):  # an unreadable query is still refused
         missing.features(r"\frac{", embed=False)
+
+
+def test_two_models_on_one_field_are_refused_and_one_model_named_twice_embeds_once(
+    field_twin: Path,
+) -> None:
+    latex = r"\frac{a}{b} + x^2"
+    twice = ModelQueryEncoder(encoders=["gcn", str(default_model_path("gcn"))]).features(latex)
+    assert list(twice.vectors) == [DEFAULT_FIELD] and twice.vector == twice.vectors[DEFAULT_FIELD]
+    refused = f"different models that write the same field {DEFAULT_FIELD}"
+    with pytest.raises(QueryError, match=refused):
+        ModelQueryEncoder(encoders=["gcn", str(field_twin)]).features(latex)
