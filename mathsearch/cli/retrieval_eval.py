@@ -36,8 +36,11 @@ INDEX_EXAMPLES = """\
       --sets boolean10,poly8,simplepoly8 --pya0-dir /dev/shm/pya0-eq
   mathsearch eval retrieval --task equivalence -o eval-eq-s2s --encoders seq2seq \\
       --index mathsearch-eval-equivalence-seq2seq   (every mode over the seq2seq vectors)
-  mathsearch eval retrieval --task same-document --validation -o eval-sd-v7v8 \
+  mathsearch eval retrieval --task same-document --validation -o eval-sd-v7v8 \\
       --encoders gcn,export/models/gcn-v8.onnx --no-pya0   (both graph CNNs' fields fused)
+  M=export/models; mathsearch eval retrieval --task same-document --held-out -o eval-sd-ho-4f \\
+      --topics 800 --encoders gcn,$M/gcn-v8.onnx,$M/gcn-v9.onnx,$M/gcn-v10.onnx --no-pya0
+      (four graph CNNs' fields: docs/evaluation.md, "Four graph CNN fields")
   mathsearch eval retrieval --task same-document -o eval-small --papers 10 --topics 20 \\
       --grid mode=fusion,rescore alpha=0.3,0.7 --no-pya0 --json
 """

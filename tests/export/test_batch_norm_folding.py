@@ -155,7 +155,7 @@ def test_a_freshly_exported_network_is_folded(tmp_path: Path) -> None:
     _check_graph_cnn(export_gcn(GraphCNN(GCNConfig()).eval(), tmp_path / "fresh.onnx"), 100)
 
 
-@pytest.mark.parametrize("name", ["gcn-v7", "gcn-v8"])
+@pytest.mark.parametrize("name", ["gcn-v7", "gcn-v8", "gcn-v9"])
 def test_shipped_models_embed_the_same_after_folding(name: str) -> None:
     _check_graph_cnn(MODELS / f"{name}.onnx", 300)
 
