@@ -44,7 +44,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from compare_encoders import NDCG, paired_difference, render_cell
+from compare_encoders import NDCG, paired_difference, render_cell, unit_concat
 from fuse_encoders import Field, fused_scorer
 from fusion_prototypes import Collection, validation_set
 
@@ -65,16 +65,12 @@ class QueryField(Field):
 
     def __init__(self, name: str, unit: np.ndarray, queries: np.ndarray) -> None:
         super().__init__(name, unit, np.ones(len(unit), dtype=bool))
-        self.queries = _unit(queries)
+        self.queries = unit_concat([queries])
 
     def scores(self, i: int) -> np.ndarray:
         out = self.unit @ self.queries[i]
         out[i] = -np.inf
         return out
-
-
-def _unit(x: np.ndarray) -> np.ndarray:
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
 def crops(
@@ -112,10 +108,10 @@ def compare(
     """kNN and the fusions without crops, then with the crops mixed in at each weight."""
     data, kept = validation_set()
     encoder = Encoder(onnx)
-    whole = _unit(encoder.encode([p.graph for p in kept]).astype(np.float64))
+    whole = unit_concat([encoder.encode([p.graph for p in kept]).astype(np.float64)])
     cropped, owner = crops([p.graph for p in kept], per_graph, seed)
     crop_sum = np.zeros_like(whole)
-    np.add.at(crop_sum, owner, _unit(encoder.encode(cropped).astype(np.float64)))
+    np.add.at(crop_sum, owner, unit_concat([encoder.encode(cropped).astype(np.float64)]))
     count = np.bincount(owner, minlength=len(whole))[:, None]
     crop_mean = np.where(count > 0, crop_sum / np.maximum(count, 1), whole)
     plain = Field("plain", whole, np.ones(len(whole), dtype=bool))

@@ -147,20 +147,16 @@ def one_field_each(cards: Sequence[tuple[str, ModelCard]]) -> dict[str, str]:
     Raises:
         ModelCardError: two different models that write the same field.
     """
-    out: dict[str, str] = {}
-    seen: dict[str, ModelCard] = {}
+    firsts: dict[str, tuple[str, ModelCard]] = {}
     for name, card in cards:
-        field = card.vector_field
-        first = seen.setdefault(field, card)
-        if field not in out:
-            out[field] = name
-        elif first.sha256 != card.sha256:
+        first_name, first = firsts.setdefault(card.vector_field, (name, card))
+        if first.sha256 != card.sha256:
             raise ModelCardError(
-                f"encoders {out[field]!r} and {name!r} are different models that write the same "
-                f"field {field} (both cards say family {card.family!r}, version {card.version}); "
-                "give one of them another version in its card"
+                f"encoders {first_name!r} and {name!r} are different models that write the same "
+                f"field {card.vector_field} (both cards say family {card.family!r}, version "
+                f"{card.version}); give one of them another version in its card"
             )
-    return out
+    return {field: name for field, (name, _) in firsts.items()}
 
 
 def load_embedder(

@@ -157,13 +157,11 @@ class ModelQueryEncoder:
         from mathsearch.export.errors import ModelCardError
 
         try:
-            one_field_each([(str(name), embedder.card) for name, embedder in named])
+            fields = one_field_each([(str(name), embedder.card) for name, embedder in named])
         except ModelCardError as exc:
             raise QueryError(str(exc)) from exc
-        firsts: dict[str, Any] = {}
-        for _, embedder in named:
-            firsts.setdefault(embedder.vector_field, embedder)
-        return list(firsts.values())
+        # the fields in order of their first encoder, and that encoder
+        return [next(e for _, e in named if e.vector_field == field) for field in fields]
 
     def _parse(self, latex: str, with_prefix: bool = False) -> Any:
         from mathsearch.indexer.parse import Featuriser

@@ -175,14 +175,13 @@ def run_index_form(
         grid = parse_grid(args.grid) if args.grid else None
         encoders = None
         if getattr(args, "encoders", None):
-            from mathsearch.export.embedders import encoder_card, one_field_each, parse_encoders
-            from mathsearch.export.settings import ExportSettings
+            from mathsearch.evaluation.retrieval_eval import eval_encoders
+            from mathsearch.export.embedders import parse_encoders
 
             encoders = parse_encoders(args.encoders)
             # an unknown family, a missing model or two models on one field fail here, not
             # after minutes of featurisation
-            named = dict.fromkeys([str(ExportSettings.from_env().model), *encoders])
-            one_field_each([(name, encoder_card(name)) for name in named])
+            eval_encoders(encoders)
         settings = OpenSearchSettings.from_env()
         client = connect(settings)
         check_cluster(client, settings)  # before minutes of featurisation

@@ -208,6 +208,25 @@ def check_cluster(client: OpenSearch, settings: OpenSearchSettings) -> None:
         ) from exc
 
 
+def eval_encoders(encoders: Sequence[str]) -> tuple[list[str], list[ModelCard]]:
+    """What an eval index with ``encoders`` is built and searched with: the encoders it is
+    indexed with (the default model first, one per vector field: ``gcn`` and the default
+    model's path are one field) and the cards of the fields searched, in ``encoders``' order.
+
+    Raises:
+        ModelCardError: an encoder without its model or card, or two different models that
+            write the same field.
+    """
+    from mathsearch.export.embedders import encoder_card, one_field_each
+    from mathsearch.export.settings import ExportSettings
+
+    names = dict.fromkeys([str(ExportSettings.from_env().model), *encoders])
+    cards = {name: encoder_card(name) for name in names}
+    by_field = one_field_each(list(cards.items()))
+    wanted = dict.fromkeys(cards[name].vector_field for name in encoders)
+    return list(by_field.values()), [cards[by_field[field]] for field in wanted]
+
+
 def run_retrieval_eval(
     data: RelevanceSet,
     out_dir: str | Path,
@@ -274,18 +293,8 @@ def run_retrieval_eval(
     index_encoders = None
     searched: list[ModelCard] = []
     if encoders:
-        from mathsearch.export.embedders import encoder_card, one_field_each
-        from mathsearch.export.settings import ExportSettings
-
-        names = dict.fromkeys([str(ExportSettings.from_env().model), *encoders])
-        cards = {name: encoder_card(name) for name in names}
-        # one encoder per vector field (``gcn`` and the default model's path are one field;
-        # two different models on one field are refused)
-        by_field = one_field_each(list(cards.items()))
-        index_encoders = list(by_field.values())
-        wanted = dict.fromkeys(cards[name].vector_field for name in encoders)
-        searched = [cards[by_field[vector_field]] for vector_field in wanted]
-        fields = replace(EQUATION_FIELDS, vectors=tuple(wanted))
+        index_encoders, searched = eval_encoders(encoders)
+        fields = replace(EQUATION_FIELDS, vectors=tuple(c.vector_field for c in searched))
     built = ensure_eval_index(
         client, alias, data.collection, settings=settings, progress=progress,
         encoders=index_encoders,
