@@ -7,7 +7,7 @@ of their names: ``mathsearch worker`` must set up the metrics' multiprocess fold
 from __future__ import annotations
 
 from mathsearch.core.lazy import lazy_exports
-from mathsearch.workers.health import describe_worker
+from mathsearch.workers.health import STACK_DUMP_SIGNAL, describe_worker, install_stack_dump
 from mathsearch.workers.job_progress import LocalProgress, RedisProgress, Snapshot
 from mathsearch.workers.settings import WorkerSettings
 
@@ -34,6 +34,7 @@ __getattr__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [
+    "STACK_DUMP_SIGNAL",
     "Embedded",
     "IndexJobError",
     "IndexReport",
@@ -47,6 +48,7 @@ __all__ = [
     "embed_write_stage",
     "encoder_card",
     "enrich_index",
+    "install_stack_dump",
     "job_embedders",
     "parse_stage",
     "process_embedders",

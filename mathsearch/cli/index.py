@@ -100,7 +100,9 @@ def add_worker(commands: Any) -> None:
         description="Start a Celery worker on the Redis broker of MATHSEARCH_REDIS_URL. Each "
         "pool process loads the featuriser and the ONNX session (MATHSEARCH_MODEL on "
         "MATHSEARCH_EMBED_DEVICE) once. SIGTERM is a warm shutdown: running batches finish, "
-        "waiting ones stay in Redis. Prometheus metrics are served on --metrics-port.",
+        "waiting ones stay in Redis. SIGUSR2 makes a process write its threads' stacks to "
+        "stderr and carry on (send it to the main process and its pool children). Prometheus "
+        "metrics are served on --metrics-port.",
         epilog=textwrap.dedent("""\
             examples:
               mathsearch worker                               parse + embed, one process per CPU
@@ -260,6 +262,7 @@ def run_worker(args: argparse.Namespace) -> int:
     import redis
 
     from mathsearch.workers.app import app
+    from mathsearch.workers.health import install_stack_dump
     from mathsearch.workers.queues import QUEUES as NAMES
 
     queues = [settings.queue(name) if name in NAMES else name for name in args.queues.split(",")]
@@ -280,6 +283,7 @@ def run_worker(args: argparse.Namespace) -> int:
             metrics.serve(port, redis.Redis.from_url(settings.redis_url), queues)
         except OSError as exc:
             return fail(f"metrics port {port} is taken ({exc}): pass --metrics-port")
+    install_stack_dump()  # before Celery redirects stderr to its logger and forks the pool
     try:
         app.worker_main(argv)
     finally:

@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +23,7 @@ from mathsearch.opensearch import OpenSearchSettings
 from mathsearch.opensearch.equation_index import ensure_equation_index
 from mathsearch.opensearch.schema import VectorSpec
 from mathsearch.workers.embedding import process_embedder
+from mathsearch.workers.health import STACK_DUMP_SIGNAL
 from mathsearch.workers.index_job import IndexJobError
 from mathsearch.workers.settings import WorkerSettings
 from mathsearch.workers.worker_process import start_worker, stop_worker
@@ -80,8 +82,25 @@ class WorkerProcess:
         if self.process is not None:
             stop_worker(self.process)
 
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")[-4000:]
+    def wait_exit(self, timeout: float) -> int:
+        """The exit code; if it does not exit in time, fail with every process's stacks.
+
+        The stacks come from the worker's own dump signal (``install_stack_dump``), written to
+        its log: where the main process and the pool are stuck, not only that they are.
+        """
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for pid in [self.process.pid, *self.children()]:  # one at a time: no interleaving
+                os.kill(pid, STACK_DUMP_SIGNAL)
+                time.sleep(1)
+            pytest.fail(
+                f"the worker did not exit within {timeout:.0f} s; its stacks and log:\n"
+                + self.output(limit=30000)
+            )
+
+    def output(self, limit: int = 4000) -> str:
+        return self.log.read_text(errors="replace")[-limit:]
 
 
 @pytest.fixture

@@ -77,7 +77,7 @@ def test_warm_shutdown_of_one_of_two_workers_loses_nothing(
     job.start()
     wait_for(lambda: busy(app, leaving), "a batch on the leaving worker")
     leaving.process.send_signal(signal.SIGTERM)  # warm shutdown, mid-batch
-    assert leaving.process.wait(timeout=90) == 0, leaving.output()
+    assert leaving.wait_exit(timeout=90) == 0, leaving.output()
     assert "warm shutdown" in leaving.output().lower()
     report = job.finish()
     check(report, client, settings, alias, items)
