@@ -10,6 +10,7 @@ from mathsearch.core.lazy import lazy_exports
 from mathsearch.workers.health import STACK_DUMP_SIGNAL, describe_worker, install_stack_dump
 from mathsearch.workers.job_progress import LocalProgress, RedisProgress, Snapshot
 from mathsearch.workers.settings import WorkerSettings
+from mathsearch.workers.shutdown_watchdog import install_shutdown_watchdog, watch_shutdown
 
 _LAZY = {
     "JobSpec": "mathsearch.workers.pipeline",
@@ -48,6 +49,7 @@ __all__ = [
     "embed_write_stage",
     "encoder_card",
     "enrich_index",
+    "install_shutdown_watchdog",
     "install_stack_dump",
     "job_embedders",
     "parse_stage",
@@ -55,5 +57,6 @@ __all__ = [
     "reembed",
     "refusal_totals",
     "run_index",
+    "watch_shutdown",
     "write_outcome",
 ]

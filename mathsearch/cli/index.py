@@ -264,6 +264,7 @@ def run_worker(args: argparse.Namespace) -> int:
     from mathsearch.workers.app import app
     from mathsearch.workers.health import install_stack_dump
     from mathsearch.workers.queues import QUEUES as NAMES
+    from mathsearch.workers.shutdown_watchdog import install_shutdown_watchdog
 
     queues = [settings.queue(name) if name in NAMES else name for name in args.queues.split(",")]
     concurrency = args.concurrency or settings.concurrency
@@ -284,6 +285,7 @@ def run_worker(args: argparse.Namespace) -> int:
         except OSError as exc:
             return fail(f"metrics port {port} is taken ({exc}): pass --metrics-port")
     install_stack_dump()  # before Celery redirects stderr to its logger and forks the pool
+    install_shutdown_watchdog()  # a warm shutdown ends even if a pool process misses its stop
     try:
         app.worker_main(argv)
     finally:
