@@ -1,8 +1,8 @@
 """Plain functions behind the health tasks (runnable without a broker), and the stack dump.
 
 A worker that does not stop or seems stuck can be asked where it is without stopping it:
-``kill -USR2 -<pgid>`` (the worker's process group: main process and pool) writes every
-thread's Python stack of each process to the worker's stderr (its log).
+``kill -USR2 <pid>`` of its main process, then of each pool process (one at a time, so the
+dumps do not interleave), writes every thread's Python stack to the worker's stderr (its log).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import signal
 import socket
 import sys
 import time
-from typing import TextIO
 
 #: The signal that makes a worker process write its threads' stacks (Celery keeps SIGUSR1
 #: for the soft time limit in the pool and its own "cry" log in the main process).
@@ -33,8 +32,8 @@ def describe_worker(payload: dict) -> dict:
     }
 
 
-def install_stack_dump(stream: TextIO | None = None) -> None:
-    """Make :data:`STACK_DUMP_SIGNAL` write all threads' stacks to ``stream`` (stderr).
+def install_stack_dump() -> None:
+    """Make :data:`STACK_DUMP_SIGNAL` write all threads' stacks to stderr.
 
     Installed in the worker's main process before its pool forks: the pool processes inherit
     it (billiard resets only the termination signals and SIGUSR1). The dump is written by
@@ -42,4 +41,4 @@ def install_stack_dump(stream: TextIO | None = None) -> None:
     blocked in C code (a socket read, ONNX Runtime) or holds the GIL in a loop, and the
     process carries on afterwards.
     """
-    faulthandler.register(STACK_DUMP_SIGNAL, file=stream or sys.stderr, all_threads=True)
+    faulthandler.register(STACK_DUMP_SIGNAL, file=sys.stderr, all_threads=True)

@@ -87,8 +87,6 @@ def watch_shutdown(
     grace: float = GRACE_SECONDS,
     kill_after: float = KILL_AFTER_SECONDS,
     poll: float = 0.5,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
 ) -> list[int]:
     """Wait until ``running()`` (batches running now) has been 0 for ``grace`` seconds, then stop
     the children of ``parent`` still alive: SIGTERM, SIGKILL after ``kill_after`` seconds.
@@ -99,8 +97,8 @@ def watch_shutdown(
     parent = os.getpid() if parent is None else parent
     idle_since: float | None = None
     while True:
-        sleep(poll)
-        now = clock()
+        time.sleep(poll)
+        now = time.monotonic()
         if running():
             idle_since = None
             continue
@@ -118,10 +116,9 @@ def watch_shutdown(
             kill_after,
         )
         _signal(stuck, signal.SIGTERM)
-        deadline = clock() + kill_after
-        while clock() < deadline and _alive(stuck, parent):
-            sleep(0.2)
-        left = _alive(stuck, parent)
+        deadline = time.monotonic() + kill_after
+        while (left := _alive(stuck, parent)) and time.monotonic() < deadline:
+            time.sleep(0.2)
         if left:
             logger.warning("warm shutdown: killing pool process(es) %s", ", ".join(map(str, left)))
             _signal(left, signal.SIGKILL)

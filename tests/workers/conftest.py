@@ -91,13 +91,17 @@ class WorkerProcess:
         try:
             return self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            for pid in [self.process.pid, *self.children()]:  # one at a time: no interleaving
-                os.kill(pid, STACK_DUMP_SIGNAL)
-                time.sleep(1)
+            self.dump_stacks()
             pytest.fail(
                 f"the worker did not exit within {timeout:.0f} s; its stacks and log:\n"
                 + self.output(limit=30000)
             )
+
+    def dump_stacks(self) -> None:
+        """Ask the main process, then each pool process, for its stacks (into the log)."""
+        for pid in [self.process.pid, *self.children()]:  # one at a time: no interleaving
+            os.kill(pid, STACK_DUMP_SIGNAL)
+            time.sleep(1)
 
     def output(self, limit: int = 4000) -> str:
         return self.log.read_text(errors="replace")[-limit:]

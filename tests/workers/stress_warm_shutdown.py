@@ -23,7 +23,6 @@ import time
 import pytest
 
 from mathsearch.workers.app import create_app
-from mathsearch.workers.health import STACK_DUMP_SIGNAL
 
 from .conftest import WorkerProcess, fresh_alias
 from .test_pipeline_faults import Job
@@ -38,9 +37,7 @@ def _stop(worker: WorkerProcess) -> tuple[int | None, float]:
     try:
         code = worker.process.wait(timeout=8)
     except Exception:
-        for pid in [worker.process.pid, *worker.children()]:
-            os.kill(pid, STACK_DUMP_SIGNAL)
-            time.sleep(1)
+        worker.dump_stacks()
         print(f"  slow: stacks in {worker.log}")
         try:
             code = worker.process.wait(timeout=90)
