@@ -72,6 +72,9 @@ _LAZY = {
     "ensure_figure_index": "mathsearch.opensearch.figure_index",
     "figure_actions": "mathsearch.opensearch.figure_index",
     "index_figures": "mathsearch.opensearch.figure_index",
+    "ProducedIds": "mathsearch.opensearch.document_removal",
+    "RemovalReport": "mathsearch.opensearch.document_removal",
+    "remove_equations": "mathsearch.opensearch.document_removal",
 }
 
 
@@ -103,10 +106,12 @@ __all__ = [
     "ModelQueryEncoder",
     "Normalization",
     "OpenSearchSettings",
+    "ProducedIds",
     "QueryEncoder",
     "QueryError",
     "QueryFeatures",
     "ReadCache",
+    "RemovalReport",
     "ScoreBreakdown",
     "SearchFields",
     "SearchProfile",
@@ -140,6 +145,7 @@ __all__ = [
     "fuse",
     "group_by_document",
     "index_figures",
+    "remove_equations",
     "rrf",
     "set_default_vector_field",
     "vector_fields",

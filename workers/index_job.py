@@ -43,6 +43,7 @@ from mathsearch.core.redact import redact_url
 from mathsearch.export.embedders import encoder_card
 from mathsearch.indexer.records import EquationRecord, Failure
 from mathsearch.opensearch.client import connect
+from mathsearch.opensearch.document_removal import ProducedIds, remove_equations
 from mathsearch.opensearch.enrichment import ensure_math_mapping
 from mathsearch.opensearch.equation_index import ensure_equation_index
 from mathsearch.opensearch.schema import VectorSpec, ensure_failures_index
@@ -86,6 +87,8 @@ class IndexReport:
     enriched_index: str | None = None
     vector_fields: list[str] = field(default_factory=list)
     refusals: dict[str, int] = field(default_factory=dict)
+    #: with ``prune``: what the pruning removed (``RemovalReport.to_dict()``), or why it did not run
+    pruned: dict[str, Any] | None = None
 
     @property
     def eq_per_s(self) -> float:
@@ -193,6 +196,7 @@ def run_index(
     progress: bool = True,
     encoders: Sequence[str] | None = None,
     resend_after: float | None = None,
+    prune: bool = False,
 ) -> IndexReport:
     """Run one indexing job (see the module docstring); returns its report.
 
@@ -206,6 +210,12 @@ def run_index(
     ``encoders`` (families or ``.onnx`` paths, the primary first; default
     ``worker_settings.encoders``) each fill their own vector field; the workers must serve all
     of them (``mathsearch worker --encoders``), inline this process loads them.
+
+    With ``prune`` a complete job then removes, for each document it read, the equations and
+    failure records of this index that it did not produce: the positions a revised document
+    no longer has (:mod:`mathsearch.opensearch.document_removal`). A document that could not
+    be read as a whole keeps its equations; a job with batches that did not finish removes
+    nothing (``report.pruned`` says why).
 
     Raises:
         IndexJobError: no worker consumes the parse queue, or Redis does not answer.
@@ -247,9 +257,11 @@ def run_index(
     pending = _Pending(tracker, interval=10.0)
     extraction: list[Failure] = []
     bar = _ProgressBar(progress)
+    produced = ProducedIds() if prune else None
     start = time.perf_counter()
     try:
-        for item in batches(items, size, whole_documents=enrich_index is not None):
+        stream = items if produced is None else _recorded(items, produced)
+        for item in batches(stream, size, whole_documents=enrich_index is not None):
             if isinstance(item, Failure):
                 extraction.append(item)
                 continue
@@ -320,6 +332,8 @@ def run_index(
     targets = [index, failures_index] + ([enrich_index] if enrich_index else [])
     client.indices.refresh(index=",".join(targets))
     report.seconds = time.perf_counter() - start
+    if produced is not None:
+        report.pruned = _prune(client, index, failures_index, produced, report, settings=settings)
     if isinstance(tracker, RedisProgress):
         tracker.delete()
     logger.info(
@@ -331,6 +345,35 @@ def run_index(
         report.seconds,
     )
     return report
+
+
+def _recorded(
+    items: Iterable[EquationRecord | Failure], produced: ProducedIds
+) -> Iterator[EquationRecord | Failure]:
+    for item in items:
+        produced.add(item)
+        yield item
+
+
+def _prune(
+    client: OpenSearch,
+    index: str,
+    failures_index: str,
+    produced: ProducedIds,
+    report: IndexReport,
+    *,
+    settings: OpenSearchSettings,
+) -> dict[str, Any]:
+    """Remove what the job's documents no longer have, once every batch is accounted for."""
+    if report.missing_batches:
+        logger.warning("job %s: batches did not finish, nothing pruned", report.job_id)
+        return {"skipped": "batches of the job did not finish; nothing was removed"}
+    start = time.perf_counter()
+    removal = remove_equations(
+        client, index, failures_index, produced.documents, keep=produced.ids, settings=settings
+    )
+    removal.kept_unreadable = sorted(produced.unreadable)
+    return {**removal.to_dict(), "seconds": round(time.perf_counter() - start, 3)}
 
 
 def refusal_totals(tracker: Progress) -> dict[str, int]:

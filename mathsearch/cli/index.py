@@ -18,9 +18,11 @@ from mathsearch.workers.queues import QUEUES
 
 __all__ = [
     "add_bench_index",
+    "add_delete",
     "add_index",
     "add_worker",
     "run_bench_index_command",
+    "run_delete_command",
     "run_index_command",
     "run_worker",
 ]
@@ -51,6 +53,13 @@ def add_index(commands: Any) -> None:
               mathsearch index eq.jsonl --index eq --batch-size 64 --max-queued 8 --json
               mathsearch index eq.jsonl --index eq --encoders gcn,bitmap,seq2seq
               mathsearch index eq.jsonl --index eq --encoders gcn,models/gcn-v2.onnx --inline
+              mathsearch index revised/ --index library-equations --prune
+
+            --prune: a revised document keeps the ids of the positions it still has and would
+            keep the ones it lost; with --prune the job then removes, for each document it
+            read, the equations and failure records it did not produce. A document that could
+            not be read as a whole keeps its equations. Give every source of a document in one
+            run (hep-th's equation.txt and eqnarray.txt). Withdrawn documents: mathsearch delete.
 
             With several --encoders every equation gets one vector field per encoder (the
             first is the primary: its refusal fails the equation; another's is recorded in the
@@ -89,7 +98,86 @@ def add_index(commands: Any) -> None:
         default=600.0,
         help="give up waiting after this many seconds without progress (default 600)",
     )
+    parser.add_argument(
+        "--prune",
+        action="store_true",
+        help="after the job, remove the equations of the documents read that it did not produce "
+        "(revised documents)",
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def add_delete(commands: Any) -> None:
+    """Register ``delete`` on the ``mathsearch`` subparsers."""
+    parser = commands.add_parser(
+        "delete",
+        help="remove documents' equations and failure records from an equation index",
+        description="Remove every equation of the given documents (withdrawn papers) from the "
+        "equation index behind --index, and their failure records. Idempotent: removing a "
+        "document that is not there removes nothing. The library's own documents and the "
+        "figures index are not changed.",
+        epilog=textwrap.dedent("""\
+            examples:
+              mathsearch delete 0301001 0301004 --index library-equations
+              mathsearch delete --ids-from withdrawn.txt --index library-equations --json
+
+            A revised document is re-indexed with `mathsearch index SRC --prune`, which also
+            removes the equations it no longer has.
+            """),
+        formatter_class=RAW_HELP,
+    )
+    parser.add_argument("doc_ids", nargs="*", metavar="DOC_ID", help="document ids")
+    parser.add_argument(
+        "--ids-from", metavar="FILE", help="also the document ids in FILE, one a line ('-': stdin)"
+    )
+    parser.add_argument(
+        "--index",
+        default=None,
+        help="equation index alias (default: MATHSEARCH_INDEX_PREFIX + '-equations')",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def run_delete_command(args: argparse.Namespace) -> int:
+    from mathsearch.core.errors import MathsearchOpenSearchError
+    from mathsearch.opensearch.client import connect
+    from mathsearch.opensearch.document_removal import remove_equations
+    from mathsearch.opensearch.schema import equations_alias, failures_index_name
+    from mathsearch.opensearch.settings import OpenSearchSettings
+
+    doc_ids = list(args.doc_ids)
+    if args.ids_from:
+        try:
+            text = sys.stdin.read() if args.ids_from == "-" else Path(args.ids_from).read_text()
+        except OSError as exc:
+            return fail(f"--ids-from: {exc}")
+        doc_ids += [line.strip() for line in text.splitlines() if line.strip()]
+    if not doc_ids:
+        return fail("no document ids: give DOC_ID arguments or --ids-from FILE")
+    settings = OpenSearchSettings.from_env()
+    alias = equations_alias(settings, args.index)
+    try:
+        client = connect(settings)
+        if not client.indices.exists(index=alias):
+            return fail(f"no equation index {alias} (see --index)")
+        failures = failures_index_name(settings)
+        report = remove_equations(
+            client,
+            alias,
+            failures if client.indices.exists(index=failures) else None,
+            doc_ids,
+            settings=settings,
+        )
+    except MathsearchOpenSearchError as exc:
+        return fail(str(exc))
+    if args.json:
+        emit(json.dumps({"index": alias, **report.to_dict()}, indent=2))
+    else:
+        emit(
+            f"removed {report.equations} equations and {report.failure_records} failure "
+            f"records of {report.documents} documents from {alias}"
+        )
+    return 0
 
 
 def add_worker(commands: Any) -> None:
@@ -205,6 +293,7 @@ def run_index_command(args: argparse.Namespace) -> int:
             stall_timeout=args.stall_timeout,
             progress=not args.json and sys.stderr.isatty(),
             encoders=encoders,
+            prune=args.prune,
         )
     except (ModelCardError, ExportError, MathsearchOpenSearchError) as exc:
         return fail(str(exc))
@@ -230,12 +319,27 @@ def run_index_command(args: argparse.Namespace) -> int:
             emit(f"batches given up after their retries: {', '.join(report.lost_batches)}")
         if report.resent_batches:
             emit(f"batches sent again (the broker lost them): {', '.join(report.resent_batches)}")
+        if report.pruned is not None:
+            emit(_pruned_line(report.pruned))
     if report.missing_batches:
         return fail(
             f"{len(report.missing_batches)} batches did not finish "
             f"(first: {', '.join(report.missing_batches[:5])}); are the workers running?"
         )
     return 0
+
+
+def _pruned_line(pruned: dict[str, Any]) -> str:
+    if "skipped" in pruned:
+        return f"pruning skipped: {pruned['skipped']}"
+    line = (
+        f"pruned {pruned['equations']} equations and {pruned['failure_records']} failure "
+        f"records that the {pruned['documents']} documents read no longer have"
+    )
+    if pruned["kept_unreadable"]:
+        kept = pruned["kept_unreadable"]
+        line += f"; kept {len(kept)} unreadable documents as they were ({', '.join(kept[:3])})"
+    return line
 
 
 def run_worker(args: argparse.Namespace) -> int:

@@ -28,9 +28,11 @@ from mathsearch.cli.export import add_bench_embed, add_export, run_bench_embed, 
 from mathsearch.cli.figures import add_figures, run_figures
 from mathsearch.cli.index import (
     add_bench_index,
+    add_delete,
     add_index,
     add_worker,
     run_bench_index_command,
+    run_delete_command,
     run_index_command,
     run_worker,
 )
@@ -70,6 +72,8 @@ examples:
   mathsearch worker --queues parse,embed --concurrency 2
   mathsearch index ../shared/data/hepth2003/equation.txt --index hepth   (through the workers)
   mathsearch index paper.tex --index papers --inline                      (no broker)
+  mathsearch index revised/ --index papers --prune     re-index revised papers, drop lost equations
+  mathsearch delete 0301001 --index papers             remove a withdrawn paper's equations
   mathsearch stack up --secure        an OpenSearch node with TLS + auth (docs/security.md)
   mathsearch bench outage             index hep_array on 3 nodes while one is stopped
   mathsearch bench serve --clients 50 --duration 60   load on `mathsearch serve`
@@ -194,6 +198,7 @@ def _parser() -> argparse.ArgumentParser:
     add_bench_fuzz(bench_cmds)
 
     add_index(commands)
+    add_delete(commands)
     add_worker(commands)
     return parser
 
@@ -392,6 +397,7 @@ def main(argv: list[str] | None = None) -> int:
         "demo": _demo,
         "worker": run_worker,
         "index": run_index_command,
+        "delete": run_delete_command,
         "extract": run_extract,
         "parse": run_parse,
         "vocab": run_vocab,

@@ -9,6 +9,7 @@ import pytest
 from opensearchpy import OpenSearch
 
 from mathsearch.indexer.opensearch_source import iter_opensearch_index
+from mathsearch.indexer.records import Failure, make_eq_id
 from mathsearch.opensearch import OpenSearchSettings
 from mathsearch.opensearch.documents import failure_actions, failure_id
 from mathsearch.opensearch.equation_index import ensure_equation_index
@@ -158,3 +159,37 @@ def _bulk(actions):
     for action in actions:
         yield {"update": {"_index": action["_index"], "_id": action["_id"]}}
         yield {"doc": action["doc"], "upsert": action["upsert"]}
+
+
+def test_prune_removes_what_revised_documents_lost_and_keeps_unreadable_ones(
+    client, settings, alias, corpus
+) -> None:
+    items = corpus[:110]  # 40 real hep-th papers, 9 extraction failures among them
+    run_index(items, alias, inline=True, batch_size=32, progress=False)
+    by_doc: dict[str, list] = {}
+    for item in items:
+        by_doc.setdefault(item.doc_id, []).append(item)
+    # revised: 0301026 lost its last equation and its failed one; 0301005 is unreadable now;
+    # 0301004 is not in this run at all
+    lost_eq = [i for i in by_doc["0301026"] if hasattr(i, "latex")][-1]
+    lost_failure = next(i for i in by_doc["0301026"] if not hasattr(i, "latex"))
+    unreadable = Failure(make_eq_id("0301005", "*"), "0301005", "extract", "unreadable-source")
+    revised = [
+        i
+        for i in items
+        if i.doc_id not in {"0301004", "0301005"} and i not in (lost_eq, lost_failure)
+    ] + [unreadable]
+    untouched = by_doc["0301004"] + by_doc["0301005"]
+    plain = run_index(revised, alias, inline=True, batch_size=32, progress=False)
+    assert plain.pruned is None
+    stale = accounted(client, alias, settings, revised + untouched + [lost_eq, lost_failure])
+    assert lost_eq.eq_id in stale[0] and lost_failure.eq_id in stale[1]  # without --prune
+    report = run_index(revised, alias, inline=True, batch_size=32, progress=False, prune=True)
+    assert report.pruned is not None
+    assert report.pruned["documents"] == len(by_doc) - 2
+    assert (report.pruned["equations"], report.pruned["failure_records"]) == (1, 1)
+    assert report.pruned["kept_unreadable"] == ["0301005"]
+    # exactly the revision's equations and records, the unread paper's and the unreadable one's
+    accounted(client, alias, settings, revised + untouched)
+    again = run_index(revised, alias, inline=True, batch_size=32, progress=False, prune=True)
+    assert again.pruned is not None and again.pruned["equations"] == 0

@@ -1,0 +1,75 @@
+"""`mathsearch index --prune` and `mathsearch delete` against the real stack."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from opensearchpy import OpenSearch
+
+from mathsearch.opensearch import OpenSearchSettings
+from tests.workers.conftest import drop_failures
+
+from .test_main import _mathsearch
+
+pytestmark = pytest.mark.services
+
+PAPER = r"""\documentclass{article}
+\begin{document}
+\section{Fields}
+\begin{equation} \phi(x) = \sum_k a_k e^{ikx} \end{equation}
+%s
+\begin{equation} Z = \int \mathcal{D}\phi \, e^{-S[\phi]} \end{equation}
+\end{document}
+"""
+
+
+@pytest.fixture
+def alias(client: OpenSearch, settings: OpenSearchSettings):
+    name = f"{settings.index_prefix}-test-cli-index-{uuid.uuid4().hex[:8]}"
+    yield name
+    client.indices.delete(index=f"{name}-0*", ignore_unavailable=True)
+    client.indices.delete_index_template(name=f"{name}-template", ignore=404)
+    drop_failures(client, settings, name)
+
+
+def _equations(client: OpenSearch, alias: str) -> dict[str, str]:
+    client.indices.refresh(index=alias)
+    answer = client.search(index=alias, body={"size": 100, "_source": ["latex"]})
+    return {hit["_id"]: hit["_source"]["latex"] for hit in answer["hits"]["hits"]}
+
+
+def test_prune_and_delete_from_the_command_line(client, alias, tmp_path: Path) -> None:
+    paper, other = tmp_path / "paper.tex", tmp_path / "other.tex"
+    middle = r"\begin{equation} S = \int d^4x \, \frac{1}{2} (\partial \phi)^2 \end{equation}"
+    paper.write_text(PAPER % middle)
+    other.write_text(PAPER % "")
+    first = _mathsearch("index", str(paper), str(other), "--index", alias, "--inline", "--json")
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["written"] == 5
+    assert set(_equations(client, alias)) == {"paper#0", "paper#1", "paper#2", "other#0", "other#1"}
+    # the revision drops the middle equation: the last one moves to position 1
+    paper.write_text(PAPER % "")
+    pruned = _mathsearch("index", str(paper), "--index", alias, "--inline", "--prune")
+    assert pruned.returncode == 0, pruned.stderr
+    assert "pruned 1 equations and 0 failure records that the 1 documents" in pruned.stdout
+    equations = _equations(client, alias)
+    assert set(equations) == {"paper#0", "paper#1", "other#0", "other#1"}
+    assert "mathcal{D}" in equations["paper#1"]  # overwritten by the revision
+    gone = _mathsearch("delete", "other", "--index", alias, "--json")
+    assert gone.returncode == 0, gone.stderr
+    assert json.loads(gone.stdout)["equations"] == 2
+    assert set(_equations(client, alias)) == {"paper#0", "paper#1"}
+    again = _mathsearch("delete", "other", "--index", alias)
+    assert again.returncode == 0 and "removed 0 equations" in again.stdout
+
+
+def test_delete_errors_are_one_line(settings: OpenSearchSettings) -> None:
+    none = _mathsearch("delete", "--index", "x")
+    assert none.returncode == 1 and "no document ids" in none.stderr
+    missing = f"{settings.index_prefix}-test-cli-missing-{uuid.uuid4().hex[:8]}"
+    result = _mathsearch("delete", "paper", "--index", missing)
+    assert result.returncode == 1 and f"no equation index {missing}" in result.stderr
+    assert "Traceback" not in result.stderr
