@@ -75,6 +75,8 @@ _LAZY = {
     "ProducedIds": "mathsearch.opensearch.document_removal",
     "RemovalReport": "mathsearch.opensearch.document_removal",
     "remove_equations": "mathsearch.opensearch.document_removal",
+    "FailureSummary": "mathsearch.opensearch.failure_report",
+    "failure_summary": "mathsearch.opensearch.failure_report",
 }
 
 
@@ -93,6 +95,7 @@ __all__ = [
     "DocumentGroup",
     "DocumentMath",
     "EvaluationError",
+    "FailureSummary",
     "FieldScore",
     "FigureIndexReport",
     "FigureQueryEncoder",
@@ -140,6 +143,7 @@ __all__ = [
     "equations_alias",
     "failure_actions",
     "failure_id",
+    "failure_summary",
     "figure_actions",
     "figures_alias",
     "fuse",

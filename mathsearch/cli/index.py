@@ -19,10 +19,12 @@ from mathsearch.workers.queues import QUEUES
 __all__ = [
     "add_bench_index",
     "add_delete",
+    "add_failures",
     "add_index",
     "add_worker",
     "run_bench_index_command",
     "run_delete_command",
+    "run_failures_command",
     "run_index_command",
     "run_worker",
 ]
@@ -177,6 +179,81 @@ def run_delete_command(args: argparse.Namespace) -> int:
             f"removed {report.equations} equations and {report.failure_records} failure "
             f"records of {report.documents} documents from {alias}"
         )
+    return 0
+
+
+def add_failures(commands: Any) -> None:
+    """Register ``failures`` on the ``mathsearch`` subparsers."""
+    parser = commands.add_parser(
+        "failures",
+        help="what failed for an equation index: counts by stage and reason, and the records",
+        description="Count the failure records of the equation index behind --index by stage "
+        "and reason, and list the most recent ones (equation id, stage, reason, detail, the "
+        "start of the equation). Filters narrow both. Re-running the job after a fix indexes "
+        "what now goes through and removes its records.",
+        epilog=textwrap.dedent("""\
+            examples:
+              mathsearch failures --index library-equations
+              mathsearch failures --index library-equations --reason unknown-environment --limit 5
+              mathsearch failures --index library-equations --stage extract --json
+              mathsearch failures --index library-equations --doc 0301004 --limit 0
+            """),
+        formatter_class=RAW_HELP,
+    )
+    parser.add_argument(
+        "--index",
+        default=None,
+        help="equation index alias (default: MATHSEARCH_INDEX_PREFIX + '-equations')",
+    )
+    parser.add_argument(
+        "--stage", help="only this stage (extract, convert, graph, tokens, embed, write, ...)"
+    )
+    parser.add_argument("--reason", help="only this reason code (e.g. unbalanced-braces)")
+    parser.add_argument("--doc", help="only this document id")
+    parser.add_argument(
+        "--limit", type=int, default=20, help="records to list, most recent first (default 20)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def run_failures_command(args: argparse.Namespace) -> int:
+    from mathsearch.core.errors import MathsearchOpenSearchError
+    from mathsearch.opensearch.client import connect
+    from mathsearch.opensearch.failure_report import failure_summary
+    from mathsearch.opensearch.schema import equations_alias, failures_index_name
+    from mathsearch.opensearch.settings import OpenSearchSettings
+
+    if args.limit < 0:
+        return fail("--limit must be 0 or more")
+    settings = OpenSearchSettings.from_env()
+    alias = equations_alias(settings, args.index)
+    try:
+        client = connect(settings)
+        summary = failure_summary(
+            client,
+            failures_index_name(settings),
+            alias,
+            stage=args.stage,
+            reason=args.reason,
+            doc_id=args.doc,
+            limit=args.limit,
+        )
+        if not summary.total and not client.indices.exists(index=alias):
+            return fail(f"no equation index {alias} (see --index)")
+    except MathsearchOpenSearchError as exc:
+        return fail(str(exc))
+    if args.json:
+        emit(json.dumps(summary.to_dict(), indent=2))
+        return 0
+    emit(f"{summary.total} failure records for {alias}")
+    for stage, reasons in sorted(summary.by_stage.items()):
+        counts = ", ".join(f"{reason} {n}" for reason, n in reasons.items())
+        emit(f"  {stage}: {counts}")
+    for record in summary.records:
+        detail = " ".join(str(record.get("detail") or "").split())[:100]
+        emit(f"{record['eq_id']}  {record['stage']}/{record['reason']}  {detail}")
+        if record.get("excerpt"):
+            emit(f"    {record['excerpt']}")
     return 0
 
 

@@ -29,10 +29,12 @@ from mathsearch.cli.figures import add_figures, run_figures
 from mathsearch.cli.index import (
     add_bench_index,
     add_delete,
+    add_failures,
     add_index,
     add_worker,
     run_bench_index_command,
     run_delete_command,
+    run_failures_command,
     run_index_command,
     run_worker,
 )
@@ -74,6 +76,7 @@ examples:
   mathsearch index paper.tex --index papers --inline                      (no broker)
   mathsearch index revised/ --index papers --prune     re-index revised papers, drop lost equations
   mathsearch delete 0301001 --index papers             remove a withdrawn paper's equations
+  mathsearch failures --index papers                   what failed, by stage and reason
   mathsearch stack up --secure        an OpenSearch node with TLS + auth (docs/security.md)
   mathsearch bench outage             index hep_array on 3 nodes while one is stopped
   mathsearch bench serve --clients 50 --duration 60   load on `mathsearch serve`
@@ -199,6 +202,7 @@ def _parser() -> argparse.ArgumentParser:
 
     add_index(commands)
     add_delete(commands)
+    add_failures(commands)
     add_worker(commands)
     return parser
 
@@ -398,6 +402,7 @@ def main(argv: list[str] | None = None) -> int:
         "worker": run_worker,
         "index": run_index_command,
         "delete": run_delete_command,
+        "failures": run_failures_command,
         "extract": run_extract,
         "parse": run_parse,
         "vocab": run_vocab,

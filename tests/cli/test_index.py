@@ -73,3 +73,25 @@ def test_delete_errors_are_one_line(settings: OpenSearchSettings) -> None:
     result = _mathsearch("delete", "paper", "--index", missing)
     assert result.returncode == 1 and f"no equation index {missing}" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_failures_lists_what_failed_and_delete_clears_it(client, alias, tmp_path: Path) -> None:
+    broken = r"""\begin{equation} \frac{a}{ \end{equation}
+\begin{equation} \begin{foo} x \end{foo} \end{equation}"""
+    paper = tmp_path / "broken.tex"
+    paper.write_text(PAPER % broken)
+    indexed = _mathsearch("index", str(paper), "--index", alias, "--inline", "--json")
+    assert indexed.returncode == 0, indexed.stderr
+    assert json.loads(indexed.stdout)["failed"] == 2
+    listed = _mathsearch("failures", "--index", alias)
+    assert listed.returncode == 0, listed.stderr
+    assert f"2 failure records for {alias}" in listed.stdout
+    assert "convert: unbalanced-braces 1, unknown-environment 1" in listed.stdout
+    assert r"broken#1  convert/unbalanced-braces" in listed.stdout and r"\frac{a}{" in listed.stdout
+    one = _mathsearch("failures", "--index", alias, "--reason", "unknown-environment", "--json")
+    summary = json.loads(one.stdout)
+    assert summary["total"] == 1 and summary["records"][0]["eq_id"] == "broken#2"
+    assert _mathsearch("delete", "broken", "--index", alias).returncode == 0
+    cleared = json.loads(_mathsearch("failures", "--index", alias, "--json").stdout)
+    assert cleared["total"] == 0
+    assert set(_equations(client, alias)) == set()
