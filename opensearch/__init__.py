@@ -16,6 +16,7 @@ from mathsearch.core.errors import (
     QueryError,
     StackError,
     TrecFileError,
+    UnknownEquationError,
     WriteError,
 )
 from mathsearch.core.lazy import lazy_exports
@@ -124,6 +125,7 @@ __all__ = [
     "StackError",
     "TokenStats",
     "TrecFileError",
+    "UnknownEquationError",
     "VectorPlan",
     "VectorQuery",
     "VectorSpec",

@@ -69,12 +69,14 @@ class Filters:
     """Restrictions applied in every mode (inside the kNN search too, not after it).
 
     ``terms`` maps a keyword field to the values it may take; ``ranges`` maps a numeric or date
-    field to ``(gte, lte)`` bounds (``None`` for open).
+    field to ``(gte, lte)`` bounds (``None`` for open); ``exclude_ids`` are documents that may
+    not be returned (a "more like this" search leaves out its own equation).
     """
 
     doc_ids: tuple[str, ...] = ()
     terms: dict[str, tuple[str, ...]] = field(default_factory=dict)
     ranges: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    exclude_ids: tuple[str, ...] = ()
 
     def clauses(self, fields: SearchFields = EQUATION_FIELDS) -> list[dict[str, Any]]:
         """The filter clauses (empty when nothing is restricted) on ``fields``' index."""
@@ -95,10 +97,12 @@ class Filters:
             if not bounds:
                 raise QueryError(f"range on {name} needs a lower or an upper bound")
             out.append({"range": {name: bounds}})
+        if self.exclude_ids:
+            out.append({"bool": {"must_not": [{"ids": {"values": list(self.exclude_ids)}}]}})
         return out
 
     def __bool__(self) -> bool:
-        return bool(self.doc_ids or self.terms or self.ranges)
+        return bool(self.doc_ids or self.terms or self.ranges or self.exclude_ids)
 
 
 NO_FILTERS = Filters()

@@ -44,7 +44,7 @@ from typing import Any
 
 from opensearchpy import OpenSearch
 
-from mathsearch.core.errors import MappingError
+from mathsearch.core.errors import MappingError, QueryError, UnknownEquationError
 from mathsearch.opensearch import queries
 from mathsearch.opensearch.cluster_capabilities import ClusterCapabilities
 from mathsearch.opensearch.mathml_display import MathMLRenderer
@@ -146,6 +146,27 @@ class Searcher(SearchCalls):
             query_tokens=tokens,
             vector_fields=fields,
         )
+
+    def similar(self, eq_id: str, request: SearchRequest) -> SearchResponse:
+        """Search with the stored LaTeX of the indexed equation ``eq_id`` as the query ("more
+        like this"): the same featurisation and mode as any search, the equation itself left
+        out by a filter (so ``k`` others remain). ``request.latex`` is replaced; its words,
+        mode, parameters and filters apply.
+
+        Raises:
+            UnknownEquationError: the index holds no equation ``eq_id``.
+            QueryError: the equation has no LaTeX to search with (it came in as MathML), or
+                any error of :meth:`search`.
+        """
+        display = self.fields.display
+        stored = self.sources_of([eq_id], (display,)).get(eq_id)
+        if stored is None:
+            raise UnknownEquationError(f"no equation {eq_id!r} in {self.index}")
+        latex = str(stored.get(display) or "")
+        if not latex.strip():
+            raise QueryError(f"equation {eq_id!r} has no LaTeX to search with (MathML input)")
+        filters = replace(request.filters, exclude_ids=(*request.filters.exclude_ids, eq_id))
+        return self.search(replace(request, latex=latex, filters=filters))
 
     def _refused_everywhere(
         self, request: SearchRequest, features: QueryFeatures | None

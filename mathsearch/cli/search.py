@@ -60,6 +60,7 @@ def add_search(commands: Any) -> None:
               mathsearch search 'x^2+y^2' --encoders gcn,export/models/gcn-v8.onnx --mode rrf
               mathsearch search 'x^2' --encoders gcn,bitmap --mode fusion --weights 0.55,0.4,0.05
               mathsearch search 'x^2+y^2' --encoders gcn,seq2seq --mode knn --explain
+              mathsearch search --like '0301004#2' --mode fusion --k 5    (similar equations)
 
             Without --profile every ranking parameter has the default shown; with it, the
             profile's value (a flag given explicitly still wins).
@@ -67,7 +68,15 @@ def add_search(commands: Any) -> None:
         + _modes_help(),
         formatter_class=RAW_HELP,
     )
-    parser.add_argument("latex", metavar="LATEX", help="the query equation (LaTeX)")
+    parser.add_argument(
+        "latex", metavar="LATEX", nargs="?", default="", help="the query equation (LaTeX)"
+    )
+    parser.add_argument(
+        "--like",
+        metavar="EQ_ID",
+        help="instead of LATEX: the indexed equation EQ_ID's LaTeX, the equation itself left out "
+        "(similar equations)",
+    )
     parser.add_argument("--text", default="", help="words matched against the equations' context")
     parser.add_argument(
         "--profile",
@@ -219,6 +228,8 @@ def run_search(args: argparse.Namespace) -> int:
     from mathsearch.opensearch.searcher import ModelQueryEncoder, Searcher
     from mathsearch.opensearch.settings import OpenSearchSettings
 
+    if bool(args.latex.strip()) == bool(args.like):
+        return fail("give a LATEX query or --like EQ_ID (one of them)")
     try:
         filters = parse_filters(args.doc, args.filter, args.range)
         settings = OpenSearchSettings.from_env()
@@ -239,7 +250,7 @@ def run_search(args: argparse.Namespace) -> int:
             **named,
             **ranking_flags(args),
         )
-        response = searcher.search(request)
+        response = searcher.similar(args.like, request) if args.like else searcher.search(request)
     except MappingError as exc:
         return fail(f"{exc}{_demo_hint(settings, args.index)}")
     except (MathsearchOpenSearchError, ValueError) as exc:

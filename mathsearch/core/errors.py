@@ -33,6 +33,10 @@ class QueryError(MathsearchOpenSearchError):
     """A search request that cannot be built or that the cluster refused (bad mode, weights...)."""
 
 
+class UnknownEquationError(QueryError):
+    """An equation id the index does not hold (a "more like this" search of an unknown id)."""
+
+
 class MappingError(MathsearchOpenSearchError):
     """An index, alias or field is missing or has a mapping mathsearch cannot use."""
 

@@ -55,6 +55,12 @@ class SearchBody(_Strict):
 
     latex: str = Field("", description="the query equation (LaTeX, no $ delimiters)")
     text: str = Field("", description="words matched against the equations' context")
+    like: str = Field(
+        "",
+        max_length=256,
+        description="instead of latex: an indexed equation's id; its LaTeX is the query and "
+        "the equation itself is left out (similar equations)",
+    )
     mode: Mode | None = Field(None, description=MODE_HELP)
     alpha: float | None = Field(None, ge=0.0, le=1.0, description="the vector's share")
     k: int | None = Field(None, ge=1, description="results (documents when grouped)")

@@ -4,10 +4,10 @@ Routes (the OpenAPI schema is at ``/openapi.json``; no Swagger UI, which would l
 
 * ``POST /search`` - :class:`~mathsearch.serve.api_schema.SearchBody` in,
   :class:`~mathsearch.serve.api_schema.SearchOut` out; unset ranking fields come from the
-  search
-  profile (``--profile``), hits carry their stored MathML. ``encoders`` (families) searches
-  their vector fields together (an unknown encoder, one without a model here, or a field the
-  index lacks is a 422 with the reason).
+  search profile (``--profile``), hits carry their stored MathML. ``encoders`` (families)
+  searches their vector fields together (an unknown encoder, one without a model here, or a
+  field the index lacks is a 422 with the reason). ``like`` (an indexed equation's id) instead
+  of ``latex`` searches for similar equations, the equation itself left out; 404 when unknown.
 * ``POST /render`` - LaTeX to Presentation MathML with the indexer's own converter (the page's
   live preview); unreadable LaTeX is a 422 with the converter's reason.
 * ``GET /equations/{eq_id}`` - an equation's stored fields (no vectors); 404 when unknown.
@@ -66,6 +66,7 @@ from mathsearch.core.errors import (
     MappingError,
     MathsearchOpenSearchError,
     QueryError,
+    UnknownEquationError,
 )
 from mathsearch.opensearch.client import connect
 from mathsearch.opensearch.fusion import Combination, Normalization
@@ -220,6 +221,10 @@ def create_app(
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         return error(exc.status_code, str(exc.detail))
 
+    @app.exception_handler(UnknownEquationError)
+    async def _unknown(_: Request, exc: UnknownEquationError) -> JSONResponse:
+        return error(404, str(exc))
+
     @app.exception_handler(QueryError)
     async def _query(_: Request, exc: QueryError) -> JSONResponse:
         return error(422, str(exc))
@@ -279,8 +284,10 @@ def create_app(
         overrides = body.overrides()
         if overrides.get("k", profile.k) > settings.serve_max_k:
             raise QueryError(f"k must be at most {settings.serve_max_k}")
+        if body.like and body.latex.strip():
+            raise QueryError("give latex or like, not both")
         request = profile.request(body.latex, **overrides)  # MathML only when asked
-        response = searcher.search(request)
+        response = searcher.similar(body.like, request) if body.like else searcher.search(request)
         metrics.searches.labels(response.mode).observe(response.took_ms / 1000)
         data = response.to_dict()
         data["query_tokens"] = response.query_tokens

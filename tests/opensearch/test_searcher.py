@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from mathsearch.cli.main import main
-from mathsearch.core.errors import QueryError
+from mathsearch.core.errors import QueryError, UnknownEquationError
 from mathsearch.opensearch.queries import Filters, Mode
 from mathsearch.opensearch.results import token_kind
 from mathsearch.opensearch.searcher import Searcher, SearchRequest
@@ -333,3 +333,47 @@ def test_a_ranking_alone_ranks_alike_without_the_hits_text(
     assert all(h.latex for h in full) and any(h.matched_tokens for h in full)
     assert all(not h.latex and not h.matched_tokens and not h.highlight for h in alone)
     assert searcher.source_fields(replace(request, annotate=False)) == ("eq_id", "doc_id")
+
+
+@pytest.mark.parametrize("mode", list(Mode))
+def test_similar_searches_with_the_stored_equation_and_leaves_it_out(
+    searcher: Searcher, demo_parsed: list, mode: Mode
+) -> None:
+    query = demo_parsed[QUERY]
+    plain = searcher.search(SearchRequest(query.record.latex, mode=mode, k=9))
+    similar = searcher.similar(query.eq_id, SearchRequest("", mode=mode, k=8))
+    ids = [hit.eq_id for hit in similar.hits]
+    assert len(ids) == 8 and query.eq_id not in ids
+    assert similar.query_tokens == plain.query_tokens  # the stored LaTeX, featurised again
+    others = [hit.eq_id for hit in plain.hits if hit.eq_id != query.eq_id][:8]
+    if mode in (Mode.BM25, Mode.KNN):  # scores of the others do not depend on the query's own
+        assert ids == others
+    else:  # normalised in the window without the query's own hit: the order may move
+        assert len(set(ids) & set(others)) >= 6
+    filtered = searcher.similar(
+        query.eq_id,
+        SearchRequest("", mode=mode, k=3, filters=Filters(doc_ids=(query.record.doc_id,))),
+    )
+    assert filtered.hits and all(hit.doc_id == query.record.doc_id for hit in filtered.hits)
+    assert query.eq_id not in {hit.eq_id for hit in filtered.hits}
+
+
+def test_similar_to_an_unknown_equation_is_its_own_error(
+    searcher: Searcher, equation_alias: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(UnknownEquationError, match="no equation 'nope#0'"):
+        searcher.similar("nope#0", SearchRequest("", mode=Mode.BM25))
+    assert main(["search", "--like", "nope#0", "--index", equation_alias]) == 1
+    assert "no equation 'nope#0'" in capsys.readouterr().err
+    assert main(["search", "x^2", "--like", "nope#0", "--index", equation_alias]) == 1
+    assert "one of them" in capsys.readouterr().err
+
+
+def test_search_command_like(
+    equation_alias: str, demo_parsed: list, capsys: pytest.CaptureFixture[str]
+) -> None:
+    query = demo_parsed[QUERY]
+    argv = ["search", "--like", query.eq_id, "--index", equation_alias, "--mode", "bm25"]
+    assert main([*argv, "-k", "4", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(data["hits"]) == 4 and query.eq_id not in {h["eq_id"] for h in data["hits"]}

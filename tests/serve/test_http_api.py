@@ -238,3 +238,23 @@ def test_bm25_through_the_api_runs_no_model(
     assert bm25.status_code == 200 and bm25.json()["hits"]
     fusion = api.post("/search", json={"latex": r"\frac{a}{b} + x^2", "mode": "fusion", "k": 3})
     assert fusion.status_code == 422 and "nonexistent" in fusion.json()["error"]["reason"]
+
+
+def test_like_searches_for_similar_equations_without_the_equation_itself(
+    api: TestClient, indexed: dict[str, Any]
+) -> None:
+    plain = _post(api, "/search", {"latex": indexed["latex"], "mode": "bm25", "k": 6}).json()
+    assert plain["hits"][0]["eq_id"] == indexed["eq_id"]
+    like = _post(api, "/search", {"like": indexed["eq_id"], "mode": "bm25", "k": 5})
+    assert like.status_code == 200, like.text
+    assert [h["eq_id"] for h in like.json()["hits"]] == [h["eq_id"] for h in plain["hits"][1:]]
+    assert like.json()["query_tokens"] == plain["query_tokens"]
+    unknown = _post(api, "/search", {"like": "no-such#0"})
+    assert (
+        unknown.status_code == 404
+        and "no equation 'no-such#0'" in unknown.json()["error"]["reason"]
+    )
+    both = _post(api, "/search", {"like": indexed["eq_id"], "latex": "x"})
+    assert both.status_code == 422 and "not both" in both.json()["error"]["reason"]
+    too_long = _post(api, "/search", {"like": "x" * 300})
+    assert too_long.status_code == 422
