@@ -71,11 +71,7 @@ def add_index(commands: Any) -> None:
     )
     parser.add_argument("sources", nargs="+", metavar="SRC", help="files, folders or index names")
     _add_encoders(parser, "encoders whose vector fields the job writes")
-    parser.add_argument(
-        "--index",
-        default=None,
-        help="equation index alias (default: MATHSEARCH_INDEX_PREFIX + '-equations')",
-    )
+    _add_index_alias(parser)
     parser.add_argument("--format", choices=FORMATS, help="source format (default: from the name)")
     parser.add_argument("--inline", action="store_true", help="run in this process, no broker")
     parser.add_argument(
@@ -109,6 +105,14 @@ def add_index(commands: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
+def _add_index_alias(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--index",
+        default=None,
+        help="equation index alias (default: MATHSEARCH_INDEX_PREFIX + '-equations')",
+    )
+
+
 def add_delete(commands: Any) -> None:
     """Register ``delete`` on the ``mathsearch`` subparsers."""
     parser = commands.add_parser(
@@ -132,11 +136,7 @@ def add_delete(commands: Any) -> None:
     parser.add_argument(
         "--ids-from", metavar="FILE", help="also the document ids in FILE, one a line ('-': stdin)"
     )
-    parser.add_argument(
-        "--index",
-        default=None,
-        help="equation index alias (default: MATHSEARCH_INDEX_PREFIX + '-equations')",
-    )
+    _add_index_alias(parser)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -200,11 +200,7 @@ def add_failures(commands: Any) -> None:
             """),
         formatter_class=RAW_HELP,
     )
-    parser.add_argument(
-        "--index",
-        default=None,
-        help="equation index alias (default: MATHSEARCH_INDEX_PREFIX + '-equations')",
-    )
+    _add_index_alias(parser)
     parser.add_argument(
         "--stage", help="only this stage (extract, convert, graph, tokens, embed, write, ...)"
     )
