@@ -50,6 +50,7 @@ class SearchRequest:
     encoders: tuple[str, ...] = ()
     weights: tuple[float, ...] | None = None
     annotate: bool = True
+    offset: int = 0
 
     def __post_init__(self) -> None:
         """Accept the enums' names as strings (``mode="rrf"``); an unknown one is a QueryError."""
@@ -72,6 +73,20 @@ class SearchRequest:
             raise QueryError("empty query: give LaTeX (and optionally words)")
         if not 1 <= self.k <= 10_000:
             raise QueryError(f"k must lie in [1, 10000], not {self.k}")
+        if not 0 <= self.offset <= 10_000 - self.k:
+            raise QueryError(f"offset must lie in [0, 10000 - k], not {self.offset}")
+        spec = MODES[self.mode]
+        for name in ("window", "depth"):
+            if (
+                self.offset
+                and name in spec.parameters
+                and self.offset + self.k > getattr(self, name)
+            ):
+                raise QueryError(
+                    f"offset + k ({self.offset + self.k}) must be <= {name} "
+                    f"({getattr(self, name)}): {self.mode.value} ranks the top {name} only; "
+                    f"raise {name} (it changes the ranking of every page)"
+                )
         if not 0.0 <= self.alpha <= 1.0:
             raise QueryError(f"alpha must lie in [0, 1], not {self.alpha}")
         if self.fusion_side not in FUSION_SIDES:
@@ -95,6 +110,8 @@ class SearchRequest:
         where it has a BM25 side, ``weights`` where it has a vector side."""
         spec = MODES[self.mode]
         out: dict[str, Any] = {"k": self.k}
+        if self.offset:
+            out["offset"] = self.offset
         for name in spec.parameters:
             value = getattr(self, name)
             out[name] = value.value if isinstance(value, Enum) else value

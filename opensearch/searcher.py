@@ -128,18 +128,22 @@ class Searcher(SearchCalls):
         spec = MODES[request.mode]
         plan = self.plan(request, features)
         # grouping ranks documents by their best equation: fetch a deeper list to fill k groups
-        size = max(request.k, min(request.depth, request.window)) if request.group else request.k
+        # a page further down (offset) is the same ranking cut further down
+        last = request.offset + request.k
+        size = max(last, min(request.depth, request.window)) if request.group else last
         hits = spec.run(self, replace(request, k=size), tokens, plan)
+        groups = group_hits(hits, last)[request.offset :] if request.group else None
+        if not request.group:
+            hits = hits[request.offset : last]
         if request.mathml:  # the index keeps MathML of MathML input only: render the rest
-            self.renderer.fill(hits if request.group else hits[: request.k])
-        groups = group_hits(hits, request.k) if request.group else None
+            self.renderer.fill(hits)
         fields = plan.fields if spec.uses_vectors else []
         return SearchResponse(
             mode=request.mode.value,
             k=request.k,
             vector_field=fields[0] if fields else None,
             took_ms=(time.perf_counter() - started) * 1000,
-            hits=hits if request.group else hits[: request.k],
+            hits=hits,
             groups=groups,
             fused=spec.fused_side(request),
             parameters={**request.parameters(), **({"fallback": fallback} if fallback else {})},

@@ -61,6 +61,7 @@ def add_search(commands: Any) -> None:
               mathsearch search 'x^2' --encoders gcn,bitmap --mode fusion --weights 0.55,0.4,0.05
               mathsearch search 'x^2+y^2' --encoders gcn,seq2seq --mode knn --explain
               mathsearch search --like '0301004#2' --mode fusion --k 5    (similar equations)
+              mathsearch search 'E = mc^2' --k 10 --offset 10                (the second page)
 
             Without --profile every ranking parameter has the default shown; with it, the
             profile's value (a flag given explicitly still wins).
@@ -88,6 +89,12 @@ def add_search(commands: Any) -> None:
         "--mode", choices=[m.value for m in Mode], help="default fusion (or the profile's)"
     )
     parser.add_argument("-k", "--k", type=int, help="results (default 10)")
+    parser.add_argument(
+        "--offset",
+        type=int,
+        default=0,
+        help="skip the first N results (the next page: --offset 10 -k 10; default 0)",
+    )
     parser.add_argument("--alpha", type=float, help="the vector's share, 0..1 (default 0.5)")
     parser.add_argument("--window", type=int, help="rescore window (default 100, as the seed)")
     parser.add_argument("--depth", type=int, help="hits per subquery in fusion / rrf (default 100)")
@@ -243,6 +250,7 @@ def run_search(args: argparse.Namespace) -> int:
             text=args.text,
             filters=filters,
             group=args.group,
+            offset=args.offset,
             explain=args.explain,
             vector_field=args.field,
             fusion_side=args.fusion_side,

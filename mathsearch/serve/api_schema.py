@@ -64,6 +64,9 @@ class SearchBody(_Strict):
     mode: Mode | None = Field(None, description=MODE_HELP)
     alpha: float | None = Field(None, ge=0.0, le=1.0, description="the vector's share")
     k: int | None = Field(None, ge=1, description="results (documents when grouped)")
+    offset: int = Field(
+        0, ge=0, description="skip the first N results (documents when grouped): the next page"
+    )
     window: int | None = Field(None, ge=1, description="rescore window")
     depth: int | None = Field(None, ge=1, description="hits per subquery in fusion / rrf")
     normalization: Normalization | None = None
@@ -119,7 +122,13 @@ class SearchBody(_Strict):
             out["encoders"] = tuple(self.encoders)
         if self.weights is not None:
             out["weights"] = tuple(self.weights)
-        out.update(text=self.text, group=self.group, explain=self.explain, mathml=self.mathml)
+        out.update(
+            text=self.text,
+            group=self.group,
+            explain=self.explain,
+            mathml=self.mathml,
+            offset=self.offset,
+        )
         return out
 
 

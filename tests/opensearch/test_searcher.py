@@ -377,3 +377,35 @@ def test_search_command_like(
     assert main([*argv, "-k", "4", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert len(data["hits"]) == 4 and query.eq_id not in {h["eq_id"] for h in data["hits"]}
+
+
+@pytest.mark.parametrize("mode", list(Mode))
+def test_a_page_further_down_is_the_same_ranking_cut_further_down(
+    searcher: Searcher, demo_parsed: list, mode: Mode
+) -> None:
+    latex = demo_parsed[QUERY].record.latex
+    full = searcher.search(SearchRequest(latex, mode=mode, k=12))
+    page = searcher.search(SearchRequest(latex, mode=mode, k=4, offset=8))
+    assert [(h.eq_id, h.rank) for h in page.hits] == [(h.eq_id, h.rank) for h in full.hits[8:]]
+    assert [h.score for h in page.hits] == pytest.approx([h.score for h in full.hits[8:]])
+    assert page.parameters["offset"] == 8 and "offset" not in full.parameters
+    groups = searcher.search(SearchRequest(latex, mode=mode, k=4, group=True)).groups
+    later = searcher.search(SearchRequest(latex, mode=mode, k=2, offset=2, group=True)).groups
+    assert groups is not None and later is not None
+    assert [(g.doc_id, g.rank) for g in later] == [(g.doc_id, g.rank) for g in groups[2:4]]
+
+
+def test_pages_beyond_the_ranked_window_or_the_limit_are_query_errors(
+    searcher: Searcher, demo_parsed: list
+) -> None:
+    latex = demo_parsed[QUERY].record.latex
+    with pytest.raises(QueryError, match=r"offset \+ k \(105\) must be <= window \(100\)"):
+        searcher.search(SearchRequest(latex, mode=Mode.RESCORE, k=10, offset=95))
+    with pytest.raises(QueryError, match=r"must be <= depth \(50\)"):
+        searcher.search(SearchRequest(latex, mode=Mode.RRF, k=10, offset=45, depth=50))
+    with pytest.raises(QueryError, match="offset must lie in"):
+        searcher.search(SearchRequest(latex, mode=Mode.BM25, k=10, offset=9995))
+    with pytest.raises(QueryError, match="offset must lie in"):
+        searcher.search(SearchRequest(latex, mode=Mode.BM25, offset=-1))
+    # bm25 and knn rank as deep as asked
+    assert len(searcher.search(SearchRequest(latex, mode=Mode.BM25, k=5, offset=150)).hits) == 5

@@ -258,3 +258,15 @@ def test_like_searches_for_similar_equations_without_the_equation_itself(
     assert both.status_code == 422 and "not both" in both.json()["error"]["reason"]
     too_long = _post(api, "/search", {"like": "x" * 300})
     assert too_long.status_code == 422
+
+
+def test_offset_returns_the_next_page(api: TestClient, indexed: dict[str, Any]) -> None:
+    body = {"latex": indexed["latex"], "mode": "fusion"}
+    first = _post(api, "/search", {**body, "k": 10}).json()["hits"]
+    second = _post(api, "/search", {**body, "k": 5, "offset": 5}).json()
+    assert [h["eq_id"] for h in second["hits"]] == [h["eq_id"] for h in first[5:]]
+    assert [h["rank"] for h in second["hits"]] == [6, 7, 8, 9, 10]
+    assert second["parameters"]["offset"] == 5
+    assert _post(api, "/search", {**body, "offset": -1}).status_code == 422
+    deep = _post(api, "/search", {**body, "k": 10, "offset": 95})
+    assert deep.status_code == 422 and "depth" in deep.json()["error"]["reason"]

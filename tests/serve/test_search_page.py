@@ -399,3 +399,39 @@ def test_with_api_keys_on_the_page_asks_for_the_key_and_sends_it(
         )
         assert not browser.find_element(By.ID, "key-form").is_displayed()
         browser.execute_script("window.sessionStorage.clear()")
+
+
+def test_more_documents_loads_the_next_pages_of_the_same_ranking(
+    server: str, browser: WebDriver, query_equation: dict[str, Any]
+) -> None:
+    _open(browser, server)
+    _type_query(browser, query_equation["latex"])
+    Select(browser.find_element(By.ID, "mode")).select_by_value("bm25")
+    k_box = browser.find_element(By.ID, "k")
+    k_box.send_keys(Keys.CONTROL, "a")
+    k_box.send_keys("3")
+    browser.find_element(By.ID, "search").click()
+    _wait(browser, lambda d: "mode bm25" in _status(d), "the first page")
+
+    def docs(driver: WebDriver) -> list[str]:
+        return [e.text for e in driver.find_elements(By.CSS_SELECTOR, ".group .group-doc")]
+
+    assert len(docs(browser)) == 3
+    browser.find_element(By.ID, "more-pages").click()
+    _wait(browser, lambda d: len(docs(d)) == 6, "the second page")
+    # the whole ranking at once, from the API: the pages are its slices
+    whole = httpx.post(
+        f"{server}/search",
+        json={"latex": query_equation["latex"], "mode": "bm25", "k": 20, "group": True},
+        timeout=WAIT_S,
+    ).json()
+    expected = [group["doc_id"] for group in whole["groups"]]
+    assert docs(browser) == expected[:6]
+    ranks = [e.text for e in browser.find_elements(By.CSS_SELECTOR, ".group .group-rank")]
+    assert ranks == [f"{i}." for i in range(1, 7)]
+    if len(expected) > 6:  # the sample's papers run out on the third page
+        browser.find_element(By.ID, "more-pages").click()
+        _wait(browser, lambda d: "no more results" in _status(d), "the last page")
+        assert docs(browser) == expected
+        assert not browser.find_elements(By.ID, "more-pages")
+    assert not _script_errors(browser)

@@ -135,6 +135,9 @@
   let searchSeq = 0;
   let searchAbort = null;
   let searched = false;
+  /** The documents shown for the current query (the next page's offset), and its mode. */
+  let shown = 0;
+  let shownMode = "";
 
   class ApiError extends Error {
     constructor(status, reason, details) {
@@ -482,6 +485,9 @@
         "",
       );
       renderResults(groups, mode);
+      shown = groups.length;
+      shownMode = mode;
+      if (groups.length >= body.k) ui.results.append(morePagesButton());
     } catch (error) {
       if (error.name === "AbortError" || seq !== searchSeq) return;
       setStatus(describeError(error), "error");
@@ -491,6 +497,42 @@
         ui.results.removeAttribute("aria-busy");
         ui.search.disabled = false;
       }
+    }
+  }
+
+  /** "More documents": the next page of the same ranking (offset = documents shown). */
+  function morePagesButton() {
+    const button = el("button", "link-button more-pages", "More documents");
+    button.type = "button";
+    button.id = "more-pages";
+    button.addEventListener("click", () => loadMore(button));
+    const wrap = el("div", "pages-more");
+    wrap.append(button);
+    return wrap;
+  }
+
+  async function loadMore(button) {
+    const seq = searchSeq;
+    const body = { ...searchBody(), offset: shown };
+    button.disabled = true;
+    try {
+      const data = await api("search", body, searchAbort ? searchAbort.signal : undefined);
+      if (seq !== searchSeq) return;
+      const groups = groupsOf(data);
+      const list = ui.results.querySelector(".group-list");
+      if (list) for (const item of renderGroups(groups, shownMode)) list.append(item);
+      shown += groups.length;
+      if (groups.length < body.k) {
+        button.parentElement.remove();
+        setStatus(`${plural(shown, "document")} · no more results · mode ${shownMode}`, "");
+      } else {
+        button.disabled = false;
+        setStatus(`${plural(shown, "document")} · mode ${shownMode}`, "");
+      }
+    } catch (error) {
+      if (error.name === "AbortError" || seq !== searchSeq) return;
+      button.parentElement.remove();
+      setStatus(describeError(error), "error");
     }
   }
 
@@ -634,6 +676,12 @@
 
   function renderResults(groups, mode) {
     const list = el("ol", "group-list");
+    for (const item of renderGroups(groups, mode)) list.append(item);
+    ui.results.replaceChildren(list);
+  }
+
+  function renderGroups(groups, mode) {
+    const items = [];
     for (const group of groups) {
       const item = el("li", "group");
       const head = el("div", "group-head");
@@ -655,9 +703,9 @@
       item.append(hits);
       const more = group.hits.length - HITS_SHOWN;
       if (more > 0) item.append(moreButton(hits, more, group.doc_id));
-      list.append(item);
+      items.push(item);
     }
-    ui.results.replaceChildren(list);
+    return items;
   }
 
   /* ---------- wiring ---------- */
