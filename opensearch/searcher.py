@@ -170,7 +170,9 @@ class Searcher(SearchCalls):
         if not latex.strip():
             raise QueryError(f"equation {eq_id!r} has no LaTeX to search with (MathML input)")
         filters = replace(request.filters, exclude_ids=(*request.filters.exclude_ids, eq_id))
-        return self.search(replace(request, latex=latex, filters=filters))
+        response = self.search(replace(request, latex=latex, filters=filters))
+        response.parameters["like"] = eq_id
+        return response
 
     def _refused_everywhere(
         self, request: SearchRequest, features: QueryFeatures | None

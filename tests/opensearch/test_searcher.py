@@ -344,6 +344,7 @@ def test_similar_searches_with_the_stored_equation_and_leaves_it_out(
     similar = searcher.similar(query.eq_id, SearchRequest("", mode=mode, k=8))
     ids = [hit.eq_id for hit in similar.hits]
     assert len(ids) == 8 and query.eq_id not in ids
+    assert similar.parameters["like"] == query.eq_id and "like" not in plain.parameters
     assert similar.query_tokens == plain.query_tokens  # the stored LaTeX, featurised again
     others = [hit.eq_id for hit in plain.hits if hit.eq_id != query.eq_id][:8]
     if mode in (Mode.BM25, Mode.KNN):  # scores of the others do not depend on the query's own
