@@ -10,7 +10,7 @@ import pytest
 from opensearchpy import OpenSearch
 
 from mathsearch.opensearch import OpenSearchSettings
-from tests.workers.conftest import drop_failures
+from tests.workers.conftest import scratch_alias
 
 from .test_main import _mathsearch
 
@@ -28,11 +28,8 @@ PAPER = r"""\documentclass{article}
 
 @pytest.fixture
 def alias(client: OpenSearch, settings: OpenSearchSettings):
-    name = f"{settings.index_prefix}-test-cli-index-{uuid.uuid4().hex[:8]}"
-    yield name
-    client.indices.delete(index=f"{name}-0*", ignore_unavailable=True)
-    client.indices.delete_index_template(name=f"{name}-template", ignore=404)
-    drop_failures(client, settings, name)
+    with scratch_alias(client, settings, "cli-index") as name:
+        yield name
 
 
 def _equations(client: OpenSearch, alias: str) -> dict[str, str]:

@@ -161,6 +161,18 @@ def versions(client: OpenSearch, alias: str) -> dict[str, int]:
     return {hit["_id"]: hit["_version"] for hit in answer["hits"]["hits"]}
 
 
+@contextmanager
+def scratch_alias(client: OpenSearch, settings: OpenSearchSettings, label: str) -> Iterator[str]:
+    """An unused equation alias; its indexes, template and failure records go afterwards."""
+    name = f"{settings.index_prefix}-test-{label}-{uuid.uuid4().hex[:8]}"
+    try:
+        yield name
+    finally:
+        client.indices.delete(index=f"{name}-0*", ignore_unavailable=True)
+        client.indices.delete_index_template(name=f"{name}-template", ignore=404)
+        drop_failures(client, settings, name)
+
+
 def drop_failures(client: OpenSearch, settings: OpenSearchSettings, alias: str) -> None:
     """Delete the failure records of ``alias`` (the node has no _delete_by_query module)."""
     index = f"{settings.index_prefix}-failures"

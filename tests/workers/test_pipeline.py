@@ -20,18 +20,15 @@ from mathsearch.workers.pipeline import JobSpec, embed_write_stage, parse_stage,
 from mathsearch.workers.settings import WorkerSettings
 from tests.conftest import DEFAULT_DIM, DEFAULT_FIELD
 
-from .conftest import accounted, drop_failures, free_port, versions
+from .conftest import accounted, free_port, scratch_alias, versions
 
 pytestmark = pytest.mark.services
 
 
 @pytest.fixture
 def alias(client: OpenSearch, settings: OpenSearchSettings):
-    name = f"{settings.index_prefix}-test-pipe-{uuid.uuid4().hex[:8]}"
-    yield name
-    client.indices.delete(index=f"{name}-0*", ignore_unavailable=True)
-    client.indices.delete_index_template(name=f"{name}-template", ignore=404)
-    drop_failures(client, settings, name)
+    with scratch_alias(client, settings, "pipe") as name:
+        yield name
 
 
 def test_inline_job_accounts_for_every_equation_and_a_rerun_changes_nothing(
