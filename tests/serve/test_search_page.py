@@ -435,3 +435,41 @@ def test_more_documents_loads_the_next_pages_of_the_same_ranking(
         assert docs(browser) == expected
         assert not browser.find_elements(By.ID, "more-pages")
     assert not _script_errors(browser)
+
+
+def test_similar_equations_searches_like_a_hit_without_it(
+    server: str, browser: WebDriver, query_equation: dict[str, Any]
+) -> None:
+    _open(browser, server)
+    _type_query(browser, query_equation["latex"])
+    Select(browser.find_element(By.ID, "mode")).select_by_value("bm25")
+    browser.find_element(By.ID, "search").click()
+    _wait(browser, lambda d: "mode bm25" in _status(d), "the results")
+    first = browser.find_elements(By.CSS_SELECTOR, ".group .hit")[0]
+    assert first.find_element(By.CSS_SELECTOR, ".hit-id").text == query_equation["eq_id"]
+    first.find_element(By.CSS_SELECTOR, "button.similar").click()
+    like = f"similar to {query_equation['eq_id']}"
+    _wait(browser, lambda d: like in _status(d), "the similar equations")
+
+    def shown(driver: WebDriver) -> list[str]:
+        found = driver.find_elements(By.CSS_SELECTOR, ".group .hit-id")
+        return [e.get_attribute("textContent") for e in found]
+
+    assert query_equation["eq_id"] not in shown(browser)
+    api = httpx.post(
+        f"{server}/search",
+        json={"like": query_equation["eq_id"], "mode": "bm25", "k": 10, "group": True},
+        timeout=WAIT_S,
+    ).json()
+    expected = [hit["eq_id"] for group in api["groups"] for hit in group["hits"]]
+    assert shown(browser) == expected
+    assert "like=" in browser.current_url
+    # the link runs the same search; editing the box makes it a plain query again
+    browser.get(browser.current_url)
+    _wait(browser, lambda d: like in _status(d), "the linked similar search")
+    box = browser.find_element(By.ID, "latex")
+    box.send_keys(" ")
+    browser.find_element(By.ID, "search").click()
+    _wait(browser, lambda d: "mode bm25" in _status(d) and like not in _status(d), "a plain query")
+    assert shown(browser)[0] == query_equation["eq_id"]
+    assert not _script_errors(browser)

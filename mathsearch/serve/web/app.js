@@ -138,6 +138,9 @@
   /** The documents shown for the current query (the next page's offset), and its mode. */
   let shown = 0;
   let shownMode = "";
+  /** Set by "Similar equations": the indexed equation the search is like (the box shows its
+   * LaTeX); editing the box makes it a plain query again. */
+  let likeId = "";
 
   class ApiError extends Error {
     constructor(status, reason, details) {
@@ -322,6 +325,7 @@
 
   function stateFromControls() {
     const state = { q: ui.latex.value, mode: ui.mode.value };
+    if (likeId) state.like = likeId;
     const text = ui.text.value.trim();
     if (text) state.text = text;
     if (shapes(state.mode, "alpha") && Number(ui.alpha.value) !== Number(config.defaults.alpha)) {
@@ -349,6 +353,7 @@
     const params = new URLSearchParams(window.location.search);
     const d = config.defaults;
     ui.latex.value = params.get("q") || "";
+    likeId = params.get("like") || "";
     ui.text.value = params.get("text") || "";
     const mode = params.get("mode");
     ui.mode.value = mode && (config.modes || []).includes(mode) ? mode : d.mode;
@@ -442,6 +447,10 @@
     if (text) body.text = text;
     if (shapes(mode, "alpha")) body.alpha = Number(ui.alpha.value);
     if (shapes(mode, "normalization")) body.normalization = ui.normalization.value;
+    if (likeId) {
+      body.like = likeId; // the server searches with the equation's stored LaTeX, without it
+      delete body.latex;
+    }
     return body;
   }
 
@@ -477,11 +486,12 @@
       const took = Number(data.took_ms);
       const timing = Number.isFinite(took) ? ` · ${Math.round(took)} ms` : "";
       const mode = data.mode || body.mode;
+      const like = body.like ? ` · similar to ${body.like}` : "";
       setStatus(
         hitCount
           ? `${plural(hitCount, "equation")} in ${plural(groups.length, "document")} · ` +
-              `mode ${mode}${timing}`
-          : `No matching equations · mode ${mode}${timing}`,
+              `mode ${mode}${like}${timing}`
+          : `No matching equations · mode ${mode}${like}${timing}`,
         "",
       );
       renderResults(groups, mode);
@@ -644,12 +654,24 @@
     const reuse = el("button", "link-button", "Search for this equation");
     reuse.type = "button";
     reuse.addEventListener("click", () => {
+      likeId = "";
       ui.latex.value = hit.latex || "";
       refreshPreview();
       runSearch();
       ui.latex.scrollIntoView({ behavior: "smooth", block: "center" });
     });
     details.append(pre, reuse);
+    const similar = el("button", "link-button similar", "Similar equations");
+    similar.type = "button";
+    similar.title = "equations like this one, without it";
+    similar.addEventListener("click", () => {
+      likeId = hit.eq_id;
+      ui.latex.value = hit.latex || "";
+      refreshPreview();
+      runSearch();
+      ui.latex.scrollIntoView({ behavior: "smooth", block: "center" });
+    });
+    item.append(similar);
     item.append(details);
     return item;
   }
@@ -739,7 +761,10 @@
     event.preventDefault();
     runSearch();
   });
-  ui.latex.addEventListener("input", schedulePreview);
+  ui.latex.addEventListener("input", () => {
+    likeId = ""; // an edited query is the user's own
+    schedulePreview();
+  });
   ui.latex.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
       event.preventDefault();
