@@ -401,17 +401,23 @@ def test_with_api_keys_on_the_page_asks_for_the_key_and_sends_it(
         browser.execute_script("window.sessionStorage.clear()")
 
 
+def _bm25_search(driver: WebDriver, base: str, latex: str, k: int | None = None) -> None:
+    """Open the page and search ``latex`` in bm25 (``k`` documents when given)."""
+    _open(driver, base)
+    _type_query(driver, latex)
+    Select(driver.find_element(By.ID, "mode")).select_by_value("bm25")
+    if k is not None:
+        box = driver.find_element(By.ID, "k")
+        box.send_keys(Keys.CONTROL, "a")
+        box.send_keys(str(k))
+    driver.find_element(By.ID, "search").click()
+    _wait(driver, lambda d: "mode bm25" in _status(d), "the bm25 results")
+
+
 def test_more_documents_loads_the_next_pages_of_the_same_ranking(
     server: str, browser: WebDriver, query_equation: dict[str, Any]
 ) -> None:
-    _open(browser, server)
-    _type_query(browser, query_equation["latex"])
-    Select(browser.find_element(By.ID, "mode")).select_by_value("bm25")
-    k_box = browser.find_element(By.ID, "k")
-    k_box.send_keys(Keys.CONTROL, "a")
-    k_box.send_keys("3")
-    browser.find_element(By.ID, "search").click()
-    _wait(browser, lambda d: "mode bm25" in _status(d), "the first page")
+    _bm25_search(browser, server, query_equation["latex"], k=3)
 
     def docs(driver: WebDriver) -> list[str]:
         return [e.text for e in driver.find_elements(By.CSS_SELECTOR, ".group .group-doc")]
@@ -440,11 +446,7 @@ def test_more_documents_loads_the_next_pages_of_the_same_ranking(
 def test_similar_equations_searches_like_a_hit_without_it(
     server: str, browser: WebDriver, query_equation: dict[str, Any]
 ) -> None:
-    _open(browser, server)
-    _type_query(browser, query_equation["latex"])
-    Select(browser.find_element(By.ID, "mode")).select_by_value("bm25")
-    browser.find_element(By.ID, "search").click()
-    _wait(browser, lambda d: "mode bm25" in _status(d), "the results")
+    _bm25_search(browser, server, query_equation["latex"])
     first = browser.find_elements(By.CSS_SELECTOR, ".group .hit")[0]
     assert first.find_element(By.CSS_SELECTOR, ".hit-id").text == query_equation["eq_id"]
     first.find_element(By.CSS_SELECTOR, "button.similar").click()

@@ -189,11 +189,7 @@ def drop_failures(client: OpenSearch, settings: OpenSearchSettings, alias: str) 
 def fresh_alias(client: OpenSearch, settings: OpenSearchSettings, label: str) -> Iterator[str]:
     """A new equation index behind ``<prefix>-test-<label>-<hex>``; index, template and failure
     records deleted afterwards."""
-    name = f"{settings.index_prefix}-test-{label}-{uuid.uuid4().hex[:8]}"
-    ensure_equation_index(client, name, [VectorSpec.from_card(process_embedder().card)], settings)
-    try:
+    with scratch_alias(client, settings, label) as name:
+        spec = VectorSpec.from_card(process_embedder().card)
+        ensure_equation_index(client, name, [spec], settings)
         yield name
-    finally:
-        client.indices.delete(index=f"{name}-0*", ignore_unavailable=True)
-        client.indices.delete_index_template(name=f"{name}-template", ignore=404)
-        drop_failures(client, settings, name)
