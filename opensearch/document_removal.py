@@ -17,7 +17,9 @@ Both read the matching ids with a scroll (``_source``: ``doc_id`` and ``eq_id`` 
 them by id in bulk (the node ships no ``_delete_by_query`` module), so a removal is idempotent:
 running it again deletes nothing more. Failure records are matched on their ``index`` field, so
 another equation index's records of the same document ids are not touched. The library's own
-documents (enrichment's ``math.*`` fields) and the figures index are not changed.
+documents (enrichment's ``math.*`` fields) are not changed. The same call on the figures index
+(whose documents have a ``doc_id`` too) removes documents' figures (``mathsearch delete
+--figures``).
 
 Example::
 

@@ -120,12 +120,13 @@ def add_delete(commands: Any) -> None:
         help="remove documents' equations and failure records from an equation index",
         description="Remove every equation of the given documents (withdrawn papers) from the "
         "equation index behind --index, and their failure records. Idempotent: removing a "
-        "document that is not there removes nothing. The library's own documents and the "
-        "figures index are not changed.",
+        "document that is not there removes nothing. The library's own documents are not "
+        "changed; the figures index only with --figures.",
         epilog=textwrap.dedent("""\
             examples:
               mathsearch delete 0301001 0301004 --index library-equations
               mathsearch delete --ids-from withdrawn.txt --index library-equations --json
+              mathsearch delete 0301001 --index library-equations --figures   (+ their figures)
 
             A revised document is re-indexed with `mathsearch index SRC --prune`, which also
             removes the equations it no longer has.
@@ -133,6 +134,14 @@ def add_delete(commands: Any) -> None:
         formatter_class=RAW_HELP,
     )
     parser.add_argument("doc_ids", nargs="*", metavar="DOC_ID", help="document ids")
+    parser.add_argument(
+        "--figures",
+        nargs="?",
+        const="",
+        metavar="NAME",
+        help="also remove the documents' figures and their failure records from the figures "
+        "index (default NAME: MATHSEARCH_INDEX_PREFIX + '-figures')",
+    )
     parser.add_argument(
         "--ids-from", metavar="FILE", help="also the document ids in FILE, one a line ('-': stdin)"
     )
@@ -144,6 +153,7 @@ def run_delete_command(args: argparse.Namespace) -> int:
     from mathsearch.core.errors import MathsearchOpenSearchError
     from mathsearch.opensearch.client import connect
     from mathsearch.opensearch.document_removal import remove_equations
+    from mathsearch.opensearch.figure_search import figures_alias
     from mathsearch.opensearch.schema import equations_alias, failures_index_name
     from mathsearch.opensearch.settings import OpenSearchSettings
 
@@ -162,22 +172,36 @@ def run_delete_command(args: argparse.Namespace) -> int:
         client = connect(settings)
         if not client.indices.exists(index=alias):
             return fail(f"no equation index {alias} (see --index)")
+        figures = None if args.figures is None else figures_alias(settings, args.figures or None)
+        if figures is not None and not client.indices.exists(index=figures):
+            return fail(f"no figures index {figures} (see --figures NAME)")
         failures = failures_index_name(settings)
-        report = remove_equations(
-            client,
-            alias,
-            failures if client.indices.exists(index=failures) else None,
-            doc_ids,
-            settings=settings,
-        )
+        failures_or_none = failures if client.indices.exists(index=failures) else None
+        report = remove_equations(client, alias, failures_or_none, doc_ids, settings=settings)
+        removed = {"index": alias, **report.to_dict()}
+        if figures is not None:
+            of_figures = remove_equations(
+                client, figures, failures_or_none, doc_ids, settings=settings
+            )
+            counts = of_figures.to_dict()
+            removed["figures"] = {
+                "index": figures,
+                "figures": counts["equations"],
+                "failure_records": counts["failure_records"],
+            }
     except MathsearchOpenSearchError as exc:
         return fail(str(exc))
     if args.json:
-        emit(json.dumps({"index": alias, **report.to_dict()}, indent=2))
-    else:
+        emit(json.dumps(removed, indent=2))
+        return 0
+    emit(
+        f"removed {report.equations} equations and {report.failure_records} failure "
+        f"records of {report.documents} documents from {alias}"
+    )
+    if figures is not None:
         emit(
-            f"removed {report.equations} equations and {report.failure_records} failure "
-            f"records of {report.documents} documents from {alias}"
+            f"removed {of_figures.equations} figures and {of_figures.failure_records} failure "
+            f"records from {figures}"
         )
     return 0
 

@@ -92,3 +92,42 @@ def test_failures_lists_what_failed_and_delete_clears_it(client, alias, tmp_path
     cleared = json.loads(_mathsearch("failures", "--index", alias, "--json").stdout)
     assert cleared["total"] == 0
     assert set(_equations(client, alias)) == set()
+
+
+def test_delete_with_figures_also_removes_the_documents_figures(
+    client, settings, alias, tmp_path: Path
+) -> None:
+    from mathsearch.export.embedders import load_embedder
+    from mathsearch.indexer.figures import figures_of_text
+    from mathsearch.opensearch.figure_index import index_figures
+    from mathsearch.opensearch.schema import failures_index_name
+
+    for name in ("paper", "other"):
+        (tmp_path / f"{name}.tex").write_text(PAPER % "")
+    sources = [str(tmp_path / "paper.tex"), str(tmp_path / "other.tex")]
+    assert _mathsearch("index", *sources, "--index", alias, "--inline").returncode == 0
+    figures = f"{alias}-figures"
+    records = figures_of_text(
+        r"\begin{figure}\caption{The field profile}\end{figure}"
+        r"\begin{figure}\caption{open",  # unclosed: a failure record of this document
+        "other",
+    ) + figures_of_text(r"\begin{figure}\caption{The mass spectrum}\end{figure}", "paper")
+    embedder = load_embedder("figure", device="cpu")
+    failures = failures_index_name(settings)
+    try:
+        report = index_figures(client, figures, records, embedder, settings=settings)
+        assert (report.figures, report.failures) == (2, 1)
+        missing = _mathsearch("delete", "other", "--index", alias, "--figures", f"{figures}-x")
+        assert missing.returncode == 1 and f"no figures index {figures}-x" in missing.stderr
+        gone = _mathsearch("delete", "other", "--index", alias, "--figures", figures, "--json")
+        assert gone.returncode == 0, gone.stderr
+        removed = json.loads(gone.stdout)
+        assert removed["equations"] == 2
+        assert removed["figures"] == {"index": figures, "figures": 1, "failure_records": 1}
+        client.indices.refresh(index=figures)
+        left = client.search(index=figures, body={"_source": ["doc_id"]})["hits"]["hits"]
+        assert [hit["_source"]["doc_id"] for hit in left] == ["paper"]
+        assert set(_equations(client, alias)) == {"paper#0", "paper#1"}
+    finally:
+        client.indices.delete(index=figures, ignore_unavailable=True)
+        client.delete(index=failures, id=f"{figures}/other#fig1", ignore=404, refresh=True)
