@@ -157,41 +157,21 @@ def remove_equations(
     Raises:
         WriteError: the cluster refused deletions for good (their ids are in the message).
     """
-    report = RemovalReport(documents=len(set(documents)))
-    if not documents:
-        return report
     doc_ids = sorted(set(documents))
-    targets = [(index, None)]
-    if failures_index:
-        targets.append((failures_index, {"term": {"index": index}}))
+    report = RemovalReport(documents=len(doc_ids))
+    if not doc_ids:
+        return report
     writer = BulkWriter(client, settings, refresh="false")
-    for target, extra in targets:
-        actions = []
-        for start in range(0, len(doc_ids), CHUNK):
-            query: dict[str, Any] = {"terms": {"doc_id": doc_ids[start : start + CHUNK]}}
-            if extra is not None:
-                query = {"bool": {"filter": [query, extra]}}
-            try:
-                hits = helpers.scan(
-                    client,
-                    index=target,
-                    query={"query": query, "_source": ["doc_id", "eq_id"]},
-                    size=1000,
-                )
-                for hit_index, hit_id, eq_id in stale_hits(hits, keep):
-                    actions.append({"_op_type": "delete", "_index": hit_index, "_id": hit_id})
-                    if extra is None:
-                        report.removed_ids.append(eq_id)
-            except NotFoundError:
-                logger.info("%s does not exist: nothing to remove there", target)
-                break
-        deleted = _delete(writer, actions)
-        if extra is None:
-            report.equations = deleted
-        else:
-            report.failure_records = deleted
+    stale = _stale(client, index, doc_ids, keep)
+    report.removed_ids = [eq_id for _, _, eq_id in stale]
+    report.equations = _delete(writer, stale)
+    targets = [index]
+    if failures_index:
+        records = _stale(client, failures_index, doc_ids, keep, {"term": {"index": index}})
+        report.failure_records = _delete(writer, records)
+        targets.append(failures_index)
     if refresh:
-        client.indices.refresh(index=",".join(t for t, _ in targets), ignore_unavailable=True)
+        client.indices.refresh(index=",".join(targets), ignore_unavailable=True)
     logger.info(
         "removed %d equations and %d failure records of %d documents from %s",
         report.equations,
@@ -202,10 +182,35 @@ def remove_equations(
     return report
 
 
-def _delete(writer: BulkWriter, actions: list[dict[str, Any]]) -> int:
-    """Run the deletions; a document already gone (404) counts as done. Returns the count."""
-    if not actions:
+def _stale(
+    client: OpenSearch,
+    target: str,
+    doc_ids: Sequence[str],
+    keep: Mapping[str, Collection[str]] | None,
+    only: dict[str, Any] | None = None,
+) -> list[tuple[str, str, str]]:
+    """:func:`stale_hits` of ``target``'s documents of ``doc_ids`` (and ``only``), scrolled
+    ``CHUNK`` document ids at a time; [] when ``target`` does not exist."""
+    found: list[tuple[str, str, str]] = []
+    for start in range(0, len(doc_ids), CHUNK):
+        query: dict[str, Any] = {"terms": {"doc_id": list(doc_ids[start : start + CHUNK])}}
+        if only is not None:
+            query = {"bool": {"filter": [query, only]}}
+        body = {"query": query, "_source": ["doc_id", "eq_id"]}
+        try:
+            found += stale_hits(helpers.scan(client, index=target, query=body, size=1000), keep)
+        except NotFoundError:
+            logger.info("%s does not exist: nothing to remove there", target)
+            return []
+    return found
+
+
+def _delete(writer: BulkWriter, stale: Sequence[tuple[str, str, str]]) -> int:
+    """Delete ``stale`` (``(index, _id, eq_id)``); a document already gone (404) counts as
+    done. Returns the count."""
+    if not stale:
         return 0
+    actions = [{"_op_type": "delete", "_index": index, "_id": doc} for index, doc, _ in stale]
     result = writer.write(actions)
     refused = [f for f in result.failures if f.status != 404]
     if refused:

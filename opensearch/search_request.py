@@ -75,17 +75,13 @@ class SearchRequest:
             raise QueryError(f"k must lie in [1, 10000], not {self.k}")
         if not 0 <= self.offset <= 10_000 - self.k:
             raise QueryError(f"offset must lie in [0, 10000 - k], not {self.offset}")
-        spec = MODES[self.mode]
+        last, ranked = self.offset + self.k, MODES[self.mode].parameters
         for name in ("window", "depth"):
-            if (
-                self.offset
-                and name in spec.parameters
-                and self.offset + self.k > getattr(self, name)
-            ):
+            limit = getattr(self, name)
+            if self.offset and name in ranked and last > limit:
                 raise QueryError(
-                    f"offset + k ({self.offset + self.k}) must be <= {name} "
-                    f"({getattr(self, name)}): {self.mode.value} ranks the top {name} only; "
-                    f"raise {name} (it changes the ranking of every page)"
+                    f"offset + k ({last}) must be <= {name} ({limit}): {self.mode.value} ranks "
+                    f"the top {name} only; raise {name} (it changes the ranking of every page)"
                 )
         if not 0.0 <= self.alpha <= 1.0:
             raise QueryError(f"alpha must lie in [0, 1], not {self.alpha}")

@@ -154,14 +154,16 @@ class Searcher(SearchCalls):
     def similar(self, eq_id: str, request: SearchRequest) -> SearchResponse:
         """Search with the stored LaTeX of the indexed equation ``eq_id`` as the query ("more
         like this"): the same featurisation and mode as any search, the equation itself left
-        out by a filter (so ``k`` others remain). ``request.latex`` is replaced; its words,
+        out by a filter (so ``k`` others remain). ``request`` carries no LaTeX; its words,
         mode, parameters and filters apply.
 
         Raises:
             UnknownEquationError: the index holds no equation ``eq_id``.
-            QueryError: the equation has no LaTeX to search with (it came in as MathML), or
-                any error of :meth:`search`.
+            QueryError: the request has LaTeX of its own, the equation has none to search with
+                (it came in as MathML), or any error of :meth:`search`.
         """
+        if request.latex.strip():
+            raise QueryError("give latex or like, not both")
         display = self.fields.display
         stored = self.sources_of([eq_id], (display,)).get(eq_id)
         if stored is None:

@@ -71,7 +71,8 @@ def child_pids(parent: int, proc: Path = Path("/proc")) -> list[int]:
 
 
 def _alive(pids: Iterable[int], parent: int) -> list[int]:
-    return [pid for pid in pids if pid in child_pids(parent)]
+    live = set(child_pids(parent))  # one scan of /proc for all of them
+    return [pid for pid in pids if pid in live]
 
 
 def _signal(pids: Iterable[int], signum: int) -> None:

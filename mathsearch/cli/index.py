@@ -175,14 +175,11 @@ def run_delete_command(args: argparse.Namespace) -> int:
         figures = None if args.figures is None else figures_alias(settings, args.figures or None)
         if figures is not None and not client.indices.exists(index=figures):
             return fail(f"no figures index {figures} (see --figures NAME)")
-        failures = failures_index_name(settings)
-        failures_or_none = failures if client.indices.exists(index=failures) else None
-        report = remove_equations(client, alias, failures_or_none, doc_ids, settings=settings)
+        failures = failures_index_name(settings)  # none yet: nothing removed there
+        report = remove_equations(client, alias, failures, doc_ids, settings=settings)
         removed = {"index": alias, **report.to_dict()}
         if figures is not None:
-            of_figures = remove_equations(
-                client, figures, failures_or_none, doc_ids, settings=settings
-            )
+            of_figures = remove_equations(client, figures, failures, doc_ids, settings=settings)
             counts = of_figures.to_dict()
             removed["figures"] = {
                 "index": figures,

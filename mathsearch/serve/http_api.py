@@ -284,8 +284,6 @@ def create_app(
         overrides = body.overrides()
         if overrides.get("k", profile.k) > settings.serve_max_k:
             raise QueryError(f"k must be at most {settings.serve_max_k}")
-        if body.like and body.latex.strip():
-            raise QueryError("give latex or like, not both")
         request = profile.request(body.latex, **overrides)  # MathML only when asked
         response = searcher.similar(body.like, request) if body.like else searcher.search(request)
         metrics.searches.labels(response.mode).observe(response.took_ms / 1000)

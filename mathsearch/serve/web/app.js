@@ -653,27 +653,24 @@
     pre.append(el("code", "", hit.latex || ""));
     const reuse = el("button", "link-button", "Search for this equation");
     reuse.type = "button";
-    reuse.addEventListener("click", () => {
-      likeId = "";
-      ui.latex.value = hit.latex || "";
-      refreshPreview();
-      runSearch();
-      ui.latex.scrollIntoView({ behavior: "smooth", block: "center" });
-    });
+    reuse.addEventListener("click", () => searchFrom(hit, ""));
     details.append(pre, reuse);
     const similar = el("button", "link-button similar", "Similar equations");
     similar.type = "button";
     similar.title = "equations like this one, without it";
-    similar.addEventListener("click", () => {
-      likeId = hit.eq_id;
-      ui.latex.value = hit.latex || "";
-      refreshPreview();
-      runSearch();
-      ui.latex.scrollIntoView({ behavior: "smooth", block: "center" });
-    });
+    similar.addEventListener("click", () => searchFrom(hit, hit.eq_id));
     item.append(similar);
     item.append(details);
     return item;
+  }
+
+  /** Search again from a hit: its LaTeX in the box, and ``like`` its id or "" (a plain query). */
+  function searchFrom(hit, like) {
+    likeId = like;
+    ui.latex.value = hit.latex || "";
+    refreshPreview();
+    runSearch();
+    ui.latex.scrollIntoView({ behavior: "smooth", block: "center" });
   }
 
   function moreButton(hits, more, docId) {
