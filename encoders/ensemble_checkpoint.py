@@ -35,11 +35,11 @@ from mathsearch.encoders.checkpoints import (
     save_checkpoint,
 )
 from mathsearch.encoders.gcn import GCNConfigError, GraphCNN
-from mathsearch.encoders.gcn_ensemble import GCNEnsemble, fit_projection
+from mathsearch.encoders.gcn_ensemble import GCNEnsemble, fit_projection, tower_weights
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FIT_EQUATIONS", "ensemble_checkpoints", "training_graphs"]
+__all__ = ["FIT_EQUATIONS", "ensemble_checkpoints", "member_towers", "training_graphs"]
 
 #: Equations of training papers the projection is fitted on by default.
 FIT_EQUATIONS = 4000
@@ -87,15 +87,35 @@ def training_graphs(
     return [train.graphs[i] for i in picks]
 
 
-def _tower(data: dict[str, Any], path: Path) -> GraphCNN:
-    if data.get("ensemble"):
-        raise CheckpointError(f"{path} is an ensemble itself: list its towers instead")
+def member_towers(data: dict[str, Any], path: Path) -> tuple[list[GraphCNN], list[float]]:
+    """The towers of one member checkpoint and their shares of its weight (summing to 1): a
+    graph CNN is one tower; an ensemble checkpoint its towers at its own weights.
+
+    Raises:
+        CheckpointError: the recorded architecture is invalid or the weights do not fit it.
+    """
     try:
-        tower = model_from_record(data)
-    except GCNConfigError as exc:
+        model = model_from_record(data)
+        model.load_state_dict(data["model"])
+    except (GCNConfigError, RuntimeError) as exc:
         raise CheckpointError(f"{path}: {exc}") from exc
-    tower.load_state_dict(data["model"])
-    return tower.eval()
+    model.eval()
+    if isinstance(model, GCNEnsemble):
+        return list(model.towers), tower_weights(model.weights, len(model.towers))
+    return [model], [1.0]
+
+
+def _flat_weights(
+    shares: Sequence[Sequence[float]], member_weights: Sequence[float] | None
+) -> list[float] | None:
+    """Each tower's weight: its member's (normalised; default equal) times its share in the
+    member; ``None`` when every tower weighs the same (the equal ensemble)."""
+    try:
+        members = tower_weights(member_weights, len(shares))
+    except GCNConfigError as exc:
+        raise CheckpointError(f"--weights: {exc}") from exc
+    flat = [w * share for w, part in zip(members, shares, strict=True) for share in part]
+    return None if max(flat) - min(flat) < 1e-12 else flat
 
 
 def ensemble_checkpoints(
@@ -106,25 +126,29 @@ def ensemble_checkpoints(
     out_dim: int | None = None,
     fit_equations: int = FIT_EQUATIONS,
     cache_dir: str | os.PathLike[str] | None = None,
+    weights: Sequence[float] | None = None,
 ) -> Path:
     """Write the ensemble of ``checkpoints`` to ``out/checkpoint.pt`` (and ``out/train.json``).
 
     Args:
-        checkpoints: two or more L2-normalised graph-CNN checkpoints of one vocabulary and one
-            paper split.
+        checkpoints: two or more members: L2-normalised graph-CNN checkpoints of one vocabulary
+            and one paper split, or ensemble checkpoints of such towers (an ensemble member
+            joins with its towers, which share its weight as they did in it).
         out: the ensemble's folder (created).
         fit_sources: the hep-th files the runs' split is of (``../shared/data/hepth2003``'s
             equation.txt and eqnarray.txt).
         out_dim: the ensemble vector's width (default: the first tower's).
         fit_equations: training-paper equations the projection is fitted on.
         cache_dir: featurised-corpus cache for ``fit_sources``.
+        weights: each member's weight in the mean of cosines (default: equal).
 
     Returns:
         The checkpoint path.
 
     Raises:
-        CheckpointError: fewer than two towers, unreadable files, other vocabularies or splits,
-            towers that are not L2-normalised, or the output among the inputs.
+        CheckpointError: fewer than two members, unreadable files, other vocabularies or
+            splits, towers that are not L2-normalised, bad weights, or the output among the
+            inputs.
     """
     paths, loaded = load_runs(checkpoints, out, "an ensemble")
     out = Path(out)
@@ -134,10 +158,12 @@ def ensemble_checkpoints(
             raise CheckpointError(f"{path} was trained on another vocabulary than {paths[0]}")
         if _split(data, path) != split:
             raise CheckpointError(f"{path} held out other papers than {paths[0]}")
-    towers = [_tower(data, path) for path, data in zip(paths, loaded, strict=True)]
+    parts = [member_towers(data, path) for path, data in zip(paths, loaded, strict=True)]
+    towers = [tower for members, _ in parts for tower in members]
+    tower_share = _flat_weights([shares for _, shares in parts], weights)
     width = out_dim or towers[0].config.out_dim
     try:
-        model = GCNEnsemble(towers, width)
+        model = GCNEnsemble(towers, width, tower_share)
     except GCNConfigError as exc:
         raise CheckpointError(str(exc)) from exc
     graphs = training_graphs(split, fit_sources, fit_equations, cache_dir)
@@ -147,6 +173,7 @@ def ensemble_checkpoints(
     info = {
         "members": members,
         "model_configs": [tower.config.to_dict() for tower in towers],
+        **({"weights": tower_share} if tower_share is not None else {}),
         "out_dim": width,
         "fit_equations": len(graphs),
         "fit_sources": [str(Path(source).resolve()) for source in fit_sources],
@@ -168,7 +195,7 @@ def ensemble_checkpoints(
     (out / "train.json").write_text(
         json.dumps(_report(paths, loaded, info, written), indent=2), encoding="utf-8"
     )
-    logger.info("ensemble of %d towers (%d-d) written to %s", len(paths), width, written)
+    logger.info("ensemble of %d towers (%d-d) written to %s", len(towers), width, written)
     return written
 
 

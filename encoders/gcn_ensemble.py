@@ -10,9 +10,19 @@ cosines ranks better than any one of them (deep ensembles, Lakshminarayanan et a
     z = \\frac{1}{\\sqrt{K}} [e_1; \\dots; e_K], \\qquad
     \\langle z_q, z_d \\rangle = \\frac{1}{K} \\sum_{k=1}^{K} \\cos_k(q, d)
 
-ranks by that mean. So that the indexed vector stays as wide as one tower's (the same index
-size and kNN cost), ``z`` (``K d`` wide) is projected onto its top ``D`` principal directions,
-fitted on equations of the towers' training papers, and normalised again:
+ranks by that mean. Towers may also weigh differently (``weights``, beyond the equal default):
+with weights ``w_k >= 0`` that sum to 1,
+
+.. math::
+
+    z = [\\sqrt{w_1}\\, e_1; \\dots; \\sqrt{w_K}\\, e_K], \\qquad
+    \\langle z_q, z_d \\rangle = \\sum_{k=1}^{K} w_k \\cos_k(q, d)
+
+so that an ensemble made of a three-tower ensemble and one more tower, each counting half, is
+the four towers at weights 1/6, 1/6, 1/6 and 1/2. So that the indexed vector stays as wide as
+one tower's (the same index size and kNN cost), ``z`` (``K d`` wide) is projected onto its top
+``D`` principal directions, fitted on equations of the towers' training papers, and normalised
+again:
 
 .. math::
 
@@ -53,34 +63,75 @@ from mathsearch.encoders.gcn import GCNConfig, GCNConfigError, GraphCNN, l2_norm
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["GCNEnsemble", "ensemble_concat", "ensemble_embed", "fit_projection"]
+__all__ = [
+    "GCNEnsemble",
+    "ensemble_concat",
+    "ensemble_embed",
+    "fit_projection",
+    "tower_weights",
+]
 
 
-def ensemble_concat(parts: Sequence[Tensor]) -> Tensor:
-    """``z = [e_1; ...; e_K] / sqrt(K)``: (B, K d) from K unit-vector blocks (B, d) each.
+def tower_weights(weights: Sequence[float] | None, towers: int) -> list[float]:
+    """The K weights of an ensemble's cosines, normalised to sum to 1 (``None``: 1/K each).
 
-    The inner product of two such rows is the mean of the K blocks' cosines.
+    Raises:
+        GCNConfigError: not K weights, a negative or non-finite one, or all zero.
+
+    Example::
+
+        >>> tower_weights([1, 1, 2], 3)
+        [0.25, 0.25, 0.5]
+    """
+    if weights is None:
+        return [1.0 / towers] * towers
+    values = [float(w) for w in weights]
+    if len(values) != towers:
+        raise GCNConfigError(f"{len(values)} weights for {towers} towers")
+    if any(not math.isfinite(w) or w < 0 for w in values) or sum(values) <= 0:
+        raise GCNConfigError(f"tower weights must be >= 0 and not all 0, not {values}")
+    total = sum(values)
+    return [w / total for w in values]
+
+
+def ensemble_concat(parts: Sequence[Tensor], weights: Sequence[float] | None = None) -> Tensor:
+    """``z = [sqrt(w_1) e_1; ...; sqrt(w_K) e_K]``: (B, K d) from K unit-vector blocks (B, d).
+
+    The inner product of two such rows is the ``w``-weighted mean of the K blocks' cosines;
+    ``weights`` (normalised by :func:`tower_weights`) default to 1/K each, ``z = [e_1; ...;
+    e_K] / sqrt(K)``.
 
     Example::
 
         >>> a = torch.tensor([[1.0, 0.0]]); b = torch.tensor([[0.0, 1.0]])
         >>> ensemble_concat([a, b]) @ ensemble_concat([a, a]).T   # (cos 1 + cos 0) / 2
         tensor([[0.5000]])
+        >>> ensemble_concat([a, b], [3, 1]) @ ensemble_concat([a, a], [3, 1]).T  # 3/4 + 0
+        tensor([[0.7500]])
     """
     if not parts:
         raise GCNConfigError("an ensemble needs at least one tower")
-    return torch.cat(list(parts), dim=1) / math.sqrt(len(parts))
+    if weights is None:
+        return torch.cat(list(parts), dim=1) / math.sqrt(len(parts))
+    shares = tower_weights(weights, len(parts))
+    return torch.cat([part * math.sqrt(w) for part, w in zip(parts, shares, strict=True)], dim=1)
 
 
-def ensemble_embed(parts: Sequence[Tensor], weight: Tensor, bias: Tensor) -> Tensor:
-    """``e = l2(W z + b)`` with ``z = ensemble_concat(parts)``: (B, D).
+def ensemble_embed(
+    parts: Sequence[Tensor],
+    weight: Tensor,
+    bias: Tensor,
+    weights: Sequence[float] | None = None,
+) -> Tensor:
+    """``e = l2(W z + b)`` with ``z = ensemble_concat(parts, weights)``: (B, D).
 
     Args:
         parts: K tower embeddings, (B, d) unit vectors each.
         weight: (D, K d) projection ``P^T``.
         bias: (D,) ``-P^T mu``.
+        weights: the towers' weights (default 1/K each).
     """
-    return l2_normalise(ensemble_concat(parts) @ weight.t() + bias)
+    return l2_normalise(ensemble_concat(parts, weights) @ weight.t() + bias)
 
 
 def fit_projection(z: Tensor, out_dim: int) -> tuple[Tensor, Tensor]:
@@ -126,12 +177,16 @@ class GCNEnsemble(nn.Module):
     Args:
         towers: K >= 2 L2-normalised graph CNNs of one input vocabulary (sizes, positions).
         out_dim: D, the width of the ensemble's vector (at most K times a tower's).
+        weights: the towers' weights in the mean of cosines (:func:`tower_weights`; default
+            ``None``, 1/K each).
 
     Shapes: ``forward(batch)`` -> (B, D). ``config`` is the first tower's with ``out_dim`` D
     (what code that reads a model's ``config.out_dim`` / ``normalisation`` expects).
     """
 
-    def __init__(self, towers: Sequence[GraphCNN], out_dim: int) -> None:
+    def __init__(
+        self, towers: Sequence[GraphCNN], out_dim: int, weights: Sequence[float] | None = None
+    ) -> None:
         super().__init__()
         if len(towers) < 2:
             raise GCNConfigError(f"an ensemble needs two or more towers, not {len(towers)}")
@@ -143,6 +198,8 @@ class GCNEnsemble(nn.Module):
             if (config.sizes, config.max_position) != (first.sizes, first.max_position):
                 raise GCNConfigError(f"tower {index} reads another input than tower 1")
         self.towers = nn.ModuleList(towers)
+        #: ``None`` (equal) or the normalised weights of :func:`ensemble_concat`.
+        self.weights = None if weights is None else tower_weights(weights, len(towers))
         width = sum(tower.config.out_dim for tower in towers)
         if not 1 <= out_dim <= width:
             raise GCNConfigError(f"out_dim must be in [1, {width}], not {out_dim}")
@@ -152,15 +209,16 @@ class GCNEnsemble(nn.Module):
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> GCNEnsemble:
         """A freshly initialised ensemble of the recorded architecture: ``record`` holds
-        ``model_configs`` (each tower's :meth:`GCNConfig.to_dict`) and ``out_dim``, as an
-        ensemble checkpoint's ``ensemble`` entry and its model card's ``training.ensemble`` do.
+        ``model_configs`` (each tower's :meth:`GCNConfig.to_dict`), ``out_dim`` and, when the
+        towers weigh differently, ``weights``, as an ensemble checkpoint's ``ensemble`` entry
+        and its model card's ``training.ensemble`` do.
         """
         towers = [GraphCNN(GCNConfig.from_dict(dict(c))) for c in record["model_configs"]]
-        return cls(towers, int(record["out_dim"]))
+        return cls(towers, int(record["out_dim"]), record.get("weights"))
 
     def concat(self, batch: object) -> Tensor:
         """``z`` (B, K d) of a torch-geometric batch: the towers' unit vectors, scaled."""
-        return ensemble_concat([tower(batch) for tower in self.towers])
+        return ensemble_concat([tower(batch) for tower in self.towers], self.weights)
 
     def set_projection(self, weight: Tensor, bias: Tensor) -> None:
         """Install a fitted projection (:func:`fit_projection`)."""
@@ -171,4 +229,4 @@ class GCNEnsemble(nn.Module):
     def forward(self, batch: object) -> Tensor:
         """Unit vectors (B, D) of a :class:`Batch` (or one :class:`Data`)."""
         parts = [tower(batch) for tower in self.towers]
-        return ensemble_embed(parts, self.mix.weight, self.mix.bias)
+        return ensemble_embed(parts, self.mix.weight, self.mix.bias, self.weights)

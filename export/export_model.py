@@ -114,9 +114,10 @@ def _training(checkpoint: Path, meta: dict[str, Any]) -> tuple[dict[str, Any], d
     ensemble = meta.get("ensemble")
     if ensemble:  # mathsearch train ensemble: the towers' networks (bench embed rebuilds them)
         training["ensemble"] = {
-            "towers": len(ensemble["members"]),
+            "towers": len(ensemble["model_configs"]),
             "members": [run_dir(str(m)).name for m in ensemble["members"]],
             "model_configs": list(ensemble["model_configs"]),
+            **({"weights": ensemble["weights"]} if ensemble.get("weights") else {}),
             "out_dim": ensemble["out_dim"],
             "fit_equations": ensemble.get("fit_equations"),
         }
@@ -164,18 +165,9 @@ def _description(config: Any, training: dict[str, Any]) -> str:
     soup = used.get("soup")
     if isinstance(soup, list) and soup:
         trained_on += f"; uniform soup (mean weights) of {len(soup)} runs"
-    towers = used.get("ensemble")
-    if isinstance(towers, list) and towers:
-        return (
-            f"Ensemble of {len(towers)} graph CNNs over Presentation MathML (KDD 2020 seed, "
-            f"section 4), each {config.layers} x {config.hidden} sum graph convolutions, "
-            f"{pooling}, L2-normalised, {loss} loss"
-            f"{f', sub-formula crops as anchors for {crops:g} of the pairs' if crops else ''}"
-            f"{trained_on} (the first tower's run; the others differ in seed or start); their "
-            f"concatenated unit vectors, projected to {config.out_dim} dimensions on their "
-            "principal directions over training-paper equations and L2-normalised "
-            "(inner product ~ the mean of the towers' cosines)."
-        )
+    ensemble = training.get("ensemble")
+    if isinstance(ensemble, dict) and ensemble.get("model_configs"):
+        return _ensemble_description(config, ensemble, loss, crops, trained_on)
     return (
         f"Graph CNN over Presentation MathML (KDD 2020 seed, section 4): {config.layers} x "
         f"{config.hidden} sum graph convolutions, {pooling}, {config.out_dim}-d, {norm}; "
@@ -183,6 +175,31 @@ def _description(config: Any, training: dict[str, Any]) -> str:
         f"{'identifier permutation' if permutation else 'no identifier permutation'}"
         f"{f', sub-formula crops as anchors for {crops:g} of the pairs' if crops else ''}"
         f"{trained_on}."
+    )
+
+
+def _ensemble_description(
+    config: Any, ensemble: dict[str, Any], loss: str, crops: float, trained_on: str
+) -> str:
+    """:func:`_description` of an ensemble: its towers' shapes and, if any, their weights."""
+    shapes = [
+        f"{c['layers']} x {c['hidden']}{' gated' if c.get('pooling') == 'gated' else ''}"
+        for c in ensemble["model_configs"]
+    ]
+    same = len(set(shapes)) == 1
+    towers = f"each {shapes[0]}" if same else ", ".join(shapes)
+    weights = ensemble.get("weights")
+    mean = (
+        "mean" if not weights else "weighted mean (" + ", ".join(f"{w:.3g}" for w in weights) + ")"
+    )
+    return (
+        f"Ensemble of {len(shapes)} graph CNNs over Presentation MathML (KDD 2020 seed, "
+        f"section 4), {towers} sum graph convolutions, L2-normalised, {loss} loss"
+        f"{f', sub-formula crops as anchors for {crops:g} of the pairs' if crops else ''}"
+        f"{trained_on} (the first tower's run; the others differ in seed, start or size); their "
+        f"concatenated unit vectors, projected to {config.out_dim} dimensions on their "
+        "principal directions over training-paper equations and L2-normalised "
+        f"(inner product ~ the {mean} of the towers' cosines)."
     )
 
 

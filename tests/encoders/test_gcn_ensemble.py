@@ -19,6 +19,7 @@ from mathsearch.encoders.gcn_ensemble import (
     ensemble_concat,
     ensemble_embed,
     fit_projection,
+    tower_weights,
 )
 from mathsearch.encoders.graph_data import collate
 from mathsearch.encoders.training import train
@@ -39,6 +40,20 @@ def test_concat_inner_product_is_the_mean_of_the_towers_cosines() -> None:
     assert torch.allclose(ensemble_concat([a, b, c]).norm(dim=1), torch.ones(5), atol=1e-6)
     with pytest.raises(GCNConfigError):
         ensemble_concat([])
+
+
+def test_weighted_concat_inner_product_is_the_weighted_mean_of_the_cosines() -> None:
+    a, b = _unit(5, 4, 0), _unit(5, 3, 1)
+    a2, b2 = _unit(5, 4, 2), _unit(5, 3, 3)
+    got = ensemble_concat([a, b], [3, 1]) @ ensemble_concat([a2, b2], [3, 1]).T
+    assert torch.allclose(got, 0.75 * (a @ a2.T) + 0.25 * (b @ b2.T), atol=1e-6)
+    assert torch.allclose(ensemble_concat([a, b], [3, 1]).norm(dim=1), torch.ones(5), atol=1e-6)
+    # equal weights are the unweighted concatenation
+    assert torch.allclose(ensemble_concat([a, b], [2, 2]), ensemble_concat([a, b]), atol=1e-7)
+    assert tower_weights(None, 4) == [0.25] * 4 and tower_weights([1, 0, 3], 3) == [0.25, 0, 0.75]
+    for bad in ([1.0], [1.0, -1.0], [0.0, 0.0], [1.0, float("nan")]):
+        with pytest.raises(GCNConfigError):
+            tower_weights(bad, 2)
 
 
 def test_fit_projection_finds_the_principal_directions_deterministically() -> None:
@@ -125,7 +140,7 @@ def test_ensemble_of_two_runs_loads_embeds_exports_and_refuses_training(
     argv = ["train", "ensemble", str(a), str(b), "--out", str(tmp_path / "ens")]
     argv += ["--fit-data", str(sample), "--fit-equations", "100", "--out-dim", "8"]
     assert run_train(parser.parse_args(argv)) == 0
-    assert "ensemble of 2 checkpoints" in capsys.readouterr().out
+    assert "ensemble of 2 members" in capsys.readouterr().out
 
     ens_ckpt = tmp_path / "ens" / "checkpoint.pt"
     model, meta = load_model(ens_ckpt)
@@ -174,9 +189,37 @@ def test_ensemble_of_two_runs_loads_embeds_exports_and_refuses_training(
     train_corpus, _ = _split()
     with pytest.raises(CheckpointError, match="ensemble"):
         train(_small(init_from=str(ens_ckpt)), train_corpus)
+    # an ensemble member joins with its towers, which share its weight: (a, b) and a again,
+    # each member counting half, are the towers a, b, a at 1/4, 1/4, 1/2
     out = ["--out", str(tmp_path / "e2"), "--fit-data", str(sample), "--fit-equations", "100"]
-    assert run_train(parser.parse_args(["train", "ensemble", str(ens_ckpt), str(a), *out])) == 1
-    assert "ensemble itself" in capsys.readouterr().err
+    out += ["--out-dim", "8"]
+    assert run_train(parser.parse_args(["train", "ensemble", str(ens_ckpt), str(a), *out])) == 0
+    nested, meta = load_model(tmp_path / "e2" / "checkpoint.pt")
+    assert len(nested.towers) == 3 and nested.weights == pytest.approx([0.25, 0.25, 0.5])
+    assert meta["ensemble"]["weights"] == pytest.approx([0.25, 0.25, 0.5])
+    with torch.no_grad():
+        z = nested.concat(batch)
+        cos_a, cos_b = (t(batch) @ t(batch).T for t in towers)
+    assert torch.allclose(z @ z.T, 0.75 * cos_a + 0.25 * cos_b, atol=1e-5)
+    weighted = [*out[:1], str(tmp_path / "e3"), *out[2:], "--weights", "1,3"]
+    assert (
+        run_train(parser.parse_args(["train", "ensemble", str(ens_ckpt), str(a), *weighted])) == 0
+    )
+    assert load_model(tmp_path / "e3" / "checkpoint.pt")[0].weights == pytest.approx(
+        [0.125, 0.125, 0.75]
+    )
+    card, _ = export_checkpoint(tmp_path / "e3" / "checkpoint.pt", tmp_path / "e3.onnx", graphs)
+    assert card.training["ensemble"]["towers"] == 3
+    assert "weighted mean (0.125, 0.125, 0.75)" in card.description
+    assert np.allclose(
+        Encoder(tmp_path / "e3.onnx").encode(graphs),
+        load_model(tmp_path / "e3" / "checkpoint.pt")[0](collate(graphs)).detach().numpy(),
+        atol=1e-4,
+    )
+    for bad in ("1", "1,x", "1,-1"):
+        argv = ["train", "ensemble", str(a), str(b), *out[:1], str(tmp_path / "e4"), *out[2:]]
+        assert run_train(parser.parse_args([*argv, "--weights", bad])) == 1
+        assert "weights" in capsys.readouterr().err
     assert run_train(parser.parse_args(["train", "ensemble", str(a), *out])) == 1
     assert "two or more" in capsys.readouterr().err
     itself = ["--out", str(tmp_path / "t0"), "--fit-data", str(sample)]

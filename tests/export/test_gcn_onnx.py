@@ -13,10 +13,19 @@ import pytest
 import torch
 from torch import nn
 
-from mathsearch.encoders.gcn import GCNConfig, GraphCNN
+from mathsearch.encoders.gcn import GCNConfig, GraphCNN, sum_aggregate
 from mathsearch.encoders.graph_data import collate
 from mathsearch.export.errors import ParityError
-from mathsearch.export.gcn_onnx import IR_VERSION, OPSET, GCNOnnxModule, export_gcn, segment_sum
+from mathsearch.export.gcn_onnx import (
+    IR_VERSION,
+    OPSET,
+    SLOTS,
+    GCNOnnxModule,
+    aggregation_plan,
+    export_gcn,
+    planned_aggregate,
+    segment_sum,
+)
 from mathsearch.export.graph_batch import pack_graphs
 from mathsearch.export.parity import check_parity
 from tests.export.conftest import real_graphs
@@ -46,6 +55,37 @@ def test_segment_sum_is_exact_where_float32_accumulation_is_not() -> None:
     expected = np.zeros((50, 4))
     np.add.at(expected, index, values.astype(np.float64))
     assert np.abs(out - expected).max() <= np.abs(expected).max() * 1e-7
+
+
+def test_aggregation_plan_by_hand() -> None:
+    # node 0 <- 1, 2, 3 (one past the slots), node 1 <- 0, node 2 <- nothing, node 3 <- 0
+    edges = torch.tensor([[1, 0, 2, 3, 0], [0, 1, 0, 0, 3]])
+    plan = aggregation_plan(edges, 4)
+    assert SLOTS == 2
+    assert plan.slots.shape == (SLOTS * 4,)
+    assert sorted(plan.slots[[0, 4]].tolist()) in ([1, 2], [1, 3], [2, 3])  # node 0's two
+    assert plan.slots[[1, 5]].tolist() == [0, 4] and plan.slots[[2, 6]].tolist() == [4, 4]
+    assert plan.overflow_rows.numel() == 1 and plan.overflow_counts.tolist() == [1]
+    assert plan.overflow_of.tolist() == [1, 0, 0, 0]
+    h = torch.tensor([[1.0], [10.0], [100.0], [1000.0]])
+    assert planned_aggregate(h, plan).tolist() == [[1111.0], [11.0], [100.0], [1001.0]]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_planned_aggregate_is_the_sum_over_every_in_edge(seed: int) -> None:
+    # random graphs with hubs (in-degree up to ~60), repeated edges and isolated nodes, and a
+    # path, where no node has more in-edges than the slots
+    gen = torch.Generator().manual_seed(seed)
+    nodes = 300
+    hubs = torch.randint(0, 5, (400,), generator=gen)
+    target = torch.cat((hubs, torch.randint(0, nodes - 20, (500,), generator=gen)))
+    source = torch.randint(0, nodes, (target.numel(),), generator=gen)
+    path = torch.arange(nodes - 1)
+    for edges in (torch.stack((source, target)), torch.stack((path, path + 1))):
+        h = torch.randn(nodes, 7, generator=gen)
+        plan = aggregation_plan(edges, nodes)
+        assert torch.allclose(planned_aggregate(h, plan), sum_aggregate(h, edges), atol=1e-5)
+    assert plan.overflow_rows.numel() == 0  # the path's in-degree is 1
 
 
 def _trained_like_model(seed: int = 0) -> GraphCNN:

@@ -1,0 +1,225 @@
+"""A shipped graph-CNN ONNX file back into a checkpoint: its weights, read from the file.
+
+The project's models ship as ONNX + card (``export/models/``); their training checkpoints stay
+on the machines that trained them. :func:`model_from_onnx` rebuilds the PyTorch module that
+:func:`mathsearch.export.gcn_onnx.export_gcn` exported - a
+:class:`~mathsearch.encoders.gcn.GraphCNN`, or a
+:class:`~mathsearch.encoders.gcn_ensemble.GCNEnsemble` of them - from the architecture the card
+records (``training.config.model`` or ``training.ensemble``) and the file's initialisers:
+
+=========================================  ==============================================
+ONNX initialiser                           parameter
+=========================================  ==============================================
+``[towers.K.]lookup`` (in + 1, hidden)     ``input_layer.linear.weight`` = ``lookup[:-1]^T``
+``[towers.K.]model.<name>``                the parameter ``<name>`` (``alpha``, the biases,
+                                           the gate)
+the ``BatchNormalization`` inputs, in      each tower's ``norms.L`` (scale, shift, running
+graph order                                mean and variance)
+the ``MatMul`` weights, in graph order     each tower's ``convs.L.linear.weight^T``, then its
+                                           ``project.weight^T``; last the ensemble's
+                                           ``mix.weight^T``
+``mix.bias``                               the ensemble's ``mix.bias``
+=========================================  ==============================================
+
+Batch norms and matrix products are read by position, and ``Identity`` nodes are followed,
+because the exporter keeps one copy of equal tensors (two batch norms still at scale 1 share
+one initialiser). The fixed
+sinusoid table is rebuilt from the configuration. The rebuilt module is then checked
+against the file itself (:func:`mathsearch.export.parity.check_parity` on real equations), so a
+file of another layout fails loudly instead of giving other vectors.
+:func:`checkpoint_from_onnx` writes it as a checkpoint (:mod:`mathsearch.encoders.checkpoints`
+format, the card's training configuration, paper split and vocabulary hash), which
+``mathsearch train ensemble`` and ``mathsearch export`` take like a training run's.
+
+Example::
+
+    graphs = parity_sample(["../shared/data/hepth2003/equation.txt"], "hepth", 256)
+    checkpoint_from_onnx("export/models/gcn-v9.onnx", "runs/v9/checkpoint.pt", graphs)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from mathsearch.encoders.gcn import GCNConfig, GCNConfigError, GraphCNN
+from mathsearch.encoders.gcn_ensemble import GCNEnsemble
+from mathsearch.export.errors import ExportError, ModelCardError
+from mathsearch.export.model_card import ModelCard, file_sha256, load_card
+from mathsearch.export.parity import DEFAULT_TOLERANCE, check_parity
+from mathsearch.indexer.mathml_graph import EquationGraph
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["checkpoint_from_onnx", "model_from_onnx"]
+
+
+class _Weights:
+    """A file's named initialisers, and the ``MatMul`` weights and ``BatchNormalization``
+    inputs in graph order (consumed from the front, tower by tower)."""
+
+    def __init__(self, path: Path) -> None:
+        import onnx
+        from onnx import numpy_helper
+
+        proto = onnx.load(path)
+        self.named = {init.name: numpy_helper.to_array(init) for init in proto.graph.initializer}
+        nodes = list(proto.graph.node)
+        for node in nodes:  # the exporter's copies of equal tensors: Identity of the kept one
+            if node.op_type == "Identity" and node.input[0] in self.named:
+                self.named.setdefault(node.output[0], self.named[node.input[0]])
+        named = self.named
+        self.matmuls = [
+            named[n.input[1]] for n in nodes if n.op_type == "MatMul" and n.input[1] in named
+        ]
+        self.norms = [
+            [named[name] for name in n.input[1:5]]
+            for n in nodes
+            if n.op_type == "BatchNormalization" and all(i in named for i in n.input[1:5])
+        ]
+
+
+def _tensor(value: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(np.array(value))
+
+
+def _tower(config: GCNConfig, prefix: str, weights: _Weights) -> GraphCNN:
+    """One tower from the file's weights (``prefix`` ``""`` or ``towers.K.``)."""
+    model = GraphCNN(config).eval()
+    named = weights.named
+    state = {}
+    for name in model.state_dict():
+        key = f"{prefix}model.{name}"
+        if key in named and not name.startswith("norms."):
+            state[name] = _tensor(named[key])
+    for index in config.batch_norm_before:
+        scale, shift, mean, var = weights.norms.pop(0)
+        for part, value in zip(
+            ("weight", "bias", "running_mean", "running_var"),
+            (scale, shift, mean, var),
+            strict=True,
+        ):
+            state[f"norms.{index}.{part}"] = _tensor(value)
+    lookup = named.get(f"{prefix}lookup")
+    if lookup is None:
+        raise ExportError(f"no {prefix}lookup table: not a graph CNN exported by mathsearch")
+    state["input_layer.linear.weight"] = _tensor(lookup[:-1].T)
+    for index in range(config.layers):
+        state[f"convs.{index}.linear.weight"] = _tensor(weights.matmuls.pop(0).T)
+    state["project.weight"] = _tensor(weights.matmuls.pop(0).T)
+    unused = ("num_batches",) + (("soft_norm.",) if config.normalisation == "l2" else ())
+    missing = [k for k in model.state_dict() if k not in state and not k.startswith(unused)]
+    missing = [k for k in missing if "num_batches" not in k]
+    if missing:
+        raise ExportError(f"the file has no weights for {prefix}{', '.join(missing)}")
+    try:
+        model.load_state_dict(state, strict=False)
+    except RuntimeError as exc:
+        raise ExportError(f"the file's {prefix}weights do not fit its card: {exc}") from exc
+    return model
+
+
+def model_from_onnx(
+    path: str | os.PathLike[str],
+    graphs: Sequence[EquationGraph],
+    *,
+    tolerance: float = DEFAULT_TOLERANCE,
+) -> tuple[GraphCNN | GCNEnsemble, ModelCard]:
+    """The PyTorch module (eval mode) of a graph-CNN ONNX file and its card (module docstring).
+
+    Args:
+        path: the ``.onnx`` file, its card beside it.
+        graphs: real equations the rebuilt module is checked on against the file.
+        tolerance: the largest absolute difference allowed in that check.
+
+    Raises:
+        ExportError: no card, not a graph CNN, weights that do not fit the card, or a module
+            that does not embed as the file does (``ParityError``).
+    """
+    path = Path(path)
+    try:
+        card = load_card(path)
+    except ModelCardError as exc:
+        raise ExportError(str(exc)) from exc
+    if card.family != "gcn":
+        raise ExportError(f"{path} is a {card.family!r} model, not a graph CNN")
+    ensemble = card.training.get("ensemble")
+    recorded = (card.training.get("config") or {}).get("model")
+    if not ensemble and not recorded:
+        raise ExportError(f"the card of {path} records no architecture (training.config.model)")
+    try:
+        weights = _Weights(path)
+        configs = (
+            [GCNConfig.from_dict(dict(c)) for c in ensemble["model_configs"]]
+            if ensemble
+            else [GCNConfig.from_dict(dict(recorded))]
+        )
+        prefixes = [f"towers.{k}." for k in range(len(configs))] if ensemble else [""]
+        towers = [_tower(c, p, weights) for c, p in zip(configs, prefixes, strict=True)]
+        model: GraphCNN | GCNEnsemble = towers[0]
+        if ensemble:
+            model = GCNEnsemble(towers, int(ensemble["out_dim"]), ensemble.get("weights")).eval()
+            if len(weights.matmuls) != 1 or "mix.bias" not in weights.named:
+                raise ExportError(f"{path} has no single projection after its towers")
+            model.set_projection(
+                _tensor(weights.matmuls.pop().T), _tensor(weights.named["mix.bias"])
+            )
+        if weights.matmuls or weights.norms:
+            raise ExportError(f"{path} has more weights than its card's network")
+    except (GCNConfigError, IndexError, ValueError) as exc:
+        raise ExportError(f"{path} does not match its card's architecture: {exc}") from exc
+    parity = check_parity(model, path, graphs, tolerance=tolerance)
+    logger.info("rebuilt %s from %s: max |torch - onnx| %.3g", card.name, path, parity.max_abs_diff)
+    return model, card
+
+
+def checkpoint_from_onnx(
+    path: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    graphs: Sequence[EquationGraph],
+    *,
+    tolerance: float = DEFAULT_TOLERANCE,
+) -> Path:
+    """Write :func:`model_from_onnx`'s module as a checkpoint at ``out``; returns ``out``.
+
+    The checkpoint carries the card's training configuration (with its paper split), step and
+    vocabulary hash, an ``ensemble`` entry for an ensemble, and ``from_onnx`` (the file and its
+    SHA-256). It has no optimiser state: ``train gcn --init`` can start from it, ``--resume``
+    cannot.
+
+    Raises:
+        ExportError: as :func:`model_from_onnx`.
+    """
+    from mathsearch.encoders.checkpoints import save_checkpoint
+
+    path = Path(path)
+    model, card = model_from_onnx(path, graphs, tolerance=tolerance)
+    training = card.training
+    payload: dict[str, Any] = {
+        "step": int(training.get("step") or 0),
+        "total_steps": int(training.get("total_steps") or 0),
+        "vocab_hash": card.vocab_hash,
+        "model_config": model.config.to_dict(),
+        "train_config": dict(training.get("config") or {}),
+        "model": model.state_dict(),
+        "heads": None,
+        "history": {"evaluations": [], "epochs": []},
+        "from_onnx": {"path": str(path.resolve()), "sha256": file_sha256(path), "name": card.name},
+    }
+    ensemble = training.get("ensemble")
+    if ensemble:
+        payload["ensemble"] = {
+            "members": [str(m) for m in ensemble.get("members") or []],
+            "model_configs": list(ensemble["model_configs"]),
+            **({"weights": ensemble["weights"]} if ensemble.get("weights") else {}),
+            "out_dim": int(ensemble["out_dim"]),
+            "fit_equations": ensemble.get("fit_equations"),
+        }
+    payload["train_config"].setdefault("split", training.get("split"))
+    return save_checkpoint(out, payload)
