@@ -12,6 +12,10 @@ not depend on the weights) at every batch size, ``repeat`` times, and reports me
 * ``ratio``: ONNX Runtime over PyTorch, both ways.
 
 PyTorch runs eager in ``inference_mode`` with the same thread count as ONNX Runtime.
+
+:func:`bench_onnx_files` times model files instead (``bench embed --onnx A.onnx --onnx B.onnx``,
+no torch): every file on the same equations, batch sizes and threads, the files taking turns
+within each repeat, so that the ratio of each to the first is measured under the same load.
 """
 
 from __future__ import annotations
@@ -25,13 +29,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tqdm.auto import tqdm
 
 from mathsearch.indexer.mathml_graph import EquationGraph
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BATCH_SIZES", "bench_embed", "format_bench_embed"]
+__all__ = [
+    "BATCH_SIZES",
+    "bench_embed",
+    "bench_onnx_files",
+    "format_bench_embed",
+    "format_files",
+    "sample_graphs",
+]
 
 BATCH_SIZES = (1, 8, 64, 256, 1024)
 
@@ -189,4 +201,119 @@ def format_bench_embed(report: dict[str, Any]) -> str:
             f"{row.get('ratio', 0):>6.2f}   {onnx['model_eq_per_s']:>10.1f} "
             f"{eager.get('model_eq_per_s', 0):>11.1f} {row.get('model_ratio', 0):>6.2f}"
         )
+    return "\n".join(lines)
+
+
+def sample_graphs(sources: Sequence[str], fmt: str | None, count: int) -> list[EquationGraph]:
+    """``count`` real equation graphs spread evenly over the records of ``sources``, featurised
+    by the indexer alone (no torch; the records that do not featurise are skipped).
+
+    Raises:
+        ExportError: the sources hold fewer than ``count`` equations that featurise.
+    """
+    from mathsearch.export.errors import ExportError
+    from mathsearch.indexer.extract import extract
+    from mathsearch.indexer.parse import Featuriser, ParsedEquation
+    from mathsearch.indexer.records import EquationRecord
+
+    records = [r for r in extract(list(sources), fmt) if isinstance(r, EquationRecord)]
+    graphs: list[EquationGraph] = []
+    with Featuriser() as featuriser:
+        # a third more than asked for, evenly spread, covers the records that fail
+        picks = np.linspace(0, len(records) - 1, min(len(records), count + count // 3 + 8))
+        chosen = [records[i] for i in np.unique(picks.round().astype(int))]
+        for parsed in featuriser.parse_batch(chosen):
+            if isinstance(parsed, ParsedEquation):
+                graphs.append(parsed.graph)
+    if len(graphs) < count:
+        raise ExportError(
+            f"{len(graphs)} equations of {', '.join(map(str, sources))} featurise, fewer than "
+            f"the {count} asked for"
+        )
+    keep = np.linspace(0, len(graphs) - 1, count).round().astype(int)
+    return [graphs[i] for i in keep]
+
+
+def bench_onnx_files(
+    graphs: Sequence[EquationGraph],
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    batch_sizes: Sequence[int] = BATCH_SIZES,
+    repeat: int = 3,
+    threads: int | None = None,
+    device: str = "cpu",
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Time graph-CNN ONNX files (cards beside them) on ``graphs``: per batch size, each file's
+    median equations/s end to end and of the session alone, and its ratio to the first file's
+    (module docstring). A JSON-able report.
+
+    Raises:
+        ModelCardError / ModelMismatchError: a file without its card, or of another vocabulary.
+    """
+    from mathsearch.export.runtime import Encoder
+
+    threads = threads or os.cpu_count() or 1
+    encoders = [Encoder(path, device=device, threads=threads) for path in paths]
+    bar = tqdm(
+        total=len(batch_sizes) * len(encoders) * (repeat + 1),
+        desc="bench embed",
+        unit="pass",
+        disable=None if progress else True,
+    )
+    results: list[dict[str, Any]] = []
+    try:
+        for batch in batch_sizes:
+            times: list[list[tuple[float, float]]] = [[] for _ in encoders]
+            for encoder in encoders:  # warm-up
+                _time_onnx(encoder.session, graphs[: min(len(graphs), batch * 2)], batch)
+                bar.update(1)
+            for _ in range(repeat):
+                for timed, encoder in zip(times, encoders, strict=True):
+                    timed.append(_time_onnx(encoder.session, graphs, batch))
+                    bar.update(1)
+            rates = [_median_rates(timed, len(graphs)) for timed in times]
+            first = rates[0][0]
+            results.append(
+                {
+                    "batch_size": batch,
+                    "models": [
+                        {
+                            "model": encoder.card.name,
+                            "eq_per_s": round(rate, 1),
+                            "model_eq_per_s": round(model_rate, 1),
+                            "ratio_to_first": round(rate / max(first, 1e-12), 3),
+                        }
+                        for encoder, (rate, model_rate) in zip(encoders, rates, strict=True)
+                    ],
+                }
+            )
+    finally:
+        bar.close()
+    nodes = sum(g.num_nodes for g in graphs)
+    return {
+        "equations": len(graphs),
+        "mean_nodes": round(nodes / max(len(graphs), 1), 1),
+        "repeat": repeat,
+        "threads": threads,
+        "providers": encoders[0].providers,
+        "files": [str(path) for path in paths],
+        "results": results,
+    }
+
+
+def format_files(report: dict[str, Any]) -> str:
+    """:func:`bench_onnx_files`' report as a table a person reads."""
+    lines = [
+        f"{report['equations']} real equations ({report['mean_nodes']} nodes on average), "
+        f"{report['threads']} thread(s), {', '.join(report['providers'])}; "
+        f"medians of {report['repeat']} runs (the files take turns), equations/s",
+        f"{'batch':>6} {'model':<24} {'end to end':>11} {'session':>9} {'vs first':>9}",
+    ]
+    for row in report["results"]:
+        for entry in row["models"]:
+            lines.append(
+                f"{row['batch_size']:>6} {entry['model']:<24} {entry['eq_per_s']:>11.1f} "
+                f"{entry['model_eq_per_s']:>9.1f} {entry['ratio_to_first']:>8.2f}x"
+            )
     return "\n".join(lines)

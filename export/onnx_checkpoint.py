@@ -27,9 +27,12 @@ one initialiser). The fixed
 sinusoid table is rebuilt from the configuration. The rebuilt module is then checked
 against the file itself (:func:`mathsearch.export.parity.check_parity` on real equations), so a
 file of another layout fails loudly instead of giving other vectors.
-:func:`checkpoint_from_onnx` writes it as a checkpoint (:mod:`mathsearch.encoders.checkpoints`
-format, the card's training configuration, paper split and vocabulary hash), which
-``mathsearch train ensemble`` and ``mathsearch export`` take like a training run's.
+:func:`reexport_onnx` writes the same model again with today's exporter (the same vectors, a
+faster graph: the slot aggregation of :mod:`mathsearch.export.gcn_onnx`) and the card with its
+new digest and parity (``mathsearch export OLD.onnx -o NEW.onnx``). :func:`checkpoint_from_onnx`
+writes it as a checkpoint (:mod:`mathsearch.encoders.checkpoints` format, the card's training
+configuration, paper split and vocabulary hash), which ``mathsearch train ensemble`` and
+``mathsearch export`` take like a training run's.
 
 Example::
 
@@ -39,9 +42,12 @@ Example::
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,14 +56,17 @@ import torch
 
 from mathsearch.encoders.gcn import GCNConfig, GCNConfigError, GraphCNN
 from mathsearch.encoders.gcn_ensemble import GCNEnsemble
-from mathsearch.export.errors import ExportError, ModelCardError
+from mathsearch.export.errors import ExportError, ModelCardError, ParityError
+from mathsearch.export.gcn_onnx import export_gcn
 from mathsearch.export.model_card import ModelCard, file_sha256, load_card
+from mathsearch.export.onnx_file import IR_VERSION, OPSET, software_versions
 from mathsearch.export.parity import DEFAULT_TOLERANCE, check_parity
+from mathsearch.export.runtime import Encoder
 from mathsearch.indexer.mathml_graph import EquationGraph
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["checkpoint_from_onnx", "model_from_onnx"]
+__all__ = ["checkpoint_from_onnx", "model_from_onnx", "reexport_onnx"]
 
 
 class _Weights:
@@ -190,8 +199,9 @@ def checkpoint_from_onnx(
 
     The checkpoint carries the card's training configuration (with its paper split), step and
     vocabulary hash, an ``ensemble`` entry for an ensemble, and ``from_onnx`` (the file and its
-    SHA-256). It has no optimiser state: ``train gcn --init`` can start from it, ``--resume``
-    cannot.
+    SHA-256); a ``train.json`` beside it gives the card's data counts, held-out rule and
+    training time, as a training run's does (what ``mathsearch export`` copies into a card).
+    It has no optimiser state: ``train gcn --init`` can start from it, ``--resume`` cannot.
 
     Raises:
         ExportError: as :func:`model_from_onnx`.
@@ -222,4 +232,77 @@ def checkpoint_from_onnx(
             "fit_equations": ensemble.get("fit_equations"),
         }
     payload["train_config"].setdefault("split", training.get("split"))
-    return save_checkpoint(out, payload)
+    written = save_checkpoint(out, payload)
+    summary = json.dumps(_run_summary(training), indent=2)
+    (written.parent / "train.json").write_text(summary, encoding="utf-8")
+    return written
+
+
+def _run_summary(training: dict[str, Any]) -> dict[str, Any]:
+    """The ``train.json`` of a run, rebuilt from its card's ``training`` (the inverse of what
+    :func:`mathsearch.export.export_model.export_checkpoint` reads from it)."""
+    data = training.get("data") or {}
+    corpus: dict[str, Any] = {"train": data.get("train"), "test": data.get("test")}
+    if training.get("sources"):
+        corpus["shared"] = {
+            "sources": training.get("sources"),
+            "held_out": training.get("held_out"),
+            "parts": training.get("parts"),
+            "hepth2003": data.get("hepth2003"),
+        }
+    else:
+        corpus["all"] = data.get("all")
+    keys = ("train_seconds", "seconds", "triplets_per_second")
+    return {"corpus": corpus, **{key: training.get(key) for key in keys}}
+
+
+def reexport_onnx(
+    path: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    graphs: Sequence[EquationGraph],
+    *,
+    tolerance: float = DEFAULT_TOLERANCE,
+    parity_data: str = "",
+) -> tuple[ModelCard, float]:
+    """Write the model of ``path`` again to ``out`` with the current exporter; returns the new
+    card and the largest absolute difference between the two files' vectors on ``graphs``.
+
+    The card is ``path``'s (name, version, vector field, training, metrics, description) with
+    this file's SHA-256, opset, parity check against PyTorch, creation time, software versions
+    and ``reexported_from`` (the old file's name and digest).
+
+    Raises:
+        ExportError: as :func:`model_from_onnx`, ``out`` is ``path``, or the new file's vectors
+            differ from the old one's by more than ``tolerance`` (``ParityError``).
+    """
+    path, out = Path(path), Path(out)
+    if out.resolve() == path.resolve():
+        raise ExportError(f"write the re-export of {path} to another file")
+    model, card = model_from_onnx(path, graphs, tolerance=tolerance)
+    export_gcn(
+        model,
+        out,
+        metadata={"name": card.name, "family": card.family, "vocab_hash": card.vocab_hash},
+    )
+    parity = check_parity(model, out, graphs, tolerance=tolerance)
+    new = replace(
+        card,
+        sha256=file_sha256(out),
+        opset=OPSET,
+        ir_version=IR_VERSION,
+        parity={
+            **parity.to_dict(),
+            "data": parity_data,
+            "reexported_from": {"file": path.name, "sha256": card.sha256},
+        },
+        created=datetime.now(UTC).replace(microsecond=0).isoformat(),
+        software=software_versions(),
+    )
+    new.write(out)
+    old_vectors = Encoder(path, vocab_hash=card.vocab_hash, device="cpu").encode(graphs)
+    new_vectors = Encoder(out, vocab_hash=card.vocab_hash, device="cpu").encode(graphs)
+    diff = float(np.abs(old_vectors - new_vectors).max())
+    if diff > tolerance:
+        raise ParityError(f"the re-export of {path} differs from it by {diff:.3g} > {tolerance:g}")
+    logger.info("re-exported %s to %s: max |new - old| %.3g", path, out, diff)
+    return new, diff

@@ -64,6 +64,8 @@ def test_the_wheel_installs_one_top_level_package(wheel: zipfile.ZipFile) -> Non
 def test_the_wheel_carries_the_shipped_models_and_resources(wheel: zipfile.ZipFile) -> None:
     names = set(wheel.namelist())
     for name in (
+        "mathsearch/export/models/gcn-v11.onnx",
+        "mathsearch/export/models/gcn-v11.card.json",
         "mathsearch/export/models/gcn-v10.onnx",
         "mathsearch/export/models/gcn-v10.card.json",
         "mathsearch/export/models/gcn-v9.onnx",

@@ -16,7 +16,7 @@ from mathsearch.export.errors import (
     ModelMismatchError,
     RuntimeInputError,
 )
-from mathsearch.export.model_card import card_path
+from mathsearch.export.model_card import card_path, load_card
 from mathsearch.indexer.errors import IndexerError
 from mathsearch.indexer.extract import FORMATS
 
@@ -45,10 +45,17 @@ def add_export(commands: Any) -> None:
                   --metrics runs/gcn/eval-ranking.json --json
               mathsearch export runs/gcn/checkpoint.pt -o m.onnx \\
                   --parity-data corpus.jsonl --format jsonl --parity-equations 5000
+              mathsearch export old/gcn-v7.onnx -o gcn-v7.onnx   the same model, written again
+                                                   by today's exporter (a faster graph)
             """),
         formatter_class=RAW_HELP,
     )
-    parser.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint.pt of a training run")
+    parser.add_argument(
+        "checkpoint",
+        metavar="CHECKPOINT",
+        help="checkpoint.pt of a training run, or a shipped graph-CNN .onnx to write again "
+        "with today's exporter (same model, name and version; --name/--version ignored)",
+    )
     parser.add_argument("-o", "--out", required=True, metavar="MODEL.onnx", help="ONNX file")
     parser.add_argument("--name", help="model name (default: gcn-v<version>)")
     parser.add_argument("--version", type=int, default=1, help="model version (default 1)")
@@ -94,6 +101,8 @@ def run_export(args: argparse.Namespace) -> int:
     checkpoint = Path(args.checkpoint)
     if not checkpoint.is_file():
         return fail(f"checkpoint {checkpoint} does not exist")
+    if checkpoint.suffix == ".onnx":
+        return _reexport(args, checkpoint)
     from mathsearch.cli.families import checkpoint_family
 
     try:
@@ -155,6 +164,77 @@ def run_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reexport(args: argparse.Namespace, model: Path) -> int:
+    """``mathsearch export MODEL.onnx -o NEW.onnx``: the same graph CNN, today's exporter."""
+    from mathsearch.bench.corpus import default_bench_sources
+    from mathsearch.export.export_model import parity_sample
+    from mathsearch.export.onnx_checkpoint import reexport_onnx
+
+    sources = args.parity_data or default_bench_sources()
+    try:
+        family = load_card(model).family
+        if family != "gcn":  # before parsing the parity equations
+            return fail(f"{model} is a {family!r} model, not a graph CNN: nothing to re-export")
+        graphs = parity_sample(sources, args.format, args.parity_equations, args.cache_dir)
+        card, diff = reexport_onnx(
+            model,
+            args.out,
+            graphs,
+            tolerance=args.tolerance,
+            parity_data=" ".join(str(Path(s).name) for s in sources),
+        )
+    except (ExportError, ModelCardError, IndexerError, OSError, ValueError) as exc:
+        return fail(str(exc))
+    if args.json:
+        emit(json.dumps({**card.to_dict(), "max_abs_diff_to_original": diff}, indent=2))
+        return 0
+    emit(f"re-exported {card.name} ({card.vector_field}) from {model}")
+    emit(f"  model: {args.out}  (opset {card.opset}, IR {card.ir_version})")
+    emit(f"  card:  {card_path(args.out)}")
+    emit(f"  same vectors: max |new - old| {diff:.2e} on {len(graphs)} real equations")
+    return 0
+
+
+def _batch_sizes(args: argparse.Namespace) -> list[int] | None:
+    """``--batch-sizes`` as integers, None (after a one-line error) when they are not."""
+    try:
+        sizes = [int(x) for x in args.batch_sizes.split(",") if x.strip()]
+    except ValueError:
+        fail(f"--batch-sizes {args.batch_sizes!r} is not a list of integers")
+        return None
+    if not sizes or min(sizes) < 1 or args.equations < 1 or args.repeat < 1:
+        fail("--batch-sizes, --equations and --repeat must be positive")
+        return None
+    return sizes
+
+
+def _bench_files(args: argparse.Namespace) -> int:
+    """``bench embed --onnx ...``: model files side by side (ONNX Runtime only)."""
+    from mathsearch.bench.corpus import default_bench_sources
+    from mathsearch.export.bench_embed import bench_onnx_files, format_files, sample_graphs
+
+    sizes = _batch_sizes(args)
+    if sizes is None:
+        return 1
+    try:
+        graphs = sample_graphs(args.sources or default_bench_sources(), args.format, args.equations)
+        report = bench_onnx_files(
+            graphs,
+            args.onnx,
+            batch_sizes=sizes,
+            repeat=args.repeat,
+            threads=args.threads,
+            device="cpu" if args.device == "auto" else args.device,
+            progress=not args.no_progress,
+        )
+    except (ExportError, ModelCardError, ModelMismatchError, RuntimeInputError) as exc:
+        return fail(str(exc))
+    except (IndexerError, OSError) as exc:
+        return fail(str(exc))
+    emit(json.dumps(report, indent=2) if args.json else format_files(report))
+    return 0
+
+
 def add_bench_embed(bench_cmds: Any) -> None:
     """Register ``bench embed`` on the ``bench`` subparsers."""
     parser = bench_cmds.add_parser(
@@ -168,6 +248,9 @@ def add_bench_embed(bench_cmds: Any) -> None:
               mathsearch bench embed                       1,8,64,256,1024 on 1024 hep-th eqs
               mathsearch bench embed --batch-sizes 256 --equations 4096 --repeat 5 --json
               mathsearch bench embed --checkpoint runs/gcn/checkpoint.pt --device cuda
+              mathsearch bench embed --onnx export/models/gcn-v7.onnx \\
+                  --onnx export/models/gcn-v11.onnx --batch-sizes 256 --equations 2048
+                                                   two model files, taking turns (no torch)
             """),
         formatter_class=RAW_HELP,
     )
@@ -187,12 +270,20 @@ def add_bench_embed(bench_cmds: Any) -> None:
     parser.add_argument("--checkpoint", help="weights (default: a fresh model, same speed)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     parser.add_argument("--no-torch", action="store_true", help="ONNX Runtime only")
+    parser.add_argument(
+        "--onnx",
+        action="append",
+        metavar="MODEL.onnx",
+        help="time these model files instead (repeatable; ratios to the first; no torch)",
+    )
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--json", action="store_true")
 
 
 def run_bench_embed(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch bench embed``."""
+    if args.onnx:
+        return _bench_files(args)
     try:
         from mathsearch.export.bench_embed import bench_embed, format_bench_embed
         from mathsearch.export.export_model import parity_sample
@@ -200,12 +291,9 @@ def run_bench_embed(args: argparse.Namespace) -> int:
         return _train_extra_missing(exc)
     from mathsearch.bench.corpus import default_bench_sources
 
-    try:
-        sizes = [int(x) for x in args.batch_sizes.split(",") if x.strip()]
-    except ValueError:
-        return fail(f"--batch-sizes {args.batch_sizes!r} is not a list of integers")
-    if not sizes or min(sizes) < 1 or args.equations < 1 or args.repeat < 1:
-        return fail("--batch-sizes, --equations and --repeat must be positive")
+    sizes = _batch_sizes(args)
+    if sizes is None:
+        return 1
     try:
         graphs = parity_sample(args.sources or default_bench_sources(), args.format, args.equations)
         report = bench_embed(

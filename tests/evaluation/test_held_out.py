@@ -48,12 +48,13 @@ def test_validation_papers_are_neither_trained_nor_held_out() -> None:
     assert not set(validation) & set(held_out_papers())
 
 
-@pytest.mark.parametrize("model", ["default", "gcn-v8", "gcn-v9", "gcn-v10"])
+@pytest.mark.parametrize("model", ["default", "gcn-v8", "gcn-v9", "gcn-v10", "gcn-v11"])
 def test_the_shipped_cards_ranking_score_is_reproduced_on_its_hold_out(
     model: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`eval ranking --onnx` of a shipped model (the default; gcn-v8, the opt-in large ensemble;
-    gcn-v9 and gcn-v10, the opt-in gated towers) on its card's held-out papers gives the card's
+    gcn-v9 and gcn-v10, the opt-in gated towers; gcn-v11, the opt-in ensemble of gcn-v7's towers
+    and gcn-v9's) on its card's held-out papers gives the card's
     hold-out ranking score (same split, same triplet seed), within the card's width."""
     import json
     import os

@@ -108,3 +108,30 @@ def test_refuses_other_families_and_cards_that_do_not_describe_the_file(tmp_path
     path.with_suffix(".card.json").unlink()
     with pytest.raises(ExportError):
         model_from_onnx(path, _graphs(10))
+
+
+def test_cli_export_of_a_shipped_file_writes_the_same_model_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mathsearch.cli.main import main
+    from tests.export.conftest import PARITY_FILE
+
+    shipped = MODELS_DIR / "gcn-v9.onnx"
+    out = tmp_path / "gcn-v9.onnx"
+    argv = ["export", str(shipped), "-o", str(out), "--parity-data", str(PARITY_FILE)]
+    argv += ["--format", "hepth", "--parity-equations", "200"]
+    assert main([*argv, "--json"]) == 0
+    card = json.loads(capsys.readouterr().out)
+    old = json.loads(shipped.with_suffix(".card.json").read_text())
+    for key in ("name", "version", "vector_field", "metrics", "training", "description"):
+        assert card[key] == old[key], key
+    # the shipped file was itself written by today's exporter: the same bytes again
+    assert card["sha256"] == file_sha256(out) == old["sha256"]
+    assert card["parity"]["reexported_from"] == {"file": "gcn-v9.onnx", "sha256": old["sha256"]}
+    assert card["max_abs_diff_to_original"] < 1e-4
+    graphs = _graphs(100)
+    assert np.abs(Encoder(out).encode(graphs) - Encoder(shipped).encode(graphs)).max() < 1e-4
+    assert main(["export", str(out), "-o", str(out), *argv[4:]]) == 1
+    assert "another file" in capsys.readouterr().err
+    assert main(["export", str(MODELS_DIR / "bitmap-v1.onnx"), "-o", str(tmp_path / "b.onnx")]) == 1
+    assert "not a graph CNN" in capsys.readouterr().err

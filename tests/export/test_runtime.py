@@ -167,6 +167,36 @@ def test_cli_bench_embed(capsys: pytest.CaptureFixture) -> None:
     assert main([*argv, "--batch-sizes", "0"]) == 1
 
 
+def test_cli_bench_embed_of_model_files(model_path: Path, capsys: pytest.CaptureFixture) -> None:
+    shipped = ROOT / "export" / "models" / "gcn-v7.onnx"
+    argv = ["bench", "embed", str(PARITY_FILE), "--format", "hepth", "--equations", "40"]
+    argv += ["--onnx", str(shipped), "--onnx", str(model_path), "--batch-sizes", "1,16"]
+    assert main([*argv, "--repeat", "2", "--no-progress", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["equations"] == 40 and report["files"] == [str(shipped), str(model_path)]
+    for row in report["results"]:
+        first, second = row["models"]
+        assert (first["model"], second["model"]) == ("gcn-v7", "gcn-v7")
+        assert first["ratio_to_first"] == 1.0 and second["ratio_to_first"] > 0
+        assert second["eq_per_s"] <= second["model_eq_per_s"]  # end to end includes packing
+    assert main([*argv, "--repeat", "1", "--no-progress"]) == 0
+    assert "vs first" in capsys.readouterr().out
+    assert main([*argv[:-4], "--onnx", str(model_path.with_name("none.onnx"))]) == 1
+    assert "does not exist" in capsys.readouterr().err
+    assert main([*argv[:5], "--equations", "100000", "--onnx", str(shipped)]) == 1
+    assert "fewer than the 100000" in capsys.readouterr().err
+
+
+def test_bench_embed_of_model_files_imports_no_torch(model_path: Path) -> None:
+    code = (
+        "import sys; from mathsearch.cli.main import main; "
+        f"rc = main(['bench', 'embed', {str(PARITY_FILE)!r}, '--format', 'hepth', '--equations', "
+        f"'8', '--batch-sizes', '8', '--repeat', '1', '--no-progress', '--onnx', "
+        f"{str(model_path)!r}]); assert rc == 0; assert 'torch' not in sys.modules, 'torch'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, capture_output=True)
+
+
 def test_shipped_default_model() -> None:
     card = load_card(DEFAULT_MODEL_PATH)  # also checks the file against the card's digest
     assert card.vocab_hash == default_vocabulary().content_hash
