@@ -167,12 +167,8 @@ def bench_embed(
                 results.append(row)
         finally:
             bar.close()
-    nodes = sum(g.num_nodes for g in graphs)
     return {
-        "equations": len(graphs),
-        "mean_nodes": round(nodes / max(len(graphs), 1), 1),
-        "repeat": repeat,
-        "threads": threads,
+        **_sample(graphs, repeat, threads),
         "providers": providers,
         "weights": str(checkpoint)
         if checkpoint
@@ -184,12 +180,29 @@ def bench_embed(
     }
 
 
+def _sample(graphs: Sequence[EquationGraph], repeat: int, threads: int) -> dict[str, Any]:
+    """The report fields that describe the timed equations and the run."""
+    nodes = sum(g.num_nodes for g in graphs)
+    return {
+        "equations": len(graphs),
+        "mean_nodes": round(nodes / max(len(graphs), 1), 1),
+        "repeat": repeat,
+        "threads": threads,
+    }
+
+
+def _heading(report: dict[str, Any], runs: str) -> str:
+    return (
+        f"{report['equations']} real equations ({report['mean_nodes']} nodes on average), "
+        f"{report['threads']} thread(s), {', '.join(report['providers'])}; "
+        f"medians of {report['repeat']} {runs}, equations/s"
+    )
+
+
 def format_bench_embed(report: dict[str, Any]) -> str:
     """The report as a table a person reads."""
     lines = [
-        f"{report['equations']} real equations ({report['mean_nodes']} nodes on average), "
-        f"{report['threads']} thread(s), {', '.join(report['providers'])}; "
-        f"medians of {report['repeat']} runs, equations/s",
+        _heading(report, "runs"),
         f"{'batch':>6} {'onnxruntime':>12} {'torch eager':>12} {'ratio':>6}   "
         f"{'ort model':>10} {'torch model':>11} {'ratio':>6}",
     ]
@@ -290,12 +303,8 @@ def bench_onnx_files(
             )
     finally:
         bar.close()
-    nodes = sum(g.num_nodes for g in graphs)
     return {
-        "equations": len(graphs),
-        "mean_nodes": round(nodes / max(len(graphs), 1), 1),
-        "repeat": repeat,
-        "threads": threads,
+        **_sample(graphs, repeat, threads),
         "providers": encoders[0].providers,
         "files": [str(path) for path in paths],
         "results": results,
@@ -305,9 +314,7 @@ def bench_onnx_files(
 def format_files(report: dict[str, Any]) -> str:
     """:func:`bench_onnx_files`' report as a table a person reads."""
     lines = [
-        f"{report['equations']} real equations ({report['mean_nodes']} nodes on average), "
-        f"{report['threads']} thread(s), {', '.join(report['providers'])}; "
-        f"medians of {report['repeat']} runs (the files take turns), equations/s",
+        _heading(report, "runs (the files take turns)"),
         f"{'batch':>6} {'model':<24} {'end to end':>11} {'session':>9} {'vs first':>9}",
     ]
     for row in report["results"]:

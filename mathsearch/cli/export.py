@@ -229,7 +229,7 @@ def _bench_files(args: argparse.Namespace) -> int:
         )
     except (ExportError, ModelCardError, ModelMismatchError, RuntimeInputError) as exc:
         return fail(str(exc))
-    except (IndexerError, OSError) as exc:
+    except (IndexerError, OSError) as exc:  # unreadable sources
         return fail(str(exc))
     emit(json.dumps(report, indent=2) if args.json else format_files(report))
     return 0
@@ -308,7 +308,7 @@ def run_bench_embed(args: argparse.Namespace) -> int:
         )
     except (ExportError, ModelCardError, ModelMismatchError, RuntimeInputError) as exc:
         return fail(str(exc))
-    except (IndexerError, OSError) as exc:
+    except (IndexerError, OSError) as exc:  # unreadable sources
         return fail(str(exc))
     emit(json.dumps(report, indent=2) if args.json else format_bench_embed(report))
     return 0
