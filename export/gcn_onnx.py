@@ -11,7 +11,7 @@ and computes exactly the eval-mode :meth:`GraphCNN.embed_tensors`:
 * neighbourhood sums: :func:`planned_aggregate` over an :func:`aggregation_plan` computed once
   per call from ``edge_index`` and shared by every layer (and every tower of an ensemble).
   Each node's first :data:`SLOTS` in-edges are gathered row by row (``Gather`` + ``Add``); the
-  in-edges past them (11-22% of a hep-th batch's edges: wide ``mrow`` nodes) go through
+  in-edges past them (22% of a hep-th batch's edges, at 16% of its nodes) go through
   :func:`segment_sum` for the few nodes that have them. Scatter formulations are the known trap
   of GNN exports (pyg-team/pytorch_geometric#6000, pytorch/pytorch#147617), and both that ONNX
   Runtime offers fail here: ``ScatterElements`` with ``reduction="add"`` (what ``scatter_add``
@@ -22,7 +22,7 @@ and computes exactly the eval-mode :meth:`GraphCNN.embed_tensors`:
 * :func:`segment_sum` (also the mean pooling): a sorted segment sum through a blocked
   cumulative sum (ONNX ``TopK`` + ``CumSum`` + ``Gather``), as exact as summing 64 float32
   numbers. It was the whole aggregation until the slots took the common case: on 2,048 hep-th
-  equations the slots make a 3 x 512 tower 1.1-1.2x and a 2 x 128 one 1.2-1.4x faster
+  equations the shipped towers embed 1.16-1.25x faster with the slots
   (docs/export.md, "The slot aggregation");
 * mean pooling (or the gate-weighted mean of ``pooling="gated"``) after the (linear)
   projection to 64 dimensions, which commutes with it;

@@ -94,6 +94,9 @@ class _Weights:
         ]
 
 
+_NORM_PARTS = ("weight", "bias", "running_mean", "running_var")
+
+
 def _tensor(value: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.array(value))
 
@@ -107,13 +110,9 @@ def _tower(config: GCNConfig, prefix: str, weights: _Weights) -> GraphCNN:
         key = f"{prefix}model.{name}"
         if key in named and not name.startswith("norms."):
             state[name] = _tensor(named[key])
-    for index in config.batch_norm_before:
-        scale, shift, mean, var = weights.norms.pop(0)
-        for part, value in zip(
-            ("weight", "bias", "running_mean", "running_var"),
-            (scale, shift, mean, var),
-            strict=True,
-        ):
+    for index in config.batch_norm_before:  # BatchNormalization's scale, bias, mean, var
+        values = weights.norms.pop(0)
+        for part, value in zip(_NORM_PARTS, values, strict=True):
             state[f"norms.{index}.{part}"] = _tensor(value)
     lookup = named.get(f"{prefix}lookup")
     if lookup is None:
@@ -122,9 +121,12 @@ def _tower(config: GCNConfig, prefix: str, weights: _Weights) -> GraphCNN:
     for index in range(config.layers):
         state[f"convs.{index}.linear.weight"] = _tensor(weights.matmuls.pop(0).T)
     state["project.weight"] = _tensor(weights.matmuls.pop(0).T)
-    unused = ("num_batches",) + (("soft_norm.",) if config.normalisation == "l2" else ())
-    missing = [k for k in model.state_dict() if k not in state and not k.startswith(unused)]
-    missing = [k for k in missing if "num_batches" not in k]
+    l2 = config.normalisation == "l2"  # the soft normalisation's statistics are unused then
+    missing = [
+        k
+        for k in model.state_dict()
+        if k not in state and "num_batches" not in k and not (l2 and k.startswith("soft_norm."))
+    ]
     if missing:
         raise ExportError(f"the file has no weights for {prefix}{', '.join(missing)}")
     try:
