@@ -32,7 +32,11 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from mathsearch.export.errors import ExportError
+from mathsearch.indexer.extract import extract
 from mathsearch.indexer.mathml_graph import EquationGraph
+from mathsearch.indexer.parse import Featuriser, ParsedEquation
+from mathsearch.indexer.records import EquationRecord
 
 logger = logging.getLogger(__name__)
 
@@ -224,11 +228,6 @@ def sample_graphs(sources: Sequence[str], fmt: str | None, count: int) -> list[E
     Raises:
         ExportError: the sources hold fewer than ``count`` equations that featurise.
     """
-    from mathsearch.export.errors import ExportError
-    from mathsearch.indexer.extract import extract
-    from mathsearch.indexer.parse import Featuriser, ParsedEquation
-    from mathsearch.indexer.records import EquationRecord
-
     records = [r for r in extract(list(sources), fmt) if isinstance(r, EquationRecord)]
     graphs: list[EquationGraph] = []
     with Featuriser() as featuriser:

@@ -183,7 +183,7 @@ def _reexport(args: argparse.Namespace, model: Path) -> int:
             tolerance=args.tolerance,
             parity_data=" ".join(str(Path(s).name) for s in sources),
         )
-    except (ExportError, ModelCardError, IndexerError, OSError, ValueError) as exc:
+    except (ExportError, IndexerError, OSError, ValueError) as exc:  # ModelCardError too
         return fail(str(exc))
     if args.json:
         emit(json.dumps({**card.to_dict(), "max_abs_diff_to_original": diff}, indent=2))
@@ -224,12 +224,12 @@ def _bench_files(args: argparse.Namespace) -> int:
             batch_sizes=sizes,
             repeat=args.repeat,
             threads=args.threads,
-            device="cpu" if args.device == "auto" else args.device,
+            device=args.device,
             progress=not args.no_progress,
         )
     except (ExportError, ModelCardError, ModelMismatchError, RuntimeInputError) as exc:
         return fail(str(exc))
-    except (IndexerError, OSError) as exc:  # unreadable sources
+    except (IndexerError, OSError) as exc:
         return fail(str(exc))
     emit(json.dumps(report, indent=2) if args.json else format_files(report))
     return 0
@@ -306,9 +306,14 @@ def run_bench_embed(args: argparse.Namespace) -> int:
             with_torch=not args.no_torch,
             progress=not args.no_progress,
         )
-    except (ExportError, ModelCardError, ModelMismatchError, RuntimeInputError) as exc:
-        return fail(str(exc))
-    except (IndexerError, OSError) as exc:  # unreadable sources
+    except (
+        ExportError,
+        ModelCardError,
+        ModelMismatchError,
+        RuntimeInputError,
+        IndexerError,
+        OSError,
+    ) as exc:
         return fail(str(exc))
     emit(json.dumps(report, indent=2) if args.json else format_bench_embed(report))
     return 0
