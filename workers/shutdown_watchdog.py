@@ -46,6 +46,8 @@ logger = logging.getLogger(__name__)
 GRACE_SECONDS = 10.0
 #: Seconds between SIGTERM and SIGKILL of a pool process that does not exit.
 KILL_AFTER_SECONDS = 5.0
+#: Seconds the watchdog waits for the processes it SIGKILLed to be gone before it returns.
+REAP_SECONDS = 2.0
 
 
 def child_pids(parent: int, proc: Path = Path("/proc")) -> list[int]:
@@ -93,7 +95,8 @@ def watch_shutdown(
     the children of ``parent`` still alive: SIGTERM, SIGKILL after ``kill_after`` seconds.
 
     Returns the pids it signalled ([] when the pool had exited by itself, the usual case: the
-    watchdog's thread then ends with the process).
+    watchdog's thread then ends with the process), once those it killed are gone (at most
+    :data:`REAP_SECONDS` after the SIGKILL).
     """
     parent = os.getpid() if parent is None else parent
     idle_since: float | None = None
@@ -123,6 +126,12 @@ def watch_shutdown(
         if left:
             logger.warning("warm shutdown: killing pool process(es) %s", ", ".join(map(str, left)))
             _signal(left, signal.SIGKILL)
+            # SIGKILL cannot be ignored but lands asynchronously: return once it has
+            deadline = time.monotonic() + REAP_SECONDS
+            while (left := _alive(left, parent)) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if left:
+                logger.warning("warm shutdown: %s still alive after SIGKILL", left)
         return stuck
 
 
