@@ -28,7 +28,7 @@ from mathsearch.export.errors import ModelCardError, ModelMismatchError, Runtime
 from mathsearch.export.graph_batch import INPUT_NAMES, PackedGraphs, pack_graphs
 from mathsearch.export.model_card import ModelCard, load_card
 from mathsearch.export.providers import CPU, CUDA, cuda_usable, select_providers
-from mathsearch.export.settings import ExportSettings
+from mathsearch.export.settings import CPU_MAX_GRAPHS, CUDA_MAX_GRAPHS, ExportSettings
 from mathsearch.indexer.mathml_graph import EquationGraph
 
 if TYPE_CHECKING:
@@ -135,6 +135,10 @@ class Encoder:
         if names != INPUT_NAMES:
             raise ModelMismatchError(f"model inputs {names} are not the graph CNN's {INPUT_NAMES}")
         self.output_name = self.session.get_outputs()[0].name
+        #: equations per session call (the settings' limit, else the provider's default)
+        self.max_graphs = self.settings.max_graphs or (
+            CUDA_MAX_GRAPHS if self.on_gpu else CPU_MAX_GRAPHS
+        )
         logger.info(
             "loaded %s (%s, %d-d, %s) on %s",
             self.path.name,
@@ -161,7 +165,7 @@ class Encoder:
 
     def chunks(self, graphs: Sequence[EquationGraph]) -> Iterator[tuple[int, int]]:
         """``(start, stop)`` ranges of ``graphs`` within the per-call graph and node limits."""
-        limit_graphs, limit_nodes = self.settings.max_graphs, self.settings.max_nodes
+        limit_graphs, limit_nodes = self.max_graphs, self.settings.max_nodes
         start, nodes = 0, 0
         for index, graph in enumerate(graphs):
             if index > start and (

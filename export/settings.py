@@ -8,11 +8,18 @@ MATHSEARCH_EMBED_DEVICE           ``auto`` (CUDA when it really loads), cpu, cud
 MATHSEARCH_EMBED_THREADS          ONNX Runtime intra-op threads; 0 = its default    0
 MATHSEARCH_QUERY_THREADS          the same for the query encoder (one equation a    1
                                   call; 0 = ONNX Runtime's default)
-MATHSEARCH_EMBED_MAX_GRAPHS       equations per ONNX Runtime call                   1024
+MATHSEARCH_EMBED_MAX_GRAPHS       equations per ONNX Runtime call; 0 = by device:   0
+                                  32 on the CPU, 1024 on CUDA
 MATHSEARCH_EMBED_MAX_NODES        graph nodes per ONNX Runtime call                 262144
 ================================  ================================================  =============
 
 A larger input is split into several calls; one equation larger than the node limit runs alone.
+
+The CPU limit is small because a call's node states must stay in the cache: on a 2-core Xeon
+with AMX, 2,048 hep-th equations embed 1.69x (gcn-v7) and 1.66x (gcn-v9) faster in calls of 16
+or 32 equations than in calls of 1,024, and 1.13-1.17x faster than in the workers' batches of
+128 (``mathsearch bench embed --onnx ... --batch-sizes 8,16,32,64,128,1024``, docs/export.md,
+"Equations per call"). A GPU wants the large calls.
 
 The query encoder (searches, ``mathsearch serve``) embeds one equation per call, which a second
 intra-op thread does not speed up (0.37 / 0.40 ms p50 with ONNX Runtime's 2 threads / 1 on this
@@ -29,11 +36,21 @@ from pathlib import Path
 
 from mathsearch.indexer.settings import SettingsError, env_int
 
-__all__ = ["DEFAULT_MODEL_PATH", "DEVICES", "ExportSettings", "SettingsError"]
+__all__ = [
+    "CPU_MAX_GRAPHS",
+    "CUDA_MAX_GRAPHS",
+    "DEFAULT_MODEL_PATH",
+    "DEVICES",
+    "ExportSettings",
+    "SettingsError",
+]
 
 #: The default model shipped with the package (trained by the project, see its card).
 DEFAULT_MODEL_PATH = Path(__file__).resolve().parent / "models" / "gcn-v7.onnx"
 DEVICES = ("auto", "cpu", "cuda")
+#: Equations per session call when ``max_graphs`` is 0 (the default), on the CPU and on CUDA.
+CPU_MAX_GRAPHS = 32
+CUDA_MAX_GRAPHS = 1024
 
 
 @dataclass(frozen=True)
@@ -44,7 +61,7 @@ class ExportSettings:
     device: str = "auto"
     threads: int = 0
     query_threads: int = 1
-    max_graphs: int = 1024
+    max_graphs: int = 0  # 0: CPU_MAX_GRAPHS or CUDA_MAX_GRAPHS, by the session's provider
     max_nodes: int = 262_144
 
     def __post_init__(self) -> None:
@@ -52,8 +69,8 @@ class ExportSettings:
             raise SettingsError(f"device must be one of {DEVICES}, not {self.device!r}")
         if self.threads < 0 or self.query_threads < 0:
             raise SettingsError("threads and query_threads must be >= 0")
-        if self.max_graphs < 1 or self.max_nodes < 1:
-            raise SettingsError("max_graphs and max_nodes must be >= 1")
+        if self.max_graphs < 0 or self.max_nodes < 1:
+            raise SettingsError("max_graphs must be >= 0 and max_nodes >= 1")
 
     @classmethod
     def from_env(cls) -> ExportSettings:
@@ -63,6 +80,6 @@ class ExportSettings:
             device=os.environ.get("MATHSEARCH_EMBED_DEVICE", "").strip().lower() or "auto",
             threads=env_int("MATHSEARCH_EMBED_THREADS", 0, 0),
             query_threads=env_int("MATHSEARCH_QUERY_THREADS", 1, 0),
-            max_graphs=env_int("MATHSEARCH_EMBED_MAX_GRAPHS", 1024, 1),
+            max_graphs=env_int("MATHSEARCH_EMBED_MAX_GRAPHS", 0, 0),
             max_nodes=env_int("MATHSEARCH_EMBED_MAX_NODES", 262_144, 1),
         )

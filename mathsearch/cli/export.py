@@ -16,7 +16,7 @@ from mathsearch.export.errors import (
     ModelMismatchError,
     RuntimeInputError,
 )
-from mathsearch.export.model_card import card_path, load_card
+from mathsearch.export.model_card import ModelCard, card_path, load_card
 from mathsearch.indexer.errors import IndexerError
 from mathsearch.indexer.extract import FORMATS
 
@@ -47,6 +47,8 @@ def add_export(commands: Any) -> None:
                   --parity-data corpus.jsonl --format jsonl --parity-equations 5000
               mathsearch export old/gcn-v7.onnx -o gcn-v7.onnx   the same model, written again
                                                    by today's exporter (a faster graph)
+              mathsearch export export/models/gcn-v9.onnx -o /tmp/gcn-v9.onnx --int8
+                                                   + /tmp/gcn-v9.int8.onnx, its int8 variant
             """),
         formatter_class=RAW_HELP,
     )
@@ -84,7 +86,9 @@ def add_export(commands: Any) -> None:
         "--cache-dir", help="featurised-corpus cache for the parity data (default: the run's)"
     )
     parser.add_argument(
-        "--int8", action="store_true", help="also write MODEL.int8.onnx, the quantised variant"
+        "--int8",
+        action="store_true",
+        help="also write MODEL.int8.onnx: row-scaled int8 products of the 512-wide layers",
     )
     parser.add_argument("--json", action="store_true", help="print the card as JSON")
 
@@ -134,7 +138,7 @@ def run_export(args: argparse.Namespace) -> int:
         )
         variant = None
         if args.int8:
-            from mathsearch.export.quantize import int8_path, quantize_int8
+            from mathsearch.export.quantize import quantize_int8
 
             variant, _ = quantize_int8(args.out, graphs, metrics=metrics)
     except (ExportError, IndexerError, OSError, ValueError) as exc:
@@ -156,11 +160,7 @@ def run_export(args: argparse.Namespace) -> int:
         if not isinstance(value, dict):
             emit(f"  {key}: {value}")
     if variant is not None:
-        emit(
-            f"  int8 variant: {int8_path(args.out)}, max |int8 - float32| "
-            f"{variant.parity['max_abs_diff']:.3g} (judge it with "
-            "`mathsearch eval ranking --onnx`)"
-        )
+        _emit_int8(args.out, variant)
     return 0
 
 
@@ -183,16 +183,39 @@ def _reexport(args: argparse.Namespace, model: Path) -> int:
             tolerance=args.tolerance,
             parity_data=" ".join(str(Path(s).name) for s in sources),
         )
+        variant = None
+        if args.int8:
+            from mathsearch.export.quantize import quantize_int8
+
+            # no metrics: the float model's are not the variant's (eval ranking --onnx scores it)
+            variant, _ = quantize_int8(args.out, graphs)
     except (ExportError, IndexerError, OSError, ValueError) as exc:  # ModelCardError too
         return fail(str(exc))
     if args.json:
-        emit(json.dumps({**card.to_dict(), "max_abs_diff_to_original": diff}, indent=2))
+        cards = {**card.to_dict(), "max_abs_diff_to_original": diff}
+        if variant is not None:
+            cards["int8_variant"] = variant.to_dict()
+        emit(json.dumps(cards, indent=2))
         return 0
     emit(f"re-exported {card.name} ({card.vector_field}) from {model}")
     emit(f"  model: {args.out}  (opset {card.opset}, IR {card.ir_version})")
     emit(f"  card:  {card_path(args.out)}")
     emit(f"  same vectors: max |new - old| {diff:.2e} on {len(graphs)} real equations")
+    if variant is not None:
+        _emit_int8(args.out, variant)
     return 0
+
+
+def _emit_int8(out: str | Path, variant: ModelCard) -> None:
+    """The int8 variant's lines of ``mathsearch export``'s report."""
+    from mathsearch.export.quantize import int8_path
+
+    parity = variant.parity
+    emit(
+        f"  int8 variant: {int8_path(out)} ({parity['products']} products), mean cosine "
+        f"{parity['mean_cosine']:.5f} to float32, max |int8 - float32| "
+        f"{parity['max_abs_diff']:.3g} (judge it with `mathsearch eval ranking --onnx`)"
+    )
 
 
 def _batch_sizes(args: argparse.Namespace) -> list[int] | None:

@@ -228,7 +228,7 @@ def test_ranking_scores_exported_models_on_the_same_triplets(
     corpus = EquationCorpus.from_sources([str(SAMPLE)], "hepth")
     model = tmp_path / "gcn.onnx"
     export_checkpoint(run_dir / "checkpoint.pt", model, corpus.graphs, tolerance=1e-3)
-    quantize_int8(model, corpus.graphs)
+    quantize_int8(model, corpus.graphs, min_inner=16)
     argv = ["ranking", str(SAMPLE), "--format", "hepth", "--checkpoint"]
     argv += [str(run_dir / "checkpoint.pt"), "--test-fraction", TEST_FRACTION, "--triplets", "500"]
     argv += ["--onnx", str(model), "--onnx", str(tmp_path / "gcn.int8.onnx")]

@@ -17,11 +17,16 @@ from mathsearch.cli.main import main
 from mathsearch.encoders.corpus import EquationCorpus
 from mathsearch.encoders.gcn import GCNConfig
 from mathsearch.encoders.training import TrainConfig, train
-from mathsearch.export.errors import ModelCardError, ModelMismatchError
+from mathsearch.export.errors import ExportError, ModelCardError, ModelMismatchError
 from mathsearch.export.export_model import export_checkpoint
 from mathsearch.export.model_card import load_card
 from mathsearch.export.runtime import Encoder
-from mathsearch.export.settings import DEFAULT_MODEL_PATH, ExportSettings, SettingsError
+from mathsearch.export.settings import (
+    CPU_MAX_GRAPHS,
+    DEFAULT_MODEL_PATH,
+    ExportSettings,
+    SettingsError,
+)
 from mathsearch.indexer.hepth import bundled_sample_lines, iter_hepth
 from mathsearch.indexer.vocabulary import default_vocabulary
 from tests.export.conftest import PARITY_FILE, real_graphs
@@ -84,11 +89,17 @@ def test_encode_shapes_order_and_chunking(model_path: Path) -> None:
     encoder = Encoder(model_path, device="cpu")
     assert encoder.dim == 64 and encoder.providers == ["CPUExecutionProvider"]
     full = encoder.encode(graphs)
+    # the CPU default: calls of CPU_MAX_GRAPHS equations (the node states stay in the cache)
+    assert encoder.max_graphs == CPU_MAX_GRAPHS == 32
+    assert [stop - start for start, stop in encoder.chunks(graphs)] == [32, 28]
     assert full.shape == (60, 64) and full.dtype == np.float32
     assert np.linalg.norm(full, axis=1).min() > 0
     small = Encoder(model_path, device="cpu", settings=ExportSettings(max_graphs=7, max_nodes=400))
     assert len(list(small.chunks(graphs))) > 60 // 7
     assert np.abs(small.encode(graphs) - full).max() <= 1e-5
+    whole = Encoder(model_path, device="cpu", settings=ExportSettings(max_graphs=1024))
+    assert len(list(whole.chunks(graphs))) == 1
+    assert np.abs(whole.encode(graphs) - full).max() <= 1e-5
     reversed_out = encoder.encode(graphs[::-1])
     assert np.abs(reversed_out[::-1] - full).max() <= 1e-5
     assert encoder.encode([]).shape == (0, 64)
@@ -130,10 +141,12 @@ def test_settings_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.query_threads == 1  # the query encoder's own default
     monkeypatch.setenv("MATHSEARCH_QUERY_THREADS", "2")
     assert ExportSettings.from_env().query_threads == 2
-    monkeypatch.setenv("MATHSEARCH_EMBED_MAX_GRAPHS", "0")
+    assert ExportSettings.from_env().max_graphs == 0  # by device
+    monkeypatch.setenv("MATHSEARCH_EMBED_MAX_GRAPHS", "-1")
     with pytest.raises(SettingsError, match="MATHSEARCH_EMBED_MAX_GRAPHS"):
         ExportSettings.from_env()
     monkeypatch.setenv("MATHSEARCH_EMBED_MAX_GRAPHS", "8")
+    assert ExportSettings.from_env().max_graphs == 8
     monkeypatch.setenv("MATHSEARCH_EMBED_DEVICE", "tpu")
     with pytest.raises(SettingsError, match="device"):
         ExportSettings.from_env()
@@ -212,13 +225,16 @@ def test_int8_variant(model_path: Path) -> None:
     from mathsearch.export.quantize import int8_path, quantize_int8
 
     graphs = list(real_graphs()[:200])
-    card, diff = quantize_int8(model_path, graphs)
+    with pytest.raises(ExportError, match="nothing to quantise"):  # a 32-wide model
+        quantize_int8(model_path, graphs)
+    card, diff = quantize_int8(model_path, graphs, min_inner=16)
     path = int8_path(model_path)
     assert path.name == "gcn-v7.int8.onnx"
     ops = {node.op_type for node in onnx.load(path).graph.node}
     assert "MatMul" not in ops and ops & {"DynamicQuantizeMatMul", "MatMulInteger"}
     assert card.precision == "int8" and card.vector_field == "vec_gcn_v7_int8"
     assert load_card(path) == card and card.parity["max_abs_diff"] == diff > 0
+    assert card.parity["products"] == 4 and card.parity["min_cosine"] > 0.99
     vectors = Encoder(path).encode(graphs)
     reference = Encoder(model_path).encode(graphs)
     assert vectors.shape == reference.shape

@@ -1,0 +1,136 @@
+"""The row-scaled int8 products (export/quantize.py): the math on a tiny graph, a shipped model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from mathsearch.export.errors import ExportError
+from mathsearch.export.quantize import quantize_int8, quantize_weight, row_scaled_int8
+from mathsearch.export.runtime import Encoder
+
+from .conftest import real_graphs
+
+MODELS = Path(__file__).resolve().parents[2] / "export" / "models"
+
+
+def _product_graph(wide: np.ndarray, narrow: np.ndarray) -> onnx.ModelProto:
+    """``Y = (X W_wide) W_narrow`` and ``G = X X^T``: two constant products (the wide one's
+    weight behind an ``Identity``, as the exporter writes shared tensors) and one of two computed
+    tensors."""
+    rows = wide.shape[0]
+    nodes = [
+        helper.make_node("Identity", ["wide"], ["wide_alias"]),
+        helper.make_node("MatMul", ["X", "wide_alias"], ["h"]),
+        helper.make_node("MatMul", ["h", "narrow"], ["Y"]),
+        helper.make_node("Transpose", ["X"], ["xt"]),
+        helper.make_node("MatMul", ["X", "xt"], ["G"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "products",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", rows])],
+        [
+            helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["N", narrow.shape[1]]),
+            helper.make_tensor_value_info("G", TensorProto.FLOAT, ["N", "N"]),
+        ],
+        [numpy_helper.from_array(wide, "wide"), numpy_helper.from_array(narrow, "narrow")],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def _run(model: onnx.ModelProto, x: np.ndarray) -> list[np.ndarray]:
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {"X": x})
+
+
+def test_quantize_weight_scales_each_column_to_127() -> None:
+    weight = np.array([[1.0, -0.5, 0.0], [0.5, 0.25, 0.0]], dtype=np.float32)
+    q, scale = quantize_weight(weight)
+    assert q.dtype == np.int8 and q.tolist() == [[127, -127, 0], [64, 64, 0]]
+    assert np.allclose(scale[:2], [1 / 127, 0.5 / 127]) and scale[2] > 0  # no division by 0
+    assert np.abs(q * scale - weight).max() <= scale.max() / 2
+
+
+def test_rows_of_very_different_size_keep_their_own_precision() -> None:
+    rng = np.random.default_rng(0)
+    wide = rng.standard_normal((32, 16)).astype(np.float32)
+    narrow = rng.standard_normal((16, 4)).astype(np.float32)
+    model = _product_graph(wide, narrow)
+    # rows 1,000x apart, like a hub node's summed state beside a leaf's
+    x = rng.standard_normal((64, 32)).astype(np.float32)
+    x[::2] *= 1000.0
+    quantised, count = row_scaled_int8(model, min_inner=32)
+    assert count == 1  # the narrow weight (16 rows) and X X^T stay float32
+    ops = [n.op_type for n in quantised.graph.node]
+    assert ops.count("DynamicQuantizeMatMul") == 1 and ops.count("MatMul") == 2
+    assert "Identity" not in ops and {i.name for i in quantised.graph.initializer} >= {"narrow"}
+    assert "wide" not in {i.name for i in quantised.graph.initializer}  # only the int8 copy
+    onnx.checker.check_model(quantised)
+    (expected, gram), (got, same_gram) = _run(model, x), _run(quantised, x)
+    assert np.array_equal(gram, same_gram)
+    # every row within 3% of its own largest value, the small rows as well as the large ones
+    error = np.abs(got - expected).max(axis=1) / np.abs(expected).max(axis=1)
+    assert error.max() < 0.03
+
+
+def test_nothing_to_quantise_is_an_error() -> None:
+    model = _product_graph(np.ones((8, 4), np.float32), np.ones((4, 2), np.float32))
+    with pytest.raises(ExportError, match="nothing to quantise"):
+        row_scaled_int8(model, min_inner=256)
+
+
+def test_the_shipped_seed_size_tower_keeps_its_vectors(tmp_path: Path) -> None:
+    source = tmp_path / "gcn-v9.onnx"
+    for suffix in (".onnx", ".card.json"):
+        (tmp_path / f"gcn-v9{suffix}").write_bytes((MODELS / f"gcn-v9{suffix}").read_bytes())
+    graphs = list(real_graphs()[:300])
+    card, diff = quantize_int8(source, graphs)
+    assert card.parity["products"] == 4  # the three 512 x 512 layers and the 512 x 128 projection
+    assert card.parity["mean_cosine"] > 0.999 and card.parity["min_cosine"] > 0.99
+    assert card.vector_field == "vec_gcn_v9_int8" and card.precision == "int8"
+    assert 0 < diff < 0.05
+    # the same products with one activation scale per call (ONNX Runtime's quantize_dynamic)
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from mathsearch.export.graph_batch import pack_graphs
+
+    per_call = tmp_path / "per-call.onnx"
+    quantize_dynamic(source, per_call, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"])
+    reference = Encoder(source).encode(graphs)
+    session = ort.InferenceSession(str(per_call), providers=["CPUExecutionProvider"])
+    packed = pack_graphs(graphs, card.vocab_hash, card.vocab_sizes)
+    (coarse,) = session.run(None, packed.feeds())
+    cosines = (coarse * reference).sum(1) / np.linalg.norm(coarse, axis=1)
+    cosines /= np.linalg.norm(reference, axis=1)
+    assert cosines.mean() < card.parity["mean_cosine"] - 0.01
+
+
+def test_cli_writes_the_int8_variant_of_a_shipped_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mathsearch.cli.main import main
+    from mathsearch.export.model_card import load_card
+
+    from .conftest import PARITY_FILE
+
+    out = tmp_path / "gcn-v9.onnx"
+    argv = ["export", str(MODELS / "gcn-v9.onnx"), "-o", str(out), "--int8"]
+    argv += ["--parity-data", str(PARITY_FILE), "--format", "hepth", "--parity-equations", "200"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert f"int8 variant: {tmp_path / 'gcn-v9.int8.onnx'} (4 products), mean cosine 0.99" in text
+    card = load_card(tmp_path / "gcn-v9.int8.onnx")  # checks the file against its card
+    assert card.name == "gcn-v9-int8" and card.parity["equations"] == 200
+    assert card.metrics == {} and load_card(out).metrics  # the float model's are not its own
+    # a narrow model has nothing worth quantising: a one-line error, the float file written
+    small = tmp_path / "gcn-v6.onnx"  # one 2 x 128 tower
+    argv = ["export", str(MODELS / "gcn-v6.onnx"), "-o", str(small), "--int8", *argv[5:]]
+    assert main(argv) == 1
+    assert "nothing to quantise" in capsys.readouterr().err and small.is_file()
