@@ -144,10 +144,7 @@ def run_export(args: argparse.Namespace) -> int:
     except (ExportError, IndexerError, OSError, ValueError) as exc:
         return fail(str(exc))
     if args.json:
-        cards = card.to_dict()
-        if variant is not None:
-            cards["int8_variant"] = variant.to_dict()
-        emit(json.dumps(cards, indent=2))
+        _emit_json(card.to_dict(), variant)
         return 0
     emit(f"exported {card.name} ({card.family}, {card.embedding_dim}-d, {card.similarity})")
     emit(f"  model: {args.out}  (opset {card.opset}, IR {card.ir_version})")
@@ -192,10 +189,7 @@ def _reexport(args: argparse.Namespace, model: Path) -> int:
     except (ExportError, IndexerError, OSError, ValueError) as exc:  # ModelCardError too
         return fail(str(exc))
     if args.json:
-        cards = {**card.to_dict(), "max_abs_diff_to_original": diff}
-        if variant is not None:
-            cards["int8_variant"] = variant.to_dict()
-        emit(json.dumps(cards, indent=2))
+        _emit_json({**card.to_dict(), "max_abs_diff_to_original": diff}, variant)
         return 0
     emit(f"re-exported {card.name} ({card.vector_field}) from {model}")
     emit(f"  model: {args.out}  (opset {card.opset}, IR {card.ir_version})")
@@ -204,6 +198,13 @@ def _reexport(args: argparse.Namespace, model: Path) -> int:
     if variant is not None:
         _emit_int8(args.out, variant)
     return 0
+
+
+def _emit_json(cards: dict[str, Any], variant: ModelCard | None) -> None:
+    """``mathsearch export --json``: the card, with the int8 variant's under ``int8_variant``."""
+    if variant is not None:
+        cards["int8_variant"] = variant.to_dict()
+    emit(json.dumps(cards, indent=2))
 
 
 def _emit_int8(out: str | Path, variant: ModelCard) -> None:
