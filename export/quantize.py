@@ -4,8 +4,8 @@ Every ``MatMul`` ``Y = X W`` whose weight ``W`` (K x M) is a constant with ``K >
 becomes (:func:`row_scaled_int8`)::
 
     r_i   = max(max_k |X_ik|, 1e-30)                   (each row's largest magnitude)
-    s_j   = max(max_k |W_kj|, 1e-30) / 127              (each output column's weight scale)
-    W_q   = round(W / s)            int8, per column
+    s_j   = max(max_k |W_kj|, 1e-30) / 63               (each output column's weight scale)
+    W_q   = round(W / s)            int8 in [-63, 63] (7 bits), per column
     Y    ~= r * DynamicQuantizeMatMul(X / r, W_q, s)
 
 ``DynamicQuantizeMatMul`` (ONNX Runtime's ``com.microsoft`` operator, what
@@ -17,6 +17,15 @@ largest row. The graph CNN needs that: its sum aggregation gives a node with 60 
 tens of times larger than a leaf's, and ``quantize_dynamic`` alone (one scale for the whole
 batch) kept a mean cosine of only 0.54 to the float32 vectors of gcn-v9 (docs/export.md, "int8").
 The row scaling is exact (``(X / r) W * r = X W``); only the integer product rounds.
+
+The weights use 7 of the 8 bits (``WEIGHT_LEVELS = 63``, what ``quantize_dynamic(...,
+reduce_range=True)`` does) because the file must give the same vectors on every x86 CPU. On a CPU
+without VNNI (AVX2 only) ONNX Runtime's uint8 x int8 kernel adds each pair of products into a
+saturating int16 (``vpmaddubsw``): with full-range weights a pair reaches ``2 * 255 * 127 =
+64,770`` and is cut to 32,767. On an AMD EPYC with AVX2 alone, 127-level weights left gcn-v7's
+test variant a smallest cosine of 0.59 to float32 (docs/export.md, "int8"); with 63 levels a pair
+is at most ``2 * 255 * 63 = 32,130`` and nothing saturates. VNNI and AMX kernels add in int32
+and are as fast with 7-bit weights.
 
 Everything else (the lookups, the segment sums, the normalisations) stays float32. The variant
 gets its own card (``precision: int8``, vector field ``vec_<family>_v<version>_int8``, since
@@ -52,10 +61,21 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["MIN_INNER", "int8_path", "quantize_int8", "quantize_weight", "row_scaled_int8"]
+__all__ = [
+    "MIN_INNER",
+    "WEIGHT_LEVELS",
+    "int8_path",
+    "quantize_int8",
+    "quantize_weight",
+    "row_scaled_int8",
+]
 
 #: Products whose weight has fewer rows than this stay float32 (see :func:`row_scaled_int8`).
 MIN_INNER = 256
+
+#: Largest magnitude of a quantised weight: 7 bits, so that a pair of uint8 x int8 products,
+#: ``2 * 255 * WEIGHT_LEVELS``, fits the int16 that AVX2 kernels add it into (module docstring).
+WEIGHT_LEVELS = 63
 
 _DOMAIN = "com.microsoft"
 _TINY = np.float32(1e-30)
@@ -67,18 +87,20 @@ def int8_path(model_path: str | os.PathLike[str]) -> Path:
 
 
 def quantize_weight(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(W_q, s)`` of a (K, M) float weight: int8 ``round(W / s)`` and the float32 column
-    scales ``s_j = max_k |W_kj| / 127`` (module docstring), so that ``W ~= W_q * s``.
+    """``(W_q, s)`` of a (K, M) float weight: int8 ``round(W / s)`` in ``[-63, 63]`` and the
+    float32 column scales ``s_j = max_k |W_kj| / 63`` (:data:`WEIGHT_LEVELS`, module
+    docstring), so that ``W ~= W_q * s``.
 
     Example::
 
-        >>> q, s = quantize_weight(np.array([[1.0, -0.5], [0.5, 0.25]]))
+        >>> q, s = quantize_weight(np.array([[1.0, -0.5], [0.6, 0.2]]))
         >>> q.tolist(), [round(float(x), 5) for x in s]
-        ([[127, -127], [64, 64]], [0.00787, 0.00394])
+        ([[63, -63], [38, 25]], [0.01587, 0.00794])
     """
     w = np.asarray(weight, dtype=np.float32)
-    scale = (np.maximum(np.abs(w).max(axis=0), _TINY) / np.float32(127)).astype(np.float32)
-    return np.clip(np.round(w / scale), -127, 127).astype(np.int8), scale
+    levels = np.float32(WEIGHT_LEVELS)
+    scale = (np.maximum(np.abs(w).max(axis=0), _TINY) / levels).astype(np.float32)
+    return np.clip(np.round(w / scale), -levels, levels).astype(np.int8), scale
 
 
 def row_scaled_int8(
@@ -227,7 +249,7 @@ def quantize_int8(
     cosines = (expected * vectors).sum(axis=1) / np.maximum(norms, 1e-12)
     variant.parity = {
         "reference": model_path.name,
-        "scheme": "row-scaled dynamic int8",
+        "scheme": "row-scaled dynamic int8, 7-bit weights",
         "products": count,
         "equations": len(graphs),
         "max_abs_diff": diff,

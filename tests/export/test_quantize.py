@@ -11,7 +11,12 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from mathsearch.export.errors import ExportError
-from mathsearch.export.quantize import quantize_int8, quantize_weight, row_scaled_int8
+from mathsearch.export.quantize import (
+    WEIGHT_LEVELS,
+    quantize_int8,
+    quantize_weight,
+    row_scaled_int8,
+)
 from mathsearch.export.runtime import Encoder
 
 from .conftest import real_graphs
@@ -50,12 +55,21 @@ def _run(model: onnx.ModelProto, x: np.ndarray) -> list[np.ndarray]:
     return session.run(None, {"X": x})
 
 
-def test_quantize_weight_scales_each_column_to_127() -> None:
-    weight = np.array([[1.0, -0.5, 0.0], [0.5, 0.25, 0.0]], dtype=np.float32)
+def test_quantize_weight_scales_each_column_to_63() -> None:
+    weight = np.array([[1.0, -0.5, 0.0], [0.6, 0.2, 0.0]], dtype=np.float32)
     q, scale = quantize_weight(weight)
-    assert q.dtype == np.int8 and q.tolist() == [[127, -127, 0], [64, 64, 0]]
-    assert np.allclose(scale[:2], [1 / 127, 0.5 / 127]) and scale[2] > 0  # no division by 0
+    assert q.dtype == np.int8 and q.tolist() == [[63, -63, 0], [38, 25, 0]]
+    assert np.allclose(scale[:2], [1 / 63, 0.5 / 63]) and scale[2] > 0  # no division by 0
     assert np.abs(q * scale - weight).max() <= scale.max() / 2
+
+
+def test_a_pair_of_integer_products_fits_the_int16_of_avx2_kernels() -> None:
+    # AVX2's uint8 x int8 kernel adds two products into a saturating int16; full-range weights
+    # (127) would overflow it on CPUs without VNNI, whatever this machine's CPU is
+    rng = np.random.default_rng(1)
+    q, _ = quantize_weight(rng.standard_normal((512, 64)).astype(np.float32) * 30.0)
+    assert np.abs(q.astype(np.int32)).max() == WEIGHT_LEVELS
+    assert np.iinfo(np.int16).max >= 2 * 255 * WEIGHT_LEVELS
 
 
 def test_rows_of_very_different_size_keep_their_own_precision() -> None:
@@ -75,9 +89,11 @@ def test_rows_of_very_different_size_keep_their_own_precision() -> None:
     onnx.checker.check_model(quantised)
     (expected, gram), (got, same_gram) = _run(model, x), _run(quantised, x)
     assert np.array_equal(gram, same_gram)
-    # every row within 3% of its own largest value, the small rows as well as the large ones
+    # every row within 5% of its own largest value (7-bit weights), the small rows as well as
+    # the large ones: one scale for all rows would leave the small ones at about 100%
     error = np.abs(got - expected).max(axis=1) / np.abs(expected).max(axis=1)
-    assert error.max() < 0.03
+    assert error.max() < 0.05
+    assert np.median(error[1::2]) < 2 * np.median(error[::2])
 
 
 def test_nothing_to_quantise_is_an_error() -> None:
@@ -93,7 +109,9 @@ def test_the_shipped_seed_size_tower_keeps_its_vectors(tmp_path: Path) -> None:
     graphs = list(real_graphs()[:300])
     card, diff = quantize_int8(source, graphs)
     assert card.parity["products"] == 4  # the three 512 x 512 layers and the 512 x 128 projection
-    assert card.parity["mean_cosine"] > 0.999 and card.parity["min_cosine"] > 0.99
+    # 7-bit weights keep about 0.999 on average (docs/export.md, "int8"); saturated pairs would
+    # pull the smallest cosine down (0.994 with 8-bit weights on an AVX2 CPU)
+    assert card.parity["mean_cosine"] > 0.998 and card.parity["min_cosine"] > 0.995
     assert card.vector_field == "vec_gcn_v9_int8" and card.precision == "int8"
     assert 0 < diff < 0.05
     # the same products with one activation scale per call (ONNX Runtime's quantize_dynamic)
