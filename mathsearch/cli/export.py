@@ -209,7 +209,7 @@ def _emit_json(cards: dict[str, Any], variant: ModelCard | None) -> None:
 
 def _emit_int8(out: str | Path, variant: ModelCard) -> None:
     """The int8 variant's lines of ``mathsearch export``'s report."""
-    from mathsearch.export.quantize import int8_path
+    from mathsearch.export.quantize import int8_dot_instructions, int8_path
 
     parity = variant.parity
     emit(
@@ -217,6 +217,11 @@ def _emit_int8(out: str | Path, variant: ModelCard) -> None:
         f"{parity['mean_cosine']:.5f} to float32, max |int8 - float32| "
         f"{parity['max_abs_diff']:.3g} (judge it with `mathsearch eval ranking --onnx`)"
     )
+    if int8_dot_instructions() is False:
+        emit(
+            "  note: this CPU has no VNNI or AMX int8 instructions, so the variant embeds about "
+            "as fast as float32 here; it pays off on CPUs that have them (docs/export.md, int8)"
+        )
 
 
 def _batch_sizes(args: argparse.Namespace) -> list[int] | None:

@@ -13,6 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 from mathsearch.export.errors import ExportError
 from mathsearch.export.quantize import (
     WEIGHT_LEVELS,
+    int8_dot_instructions,
     quantize_int8,
     quantize_weight,
     row_scaled_int8,
@@ -131,10 +132,13 @@ def test_the_shipped_seed_size_tower_keeps_its_vectors(tmp_path: Path) -> None:
 
 
 def test_cli_writes_the_int8_variant_of_a_shipped_file(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from mathsearch.cli.main import main
+    from mathsearch.export import quantize
     from mathsearch.export.model_card import load_card
+
+    monkeypatch.setattr(quantize, "int8_dot_instructions", lambda: False)  # an AVX2-only CPU
 
     from .conftest import PARITY_FILE
 
@@ -144,6 +148,7 @@ def test_cli_writes_the_int8_variant_of_a_shipped_file(
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert f"int8 variant: {tmp_path / 'gcn-v9.int8.onnx'} (4 products), mean cosine 0.99" in text
+    assert "this CPU has no VNNI or AMX int8 instructions" in text
     card = load_card(tmp_path / "gcn-v9.int8.onnx")  # checks the file against its card
     assert card.name == "gcn-v9-int8" and card.parity["equations"] == 200
     assert card.metrics == {} and load_card(out).metrics  # the float model's are not its own
@@ -152,3 +157,14 @@ def test_cli_writes_the_int8_variant_of_a_shipped_file(
     argv = ["export", str(MODELS / "gcn-v6.onnx"), "-o", str(small), "--int8", *argv[5:]]
     assert main(argv) == 1
     assert "nothing to quantise" in capsys.readouterr().err and small.is_file()
+
+
+def test_int8_dot_instructions_reads_the_cpu_flags(tmp_path: Path) -> None:
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 fma\n\nprocessor\t: 1\n")
+    assert int8_dot_instructions(info) is False  # an AVX2-only EPYC
+    info.write_text("flags\t\t: fpu avx2 avx512f avx512_vnni amx_bf16\n")
+    assert int8_dot_instructions(info) is True
+    info.write_text("Processor\t: ARMv7\n")  # no flags line
+    assert int8_dot_instructions(info) is None
+    assert int8_dot_instructions(tmp_path / "missing") is None
