@@ -25,7 +25,7 @@ saturating int16 (``vpmaddubsw``): with full-range weights a pair reaches ``2 * 
 64,770`` and is cut to 32,767. On an AMD EPYC with AVX2 alone, 127-level weights left gcn-v7's
 test variant a smallest cosine of 0.59 to float32 (docs/export.md, "int8"); with 63 levels a pair
 is at most ``2 * 255 * 63 = 32,130`` and nothing saturates. VNNI and AMX kernels add in int32
-and are as fast with 7-bit weights.
+and run the same instructions on 7-bit weights, so they should be as fast (not measured).
 
 Everything else (the lookups, the segment sums, the normalisations) stays float32. The variant
 gets its own card (``precision: int8``, vector field ``vec_<family>_v<version>_int8``, since

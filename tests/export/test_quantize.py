@@ -138,10 +138,9 @@ def test_cli_writes_the_int8_variant_of_a_shipped_file(
     from mathsearch.export import quantize
     from mathsearch.export.model_card import load_card
 
-    monkeypatch.setattr(quantize, "int8_dot_instructions", lambda: False)  # an AVX2-only CPU
-
     from .conftest import PARITY_FILE
 
+    monkeypatch.setattr(quantize, "int8_dot_instructions", lambda: False)  # an AVX2-only CPU
     out = tmp_path / "gcn-v9.onnx"
     argv = ["export", str(MODELS / "gcn-v9.onnx"), "-o", str(out), "--int8"]
     argv += ["--parity-data", str(PARITY_FILE), "--format", "hepth", "--parity-equations", "200"]
