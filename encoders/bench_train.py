@@ -17,6 +17,13 @@ Rates are per *item* of the loss (a triplet, or an (anchor, positive) pair for i
 median step time, after ``warmup`` untimed steps; ``loop_over_network`` is the loop's rate over
 the network's (1.0 = the loop costs nothing beyond the network).
 
+``products`` says how far the hardware itself allows the network to go: the step's dense
+node-matrix products (:func:`product_flops`, forward and backward of every hidden layer) against
+the rate one such product runs at on the same device and threads (:func:`product_rate`).
+``bound_items_per_s`` is the rate the network would reach if nothing but those products ran, at
+that rate; ``network_over_bound`` the network's share of it. A network near the bound is limited
+by the BLAS, not by the code around it.
+
 Example::
 
     report = bench_train(corpus, TrainConfig(loss="histogram"), steps=8)
@@ -41,7 +48,7 @@ from mathsearch.indexer.vocabulary import Vocabulary, default_vocabulary
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["bench_train", "format_bench_train"]
+__all__ = ["bench_train", "format_bench_train", "product_flops", "product_rate"]
 
 _STEPS_PER_EPOCH = 1_000_000  # the schedule must not reach zero during a bench
 
@@ -58,6 +65,44 @@ def step_rate(batch_size: int, seconds: list[float]) -> dict[str, float]:
         "items_per_s": round(batch_size / median, 1),
         "steps": len(seconds),
     }
+
+
+def product_flops(nodes: int, hidden: int, layers: int, passes: int = 1) -> float:
+    """FLOPs of one step's dense node-matrix products, forward and backward.
+
+    Each of the ``layers`` hidden graph convolutions multiplies the (nodes, hidden) states by a
+    (hidden, hidden) weight: ``2 N H^2`` forward, and twice that backward (the gradient of the
+    input and of the weight), so ``6 N H^2`` per layer and forward pass. ``passes`` is 2 when the
+    masking heads run their own pass over the masked graphs. The first layer (an embedding
+    lookup on the packed path), the projection to the output and the heads are left out: at the
+    seed size they are under 3% of the products.
+
+    Example::
+
+        product_flops(nodes=33_000, hidden=512, layers=3)   # 1.56e11
+    """
+    return 6.0 * passes * layers * nodes * hidden * hidden
+
+
+def product_rate(
+    rows: int, hidden: int, device: torch.device, *, amp: bool = False, repeat: int = 3
+) -> float:
+    """Measured FLOP/s of one ``(rows, hidden) @ (hidden, hidden)^T`` product (``nn.Linear``'s
+    shape) on ``device`` with torch's current threads, under bf16 autocast with ``amp``; the
+    median of ``repeat`` runs after one untimed run."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(rows, hidden, generator=generator).to(device)
+    w = torch.randn(hidden, hidden, generator=generator).to(device)
+    seconds = []
+    with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
+        for i in range(repeat + 1):
+            tick = time.perf_counter()
+            torch.nn.functional.linear(x, w)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            if i:
+                seconds.append(time.perf_counter() - tick)
+    return 2.0 * rows * hidden * hidden / statistics.median(seconds)
 
 
 def _time_loop(
@@ -87,7 +132,8 @@ def _time_loop(
 
 def _time_network(
     config: TrainConfig, corpus: EquationCorpus, vocabulary: Vocabulary, steps: int, warmup: int
-) -> dict[str, float]:
+) -> tuple[dict[str, float], dict[str, float]]:
+    """The network's rate, and the ``products`` part of the report (module docstring)."""
     state = _state(config, corpus, vocabulary)
     batches = TripletBatches(corpus, config, _STEPS_PER_EPOCH)
     prepared = [state.prepare(batches(step), step) for step in range(warmup + steps)]
@@ -97,7 +143,22 @@ def _time_network(
         state.optimise(ready)
         if step >= warmup:
             seconds.append(time.perf_counter() - tick)
-    return step_rate(config.batch_size, seconds)
+    network = step_rate(config.batch_size, seconds)
+    nodes = round(statistics.median(int(p.batch.pos.numel()) for p in prepared[warmup:]))
+    passes = 2 if state.heads is not None and not config.shared_masking_pass else 1
+    hidden = config.model.hidden
+    flops = product_flops(nodes, hidden, config.model.layers, passes)
+    rate = product_rate(nodes, hidden, state.device, amp=config.amp)
+    bound = config.batch_size * rate / flops
+    products = {
+        "nodes_per_step": nodes,
+        "passes": passes,
+        "gflop_per_step": round(flops / 1e9, 2),
+        "gflop_per_s": round(rate / 1e9, 1),
+        "bound_items_per_s": round(bound, 1),
+        "network_over_bound": round(network["items_per_s"] / bound, 3),
+    }
+    return network, products
 
 
 def bench_train(
@@ -120,7 +181,8 @@ def bench_train(
 
     Returns:
         JSON-able: the setting (model size, loss, batch, threads, device, graphs and nodes per
-        step) and ``loop``, ``network`` (and ``legacy``) rates with ``loop_over_network``.
+        step) and ``loop``, ``network`` (and ``legacy``) rates with ``loop_over_network``, and
+        ``products`` (the bound the device's dense products set; module docstring).
     """
     vocabulary = vocabulary or default_vocabulary()
     config = replace(config, checkpoint_dir=None, progress=False, time_budget=None)
@@ -146,7 +208,7 @@ def bench_train(
         "mean_nodes": round(float(sum(g.num_nodes for g in corpus.graphs) / len(corpus)), 1),
     }
     report["loop"] = _time_loop(config, corpus, vocabulary, steps, warmup)
-    report["network"] = _time_network(config, corpus, vocabulary, steps, warmup)
+    report["network"], report["products"] = _time_network(config, corpus, vocabulary, steps, warmup)
     report["loop_over_network"] = round(
         report["loop"]["items_per_s"] / report["network"]["items_per_s"], 3
     )
@@ -164,15 +226,18 @@ def format_bench_train(reports: list[dict[str, Any]]) -> str:
     """A table, one row per configuration."""
     head = (
         f"{'hidden x layers':>15} {'loss':>9} {'mask':>5} {'batch':>5} {'loop/s':>8} "
-        f"{'network/s':>9} {'loop/net':>8} {'prepare ms':>10} {'legacy/s':>8}"
+        f"{'network/s':>9} {'loop/net':>8} {'bound/s':>8} {'net/bound':>9} {'prepare ms':>10} "
+        f"{'legacy/s':>8}"
     )
     lines = [head]
     for r in reports:
         legacy = r.get("legacy", {}).get("items_per_s")
+        products = r["products"]
         lines.append(
             f"{r['hidden']:>9} x {r['layers']:<3} {r['loss']:>9} {str(r['masking'])[0]:>5} "
             f"{r['batch_size']:>5} {r['loop']['items_per_s']:>8.1f} "
             f"{r['network']['items_per_s']:>9.1f} {r['loop_over_network']:>8.3f} "
+            f"{products['bound_items_per_s']:>8.1f} {products['network_over_bound']:>9.3f} "
             f"{r['loop']['median_prepare_s'] * 1000:>10.1f} "
             f"{legacy if legacy is not None else '-':>8}"
         )
@@ -182,6 +247,9 @@ def format_bench_train(reports: list[dict[str, Any]]) -> str:
         f"threads on {first.get('device')}"
         f"{', next batch prefetched' if first.get('prefetch') else ''}; "
         f"{first.get('corpus_equations')} equations, "
-        f"{first.get('mean_nodes')} nodes on average"
+        f"{first.get('mean_nodes')} nodes on average\n"
+        f"bound/s: items/s if the step ran only its dense products (forward + backward of every "
+        f"hidden layer), at the {first.get('products', {}).get('gflop_per_s')} GFLOP/s one such "
+        f"product ran at here"
     )
     return "\n".join(lines)
