@@ -51,7 +51,9 @@ def add_bench_train(bench_cmds: Any) -> None:
         "gcn",
         help="the graph CNN",
         description="Triplets/s (pairs/s for infonce) of the graph-CNN training loop and of "
-        "the network alone, for every --hidden x --layers, with the loop/network ratio. "
+        "the network alone, for every --hidden x --layers, with the loop/network ratio and "
+        "the bound the device's dense products set (bound/s: the items/s of a step that ran "
+        "only its hidden layers' products, at the rate one of them runs at here). "
         "--legacy also times the per-graph collate loop it replaced.",
         epilog=textwrap.dedent("""\
             examples:
