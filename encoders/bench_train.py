@@ -24,6 +24,10 @@ the rate one such product runs at on the same device and threads (:func:`product
 that rate; ``network_over_bound`` the network's share of it. A network near the bound is limited
 by the BLAS, not by the code around it.
 
+``cpu`` (:func:`mathsearch.core.machine.describe_cpu`) names the CPU and its vector and matrix
+units (AVX-512, AVX512-BF16, AMX, ...), and ``gpu`` the CUDA device, since the same command's
+figures differ several times between machines.
+
 Example::
 
     report = bench_train(corpus, TrainConfig(loss="histogram"), steps=8)
@@ -40,6 +44,7 @@ from typing import Any
 
 import torch
 
+from mathsearch.core.machine import describe_cpu
 from mathsearch.encoders.corpus import EquationCorpus
 from mathsearch.encoders.prefetch import BatchPrefetcher
 from mathsearch.encoders.train_config import TrainConfig
@@ -211,6 +216,8 @@ def bench_train(
         "corpus_equations": len(corpus),
         "corpus_papers": corpus.num_papers,
         "mean_nodes": round(float(sum(g.num_nodes for g in corpus.graphs) / len(corpus)), 1),
+        "cpu": describe_cpu().as_dict(),
+        "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
     }
     report["loop"] = _time_loop(config, corpus, vocabulary, steps, warmup)
     report["network"], nodes = _time_network(config, corpus, vocabulary, steps, warmup)
@@ -258,4 +265,8 @@ def format_bench_train(reports: list[dict[str, Any]]) -> str:
         f"hidden layer), at the {first.get('products', {}).get('gflop_per_s')} GFLOP/s one such "
         f"product ran at here"
     )
+    if first.get("cpu"):
+        lines.append(f"cpu: {first['cpu']['summary']}")
+    if first.get("gpu"):
+        lines.append(f"gpu: {first['gpu']}")
     return "\n".join(lines)

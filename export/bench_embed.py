@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from mathsearch.core.machine import describe_cpu
 from mathsearch.export.errors import ExportError
 from mathsearch.indexer.extract import extract
 from mathsearch.indexer.mathml_graph import EquationGraph
@@ -192,6 +193,7 @@ def _sample(graphs: Sequence[EquationGraph], repeat: int, threads: int) -> dict[
         "mean_nodes": round(nodes / max(len(graphs), 1), 1),
         "repeat": repeat,
         "threads": threads,
+        "cpu": describe_cpu().as_dict(),
     }
 
 
@@ -200,6 +202,7 @@ def _heading(report: dict[str, Any], runs: str) -> str:
         f"{report['equations']} real equations ({report['mean_nodes']} nodes on average), "
         f"{report['threads']} thread(s), {', '.join(report['providers'])}; "
         f"medians of {report['repeat']} {runs}, equations/s"
+        + (f"\ncpu: {report['cpu']['summary']}" if report.get("cpu") else "")
     )
 
 

@@ -83,7 +83,9 @@ def add_bench_train(bench_cmds: Any) -> None:
     )
     gcn.add_argument("--legacy", action="store_true", help="also time the per-graph collate loop")
     gcn.add_argument("--device", default="cpu", help="cpu (default), cuda, auto")
-    gcn.add_argument("--amp", action="store_true", help="bf16 autocast (GPU, or CPU with AMX)")
+    gcn.add_argument(
+        "--amp", action="store_true", help="bf16 autocast (GPU, or CPU with AMX / AVX512-BF16)"
+    )
     gcn.add_argument(
         "--prefetch",
         choices=PREFETCH_MODES,

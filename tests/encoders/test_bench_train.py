@@ -15,6 +15,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from mathsearch.cli.main import main
+from mathsearch.core.machine import describe_cpu
 from mathsearch.encoders.bench_train import (
     bench_train,
     format_bench_train,
@@ -48,11 +49,13 @@ def test_report_has_loop_network_and_legacy() -> None:
         product_flops(products["nodes_per_step"], 16, 3, passes=2) / 1e9, abs=0.01
     )
     assert products["gflop_per_s"] > 0 and products["bound_items_per_s"] > 0
-    assert products["network_over_bound"] == pytest.approx(
-        report["network"]["items_per_s"] / products["bound_items_per_s"], rel=2e-2
+    assert products["network_over_bound"] == pytest.approx(  # rounded to 3 decimals
+        report["network"]["items_per_s"] / products["bound_items_per_s"], rel=2e-2, abs=6e-4
     )
+    assert report["cpu"]["summary"] == describe_cpu().summary() and report["gpu"] is None
     table = format_bench_train([report])
     assert "loop/net" in table and "16 x 3" in table and "bound/s" in table
+    assert f"cpu: {describe_cpu().summary()}" in table
 
 
 class _HiddenProducts(TorchDispatchMode):

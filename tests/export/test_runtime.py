@@ -14,6 +14,7 @@ import onnx
 import pytest
 
 from mathsearch.cli.main import main
+from mathsearch.core.machine import describe_cpu
 from mathsearch.encoders.corpus import EquationCorpus
 from mathsearch.encoders.gcn import GCNConfig
 from mathsearch.encoders.training import TrainConfig, train
@@ -173,6 +174,7 @@ def test_cli_bench_embed(capsys: pytest.CaptureFixture) -> None:
     assert main([*argv, "--batch-sizes", "1,8", "--repeat", "1", "--no-progress", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["equations"] == 24
+    assert report["cpu"]["summary"] == describe_cpu().summary()  # the machine beside its figures
     assert [row["batch_size"] for row in report["results"]] == [1, 8]
     for row in report["results"]:
         assert row["onnxruntime"]["eq_per_s"] > 0 and row["torch-eager"]["eq_per_s"] > 0
@@ -193,7 +195,8 @@ def test_cli_bench_embed_of_model_files(model_path: Path, capsys: pytest.Capture
         assert first["ratio_to_first"] == 1.0 and second["ratio_to_first"] > 0
         assert second["eq_per_s"] <= second["model_eq_per_s"]  # end to end includes packing
     assert main([*argv, "--repeat", "1", "--no-progress"]) == 0
-    assert "vs first" in capsys.readouterr().out
+    table = capsys.readouterr().out
+    assert "vs first" in table and f"cpu: {describe_cpu().summary()}" in table
     assert main([*argv[:-4], "--onnx", str(model_path.with_name("none.onnx"))]) == 1
     assert "does not exist" in capsys.readouterr().err
     assert main([*argv[:5], "--equations", "100000", "--onnx", str(shipped)]) == 1
