@@ -10,6 +10,9 @@ One run, on the same real equations:
    is refreshed (searchable); with the time each stage took, summed over the processes;
 3. Approach Zero (pya0) indexing the same equations on the same disk as the OpenSearch data
    (:mod:`mathsearch.evaluation.pya0_peer`), and the ratio.
+
+The report names the CPU (``cpu``, :func:`mathsearch.core.machine.describe_cpu`);
+:func:`format_bench_index` is the table a person reads.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 
 from opensearchpy import OpenSearch
 
+from mathsearch.core.machine import describe_cpu
 from mathsearch.indexer.parse import Featuriser, ParsedEquation
 from mathsearch.indexer.records import EquationRecord
 from mathsearch.opensearch.bulk_writer import BulkWriter
@@ -144,6 +148,7 @@ def run_bench_index(
     report: dict[str, Any] = {
         "equations": len(records),
         "cpus": os.cpu_count(),
+        "cpu": describe_cpu().as_dict(),
         "batch_size": batch_size,
         "stage_limits": stage_limits(client, records, settings, batch_size),
         "runs": [],
@@ -168,3 +173,28 @@ def run_bench_index(
 def _drop(client: OpenSearch, alias: str) -> None:
     client.indices.delete(index=f"{alias}-0*", ignore_unavailable=True)
     client.indices.delete_index_template(name=f"{alias}-template", ignore=404)
+
+
+def format_bench_index(report: dict[str, Any]) -> str:
+    """:func:`run_bench_index`'s report (with its ``source``) as the table a person reads."""
+    lines = [f"{report['equations']} real equations from {report['source']}, {report['cpus']} CPUs"]
+    if report.get("cpu"):
+        lines.append(f"cpu: {report['cpu']['summary']}")
+    lines.append("each stage alone, one process (equations/s):")
+    for name, row in report["stage_limits"].items():
+        lines.append(f"  {name:<6} {row['eq_per_s']:>8.1f}")
+    lines.append("end to end, LaTeX to searchable:")
+    lines.append("  processes  eq/s    seconds  written  failed  stage seconds (all processes)")
+    for run in report["runs"]:
+        stages = ", ".join(f"{k} {v:.1f}" for k, v in sorted(run["stage_seconds"].items()))
+        lines.append(
+            f"  {run['processes']!s:<9} {run['eq_per_s']:>6.1f} {run['seconds']:>9.1f} "
+            f"{run['written']:>8} {run['failed']:>7}  {stages}"
+        )
+    pya0 = report["pya0"]
+    lines.append(
+        f"Approach Zero (pya0): {pya0['eq_per_s']:.1f} eq/s ({pya0['indexed']} indexed, "
+        f"{pya0['rejected']} rejected, {pya0['seconds']:.1f} s, searchable: {pya0['searchable']})"
+    )
+    lines.append(f"best mathsearch run ({report['best']}) / pya0: {report['ratio_vs_pya0']:.2f}x")
+    return "\n".join(lines)

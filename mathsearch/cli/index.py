@@ -527,7 +527,7 @@ def add_bench_index(bench_cmds: Any) -> None:
 def run_bench_index_command(args: argparse.Namespace) -> int:
     import itertools
 
-    from mathsearch.bench.index import run_bench_index
+    from mathsearch.bench.index import format_bench_index, run_bench_index
     from mathsearch.indexer.extract import extract
     from mathsearch.indexer.hepth import bundled_sample_lines, iter_hepth
     from mathsearch.indexer.records import EquationRecord
@@ -562,22 +562,5 @@ def run_bench_index_command(args: argparse.Namespace) -> int:
     if args.json:
         emit(json.dumps(report, indent=2))
         return 0
-    emit(f"{report['equations']} real equations from {report['source']}, {report['cpus']} CPUs")
-    emit("each stage alone, one process (equations/s):")
-    for name, row in report["stage_limits"].items():
-        emit(f"  {name:<6} {row['eq_per_s']:>8.1f}")
-    emit("end to end, LaTeX to searchable:")
-    emit("  processes  eq/s    seconds  written  failed  stage seconds (all processes)")
-    for run in report["runs"]:
-        stages = ", ".join(f"{k} {v:.1f}" for k, v in sorted(run["stage_seconds"].items()))
-        emit(
-            f"  {run['processes']!s:<9} {run['eq_per_s']:>6.1f} {run['seconds']:>9.1f} "
-            f"{run['written']:>8} {run['failed']:>7}  {stages}"
-        )
-    pya0 = report["pya0"]
-    emit(
-        f"Approach Zero (pya0): {pya0['eq_per_s']:.1f} eq/s ({pya0['indexed']} indexed, "
-        f"{pya0['rejected']} rejected, {pya0['seconds']:.1f} s, searchable: {pya0['searchable']})"
-    )
-    emit(f"best mathsearch run ({report['best']}) / pya0: {report['ratio_vs_pya0']:.2f}x")
+    emit(format_bench_index(report))
     return 0
