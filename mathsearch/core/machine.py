@@ -3,8 +3,8 @@ decide how fast the encoders' products run (docs/encoders.md, "Training speed"; 
 "int8").
 
 The same command gives figures several times apart on different machines of one cloud: float32
-products at 40 GFLOP/s on a Zen 1 EPYC with AVX2, 120 on a Zen 4 EPYC with AVX-512, and bf16
-products at 280-340 GFLOP/s on that Zen 4 (AVX512-BF16) and 616 on a Xeon with AMX. So the
+products at 40 GFLOP/s on a Zen 1 EPYC with AVX2, 90-150 on a Zen 4 EPYC with AVX-512, and
+bf16 products at 240-290 GFLOP/s on that Zen 4 (AVX512-BF16) and 616 on a Xeon with AMX. So the
 ``bench`` reports carry :func:`describe_cpu`'s description of the machine beside the figures.
 
 Read from ``/proc/cpuinfo`` (Linux): the first processor's ``model name``, ``vendor_id``,
@@ -62,6 +62,13 @@ INT8_DOT_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
 _FLAG_KEYS = frozenset({"flags", "features"})
 
 
+def _read(cpuinfo: str | os.PathLike[str]) -> str | None:
+    try:
+        return Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
 def _cpuinfo_fields(text: str) -> tuple[dict[str, str], set[str]]:
     """The first processor's ``key: value`` fields (lower-case keys) and every flag."""
     first: dict[str, str] = {}
@@ -87,11 +94,8 @@ def cpu_flags(cpuinfo: str | os.PathLike[str] = "/proc/cpuinfo") -> frozenset[st
         >>> cpu_flags("/nonexistent") is None
         True
     """
-    try:
-        text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    _, flags = _cpuinfo_fields(text)
+    text = _read(cpuinfo)
+    flags = _cpuinfo_fields(text)[1] if text is not None else set()
     return frozenset(flags) or None
 
 
@@ -156,7 +160,6 @@ class CpuDescription:
     def as_dict(self) -> dict[str, Any]:
         """JSON-able, with ``bf16_units``, ``int8_dot`` and ``summary``."""
         out = asdict(self)
-        out["units"] = None if self.units is None else list(self.units)
         out["bf16_units"] = self.bf16_units
         out["int8_dot"] = self.int8_dot
         out["summary"] = self.summary()
@@ -165,11 +168,7 @@ class CpuDescription:
 
 def describe_cpu(cpuinfo: str | os.PathLike[str] = "/proc/cpuinfo") -> CpuDescription:
     """The CPU this process runs on (module docstring); never raises."""
-    try:
-        text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        text = ""
-    first, flags = _cpuinfo_fields(text)
+    first, flags = _cpuinfo_fields(_read(cpuinfo) or "")
     name = (
         first.get("model name")
         or first.get("hardware")
