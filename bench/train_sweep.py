@@ -50,6 +50,8 @@ DEFAULT_RUNS = (
 )
 LOSSES = ("infonce", "histogram", "triplet")
 HEPTH = ("hepth2003/equation.txt", "hepth2003/eqnarray.txt")
+#: The CLI of the interpreter running this script (no reliance on PATH).
+MATHSEARCH = (sys.executable, "-m", "mathsearch")
 _RUN = re.compile(r"^(?P<loss>[a-z]+)-(?P<hidden>\d+)x(?P<layers>\d+)$")
 
 
@@ -88,7 +90,7 @@ def train_command(
 ) -> list[str]:
     """The ``mathsearch train gcn`` call of one run."""
     command = [
-        "mathsearch", "train", "gcn", "--shared-data", str(data), "--out", str(out),
+        *MATHSEARCH, "train", "gcn", "--shared-data", str(data), "--out", str(out),
         "--cache-dir", str(cache), "--loss", run.loss, "--hidden", str(run.hidden),
         "--layers", str(run.layers), "--out-dim", "128", "--batch-size", str(run.batch_size),
         "--lr", "2e-3", "--no-masking", "--no-augmentation", "--normalisation", "l2",
@@ -112,12 +114,11 @@ def run_one(
 ) -> dict[str, object]:
     """Train, export and score one run, skipping the steps whose output is already there."""
     folder = out / run.name
-    folder.mkdir(parents=True, exist_ok=True)
     checkpoint = folder / "checkpoint.pt"
     onnx = folder / "model.onnx"
     ranking = folder / "ranking.json"
     hepth = [str(data / part) for part in HEPTH]
-    score = ["mathsearch", "eval", "ranking", *hepth, "--format", "hepth"]
+    score = [*MATHSEARCH, "eval", "ranking", *hepth, "--format", "hepth"]
     score += ["--checkpoint", str(checkpoint), "--triplets", str(triplets), "--json"]
     steps = [
         (
@@ -125,7 +126,7 @@ def run_one(
             train_command(run, data, folder, cache, budget, amp=amp, seed=seed),
             None,
         ),
-        (onnx, ["mathsearch", "export", str(checkpoint), "-o", str(onnx)], None),
+        (onnx, [*MATHSEARCH, "export", str(checkpoint), "-o", str(onnx)], None),
         (ranking, score, ranking),
     ]
     for target, command, stdout in steps:
@@ -134,6 +135,7 @@ def run_one(
         logger.info("%s: %s", run.name, " ".join(command))
         if dry_run:
             continue
+        folder.mkdir(parents=True, exist_ok=True)
         if stdout is None:
             subprocess.run(command, check=True)
         else:
@@ -199,9 +201,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = []
     for run in runs:
         options = {"amp": args.amp, "seed": args.seed, "triplets": args.triplets}
-        rows.append(
-            run_one(run, args.out, args.data, cache, args.budget, **options, dry_run=args.dry_run)
-        )
+        try:
+            rows.append(
+                run_one(
+                    run, args.out, args.data, cache, args.budget, **options, dry_run=args.dry_run
+                )
+            )
+        except subprocess.CalledProcessError as exc:
+            command = " ".join(str(part) for part in exc.cmd)
+            sys.stderr.write(f"train_sweep: {run.name} failed (exit {exc.returncode}): {command}\n")
+            return 1
     if not args.dry_run:
         (args.out / "sweep.json").write_text(json.dumps(rows, indent=2) + "\n")
     print(json.dumps(rows, indent=2))
