@@ -36,6 +36,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from mathsearch.encoders.train_config import LOSSES
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_RUNS = (
@@ -48,7 +50,6 @@ DEFAULT_RUNS = (
     "histogram-512x3",
     "triplet-512x3",
 )
-LOSSES = ("infonce", "histogram", "triplet")
 HEPTH = ("hepth2003/equation.txt", "hepth2003/eqnarray.txt")
 #: The CLI of the interpreter running this script (no reliance on PATH).
 MATHSEARCH = (sys.executable, "-m", "mathsearch")
@@ -118,29 +119,27 @@ def run_one(
     onnx = folder / "model.onnx"
     ranking = folder / "ranking.json"
     hepth = [str(data / part) for part in HEPTH]
-    score = [*MATHSEARCH, "eval", "ranking", *hepth, "--format", "hepth"]
+    # export's parity sample and the scoring featurise hepth2003 once, in the shared cache
+    shared = ["--cache-dir", str(cache)]
+    score = [*MATHSEARCH, "eval", "ranking", *hepth, "--format", "hepth", *shared]
     score += ["--checkpoint", str(checkpoint), "--triplets", str(triplets), "--json"]
+    # (output, command, whether the output is the command's stdout)
+    train = train_command(run, data, folder, cache, budget, amp=amp, seed=seed)
     steps = [
-        (
-            folder / "train.json",
-            train_command(run, data, folder, cache, budget, amp=amp, seed=seed),
-            None,
-        ),
-        (onnx, [*MATHSEARCH, "export", str(checkpoint), "-o", str(onnx)], None),
-        (ranking, score, ranking),
-    ]
-    for target, command, stdout in steps:
+        (folder / "train.json", train, False),
+        (onnx, [*MATHSEARCH, "export", str(checkpoint), "-o", str(onnx), *shared], False),
+        (ranking, score, True),
+    ]  # fmt: skip
+    for target, command, is_stdout in steps:
         if target.exists():
             continue
         logger.info("%s: %s", run.name, " ".join(command))
         if dry_run:
             continue
         folder.mkdir(parents=True, exist_ok=True)
-        if stdout is None:
-            subprocess.run(command, check=True)
-        else:
-            text = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-            stdout.write_text(text)
+        done = subprocess.run(command, check=True, capture_output=is_stdout, text=True)
+        if is_stdout:
+            target.write_text(done.stdout)
     return summarise(run, folder) if not dry_run else {"run": run.name}
 
 
@@ -171,10 +170,8 @@ def summarise(run: Run, folder: Path) -> dict[str, object]:
 def ranking_score(report: dict[str, object], name: str = "model") -> float | None:
     """``name``'s hold-out ranking score in an ``eval ranking --json`` report (``model``: the
     checkpoint; ``untrained``, ``bow``: its baselines on the same triplets)."""
-    scores = report.get("scores")
-    entry = scores.get(name) if isinstance(scores, dict) else None
-    value = entry.get("ranking_score") if isinstance(entry, dict) else None
-    return round(float(value), 4) if isinstance(value, int | float) else None
+    entry = report["scores"].get(name)  # type: ignore[attr-defined]
+    return round(float(entry["ranking_score"]), 4) if entry else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -198,13 +195,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
     cache = args.cache_dir or args.out / "cache"
+    settings = {"amp": args.amp, "seed": args.seed, "triplets": args.triplets}
     rows = []
     for run in runs:
-        options = {"amp": args.amp, "seed": args.seed, "triplets": args.triplets}
         try:
             rows.append(
                 run_one(
-                    run, args.out, args.data, cache, args.budget, **options, dry_run=args.dry_run
+                    run, args.out, args.data, cache, args.budget, **settings, dry_run=args.dry_run
                 )
             )
         except subprocess.CalledProcessError as exc:
