@@ -3,14 +3,19 @@
 Usage::
 
     python bench/train_sweep.py --out /tmp/sweep --budget 480 \\
-        [--runs infonce-128x2,infonce-512x3,histogram-512x3 ...] [--amp] [--dry-run]
+        [--runs infonce-128x2,histogram-512x3,histogram-128x2-mask ...] [--amp] [--dry-run]
 
-Each run is ``LOSS-WIDTHxDEPTH``. For every run not finished under ``--out`` it calls, in order:
+Each run is ``LOSS-WIDTHxDEPTH``, with ``-mask`` for the seed's masking task beside the loss (on
+its own forward pass, as in the seed; not ``+``, which ``compare_encoders.py`` reads as joined
+models). Without ``--runs`` the sweep is issue 20's whole grid (infonce, histogram and triplet at
+widths 128 / 256 / 512 and depths 2 / 3: 18 runs, no masking).
+For every run not finished under ``--out`` it calls, in order:
 
 1. ``mathsearch train gcn --shared-data DATA --time-budget BUDGET ...`` (every equation of the
-   shared data, the hepth2003 held-out papers left out; ``--no-masking --no-augmentation
-   --normalisation l2 --out-dim 128 --lr 2e-3``, 256 pairs a step for ``infonce``, 128 triplets
-   for ``histogram`` and ``triplet``; one featurised cache for all runs);
+   shared data, the hepth2003 held-out papers left out; ``--no-masking`` unless ``-mask``,
+   ``--no-augmentation --normalisation l2 --out-dim 128 --lr 2e-3``, 256 pairs a step for
+   ``infonce``, 128 triplets for ``histogram`` and ``triplet``; one featurised cache for all
+   runs);
 2. ``mathsearch export`` of its checkpoint to ``RUN/model.onnx``;
 3. ``mathsearch eval ranking`` on the hepth2003 held-out papers (``--triplets``, 2,000 by
    default: issue 20's figure).
@@ -40,20 +45,18 @@ from mathsearch.encoders.train_config import LOSSES
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_RUNS = (
-    "infonce-128x2",
-    "infonce-256x2",
-    "infonce-512x2",
-    "infonce-128x3",
-    "infonce-256x3",
-    "infonce-512x3",
-    "histogram-512x3",
-    "triplet-512x3",
+#: issue 20's grid: the in-batch contrastive loss, the seed's histogram loss and the triplet loss
+#: at every width (128, 256, 512) and depth (2, 3), 18 runs; the cheapest first
+DEFAULT_RUNS = tuple(
+    f"{loss}-{hidden}x{layers}"
+    for hidden in (128, 256, 512)
+    for layers in (2, 3)
+    for loss in ("infonce", "histogram", "triplet")
 )
 HEPTH = ("hepth2003/equation.txt", "hepth2003/eqnarray.txt")
 #: The CLI of the interpreter running this script (no reliance on PATH).
 MATHSEARCH = (sys.executable, "-m", "mathsearch")
-_RUN = re.compile(r"^(?P<loss>[a-z]+)-(?P<hidden>\d+)x(?P<layers>\d+)$")
+_RUN = re.compile(r"^(?P<loss>[a-z]+)-(?P<hidden>\d+)x(?P<layers>\d+)(?P<mask>-mask)?$")
 
 
 @dataclass(frozen=True)
@@ -63,10 +66,12 @@ class Run:
     loss: str
     hidden: int
     layers: int
+    #: the seed's masking task beside the loss (section 4.2), on its own forward pass
+    masking: bool = False
 
     @property
     def name(self) -> str:
-        return f"{self.loss}-{self.hidden}x{self.layers}"
+        return f"{self.loss}-{self.hidden}x{self.layers}" + ("-mask" if self.masking else "")
 
     @property
     def batch_size(self) -> int:
@@ -75,15 +80,17 @@ class Run:
 
 
 def parse_run(spec: str) -> Run:
-    """``LOSS-WIDTHxDEPTH`` as a :class:`Run`.
+    """``LOSS-WIDTHxDEPTH[-mask]`` as a :class:`Run`.
 
     Raises:
         ValueError: not of that form, or an unknown loss.
     """
     match = _RUN.match(spec.strip())
     if not match or match["loss"] not in LOSSES:
-        raise ValueError(f"not LOSS-WIDTHxDEPTH with LOSS one of {', '.join(LOSSES)}: {spec!r}")
-    return Run(match["loss"], int(match["hidden"]), int(match["layers"]))
+        raise ValueError(
+            f"not LOSS-WIDTHxDEPTH[-mask] with LOSS one of {', '.join(LOSSES)}: {spec!r}"
+        )
+    return Run(match["loss"], int(match["hidden"]), int(match["layers"]), bool(match["mask"]))
 
 
 def train_command(
@@ -94,7 +101,8 @@ def train_command(
         *MATHSEARCH, "train", "gcn", "--shared-data", str(data), "--out", str(out),
         "--cache-dir", str(cache), "--loss", run.loss, "--hidden", str(run.hidden),
         "--layers", str(run.layers), "--out-dim", "128", "--batch-size", str(run.batch_size),
-        "--lr", "2e-3", "--no-masking", "--no-augmentation", "--normalisation", "l2",
+        "--lr", "2e-3", *(() if run.masking else ("--no-masking",)), "--no-augmentation",
+        "--normalisation", "l2",
         "--epochs", "1000", "--time-budget", f"{budget:g}", "--threads", "2",
         "--eval-every", "1000000", "--seed", str(seed), "--no-progress", "--json",
     ]  # fmt: skip
@@ -155,6 +163,7 @@ def summarise(run: Run, folder: Path) -> dict[str, object]:
         "loss": run.loss,
         "hidden": run.hidden,
         "layers": run.layers,
+        "masking": run.masking,
         "batch_size": run.batch_size,
         "steps": step,
         "train_seconds": round(seconds, 1),
