@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -14,13 +15,14 @@ SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "train_sweep.py"
 
 
 @pytest.fixture(scope="module")
-def sweep() -> ModuleType:
+def sweep() -> Iterator[ModuleType]:
     spec = importlib.util.spec_from_file_location("train_sweep", SCRIPT)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["train_sweep"] = module  # dataclasses resolve their module by name
     spec.loader.exec_module(module)
-    return module
+    yield module
+    del sys.modules["train_sweep"]  # no script module left behind for the other tests
 
 
 def test_the_default_runs_are_the_issues_whole_grid(sweep: ModuleType) -> None:
