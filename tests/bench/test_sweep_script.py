@@ -70,3 +70,14 @@ def test_a_dry_run_writes_nothing(sweep: ModuleType, tmp_path: Path) -> None:
     )
     assert row == {"run": "infonce-128x2-mask"}
     assert not out.exists()
+
+
+def test_every_training_seed_is_scored_on_the_same_triplets(
+    sweep: ModuleType, tmp_path: Path
+) -> None:
+    score = sweep.score_command(tmp_path / "run" / "checkpoint.pt", tmp_path, tmp_path, 2000)
+    assert score[score.index("--seed") + 1] == str(sweep.TRIPLET_SEED)
+    assert score[score.index("--triplets") + 1] == "2000"
+    run = sweep.parse_run("infonce-128x2")
+    train = sweep.train_command(run, tmp_path, tmp_path / "out", tmp_path, 60, amp=False, seed=3)
+    assert train[train.index("--seed") + 1] == "3"  # the training seed is the run's own
