@@ -295,11 +295,14 @@ def bench_onnx_files(
                     "models": [
                         {
                             "model": encoder.card.name,
+                            "file": str(path),
                             "eq_per_s": round(rate, 1),
                             "model_eq_per_s": round(model_rate, 1),
                             "ratio_to_first": round(rate / max(first, 1e-12), 3),
                         }
-                        for encoder, (rate, model_rate) in zip(encoders, rates, strict=True)
+                        for path, encoder, (rate, model_rate) in zip(
+                            paths, encoders, rates, strict=True
+                        )
                     ],
                 }
             )
@@ -314,15 +317,19 @@ def bench_onnx_files(
 
 
 def format_files(report: dict[str, Any]) -> str:
-    """:func:`bench_onnx_files`' report as a table a person reads."""
+    """:func:`bench_onnx_files`' report as a table a person reads: a row per file, named by its
+    card, or by its path where two cards share a name (freshly exported runs all read
+    ``gcn-v1``)."""
     lines = [
         _heading(report, "runs (the files take turns)"),
         f"{'batch':>6} {'model':<24} {'end to end':>11} {'session':>9} {'vs first':>9}",
     ]
     for row in report["results"]:
+        names = [entry["model"] for entry in row["models"]]
         for entry in row["models"]:
+            label = entry["model"] if names.count(entry["model"]) == 1 else entry["file"]
             lines.append(
-                f"{row['batch_size']:>6} {entry['model']:<24} {entry['eq_per_s']:>11.1f} "
+                f"{row['batch_size']:>6} {label:<24} {entry['eq_per_s']:>11.1f} "
                 f"{entry['model_eq_per_s']:>9.1f} {entry['ratio_to_first']:>8.2f}x"
             )
     return "\n".join(lines)

@@ -192,11 +192,14 @@ def test_cli_bench_embed_of_model_files(model_path: Path, capsys: pytest.Capture
     for row in report["results"]:
         first, second = row["models"]
         assert (first["model"], second["model"]) == ("gcn-v7", "gcn-v7")
+        assert (first["file"], second["file"]) == (str(shipped), str(model_path))
         assert first["ratio_to_first"] == 1.0 and second["ratio_to_first"] > 0
         assert second["eq_per_s"] <= second["model_eq_per_s"]  # end to end includes packing
     assert main([*argv, "--repeat", "1", "--no-progress"]) == 0
     table = capsys.readouterr().out
     assert "vs first" in table and f"cpu: {describe_cpu().summary()}" in table
+    # both cards read gcn-v7, so each row is named by its file
+    assert str(shipped) in table and str(model_path) in table
     assert main([*argv[:-4], "--onnx", str(model_path.with_name("none.onnx"))]) == 1
     assert "does not exist" in capsys.readouterr().err
     assert main([*argv[:5], "--equations", "100000", "--onnx", str(shipped)]) == 1
