@@ -18,7 +18,7 @@ For every run not finished under ``--out`` it calls, in order:
    runs);
 2. ``mathsearch export`` of its checkpoint to ``RUN/model.onnx``;
 3. ``mathsearch eval ranking`` on the hepth2003 held-out papers (``--triplets``, 2,000 by
-   default: issue 20's figure).
+   default: issue 20's figure), the same triplets (seed 0) whatever the run's ``--seed``.
 
 Each step's output lands in ``RUN/`` (``train.json``, ``model.onnx``, ``ranking.json``), so a run
 that stopped half-way resumes at the step it lacks (a run stopped during training trains again
