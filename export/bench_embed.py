@@ -25,6 +25,7 @@ import os
 import statistics
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -269,6 +270,7 @@ def bench_onnx_files(
     from mathsearch.export.runtime import Encoder
 
     threads = threads or os.cpu_count() or 1
+    files = [str(path) for path in paths]
     encoders = [Encoder(path, device=device, threads=threads) for path in paths]
     bar = tqdm(
         total=len(batch_sizes) * len(encoders) * (repeat + 1),
@@ -295,13 +297,13 @@ def bench_onnx_files(
                     "models": [
                         {
                             "model": encoder.card.name,
-                            "file": str(path),
+                            "file": file,
                             "eq_per_s": round(rate, 1),
                             "model_eq_per_s": round(model_rate, 1),
                             "ratio_to_first": round(rate / max(first, 1e-12), 3),
                         }
-                        for path, encoder, (rate, model_rate) in zip(
-                            paths, encoders, rates, strict=True
+                        for file, encoder, (rate, model_rate) in zip(
+                            files, encoders, rates, strict=True
                         )
                     ],
                 }
@@ -311,7 +313,7 @@ def bench_onnx_files(
     return {
         **_sample(graphs, repeat, threads),
         "providers": encoders[0].providers,
-        "files": [str(path) for path in paths],
+        "files": files,
         "results": results,
     }
 
@@ -325,9 +327,9 @@ def format_files(report: dict[str, Any]) -> str:
         f"{'batch':>6} {'model':<24} {'end to end':>11} {'session':>9} {'vs first':>9}",
     ]
     for row in report["results"]:
-        names = [entry["model"] for entry in row["models"]]
+        names = Counter(entry["model"] for entry in row["models"])
         for entry in row["models"]:
-            label = entry["model"] if names.count(entry["model"]) == 1 else entry["file"]
+            label = entry["model"] if names[entry["model"]] == 1 else entry["file"]
             lines.append(
                 f"{row['batch_size']:>6} {label:<24} {entry['eq_per_s']:>11.1f} "
                 f"{entry['model_eq_per_s']:>9.1f} {entry['ratio_to_first']:>8.2f}x"
