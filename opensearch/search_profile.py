@@ -3,7 +3,8 @@
 A profile is a JSON file holding the parameters of
 :class:`~mathsearch.opensearch.search_request.SearchRequest`
 that shape the ranking (mode, alpha, window, depth, normalisation, combination, rank constant,
-k, max_df, and the encoders whose fields it searches, when not the index's default one) plus
+k, max_df, the encoders whose fields it searches, when not the index's default one, and the
+second stage's ``rerank`` encoders, window and alpha) plus
 where they came from (``source``: e.g. the tune report and the metric it
 maximised). ``mathsearch search --profile P`` and ``mathsearch serve --profile P`` start from the
 profile; flags or request fields given explicitly still win. Without ``--profile`` they (and the
@@ -59,6 +60,11 @@ class SearchProfile:
     #: the encoders whose vector fields every search uses (families or ``.onnx`` paths, as
     #: ``search --encoders``); empty: the index's default field
     encoders: tuple[str, ...] = ()
+    #: the second stage's encoders (``search --rerank``): the top ``rerank_window`` hits of a
+    #: hybrid mode re-ranked with their vectors at query time; empty: no second stage
+    rerank: tuple[str, ...] = ()
+    rerank_window: int = SearchRequest.rerank_window
+    rerank_alpha: float = SearchRequest.rerank_alpha
     source: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def request(self, latex: str, **overrides: Any) -> SearchRequest:
@@ -72,6 +78,8 @@ class SearchProfile:
         values: dict[str, Any] = {name: getattr(self, name) for name in RANKING_FIELDS}
         if self.encoders and not (overrides.get("vector_field") or overrides.get("vector_fields")):
             values["encoders"] = self.encoders
+        if self.rerank:
+            values["rerank"] = self.rerank
         values.update(overrides)
         k = int(values.get("k", self.k))
         values["window"] = max(int(values["window"]), k)
@@ -87,6 +95,11 @@ class SearchProfile:
             data["encoders"] = list(self.encoders)
         else:  # a one-field profile reads as before
             del data["encoders"]
+        if self.rerank:
+            data["rerank"] = list(self.rerank)
+        else:  # a profile without a second stage reads as before
+            for name in ("rerank", "rerank_window", "rerank_alpha"):
+                del data[name]
         return {"format": PROFILE_FORMAT, **data}
 
     @classmethod
@@ -106,6 +119,12 @@ class SearchProfile:
                 f"bad search profile: encoders must be names, not {encoders!r}"
             )
         data["encoders"] = tuple(encoders)
+        rerank = data.get("rerank", ())
+        if not isinstance(rerank, (list, tuple)) or not all(
+            isinstance(name, str) and name.strip() for name in rerank
+        ):
+            raise ConfigurationError(f"bad search profile: rerank must be names, not {rerank!r}")
+        data["rerank"] = tuple(rerank)
         try:
             profile = cls(**data)
             profile = replace(
@@ -138,7 +157,11 @@ class SearchProfile:
     def label(self) -> str:
         """Where the profile came from, in a few words (for logs and the demo)."""
         origin = self.source.get("name") or self.source.get("report") or "request defaults"
-        return f"{origin} ({self.mode.value}, alpha {self.alpha:g})"
+        second = ""
+        if self.rerank and self.rerank_window:
+            names = ", ".join(_short(name) for name in self.rerank)
+            second = f"; rerank top {self.rerank_window} by {names}, alpha {self.rerank_alpha:g}"
+        return f"{origin} ({self.mode.value}, alpha {self.alpha:g}{second})"
 
     @classmethod
     def load(cls, path: str | Path) -> SearchProfile:
@@ -167,5 +190,14 @@ class SearchProfile:
 #: of the matching ``search`` flags and ``POST /search`` fields.
 #: (``encoders`` is a profile field too, but its flag and body field take their own forms.)
 RANKING_FIELDS = tuple(
-    f.name for f in fields(SearchProfile) if f.name not in {"source", "encoders"}
+    f.name for f in fields(SearchProfile) if f.name not in {"source", "encoders", "rerank"}
 )
+
+
+def _short(name: str) -> str:
+    """An encoder's name for a label: a model file's stem, a family as it is.
+
+    >>> _short("export/models/gcn-v8.onnx"), _short("gcn")
+    ('gcn-v8', 'gcn')
+    """
+    return Path(name).stem if name.endswith(".onnx") else name

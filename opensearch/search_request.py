@@ -5,6 +5,9 @@ The vectors: ``encoders`` (families or ``.onnx`` paths, whose cards name their f
 ``weights`` gives each subquery's share, ``[bm25, field 1, ..., field n]`` (sum 1); without it
 BM25 gets ``1 - alpha`` and each field ``alpha / n``. ``max_df`` and ``max_terms`` choose the
 query tokens BM25 gets (:mod:`mathsearch.opensearch.token_stats`; None or 0: all).
+``rerank`` (families or ``.onnx`` paths) re-ranks the top ``rerank_window`` hits of a hybrid
+mode with those encoders' vectors, computed at query time, at share ``rerank_alpha``
+(:mod:`mathsearch.opensearch.window_rerank`; ``rerank_window`` 0 or no ``rerank``: off).
 ``annotate`` False asks for the ranking alone: each hit's id, paper and score, without the
 stored text, matched tokens and highlight a reader sees (a tuning or evaluation run reads
 nothing else; the ranking is the same either way).
@@ -51,6 +54,9 @@ class SearchRequest:
     weights: tuple[float, ...] | None = None
     annotate: bool = True
     offset: int = 0
+    rerank: tuple[str, ...] = ()
+    rerank_window: int = 50
+    rerank_alpha: float = 0.6
 
     def __post_init__(self) -> None:
         """Accept the enums' names as strings (``mode="rrf"``); an unknown one is a QueryError."""
@@ -91,6 +97,14 @@ class SearchRequest:
             raise QueryError(f"max_df must lie in (0, 1], not {self.max_df}")
         if self.max_terms is not None and self.max_terms < 0:
             raise QueryError(f"max_terms must be >= 0 (0: every token), not {self.max_terms}")
+        if not 0 <= self.rerank_window <= 1000:
+            raise QueryError(
+                f"rerank_window must lie in [0, 1000] (0: off), not {self.rerank_window}"
+            )
+        if not 0.0 <= self.rerank_alpha <= 1.0:
+            raise QueryError(f"rerank_alpha must lie in [0, 1], not {self.rerank_alpha}")
+        if any(not str(name).strip() for name in self.rerank):
+            raise QueryError("rerank: name each encoder (a family or an .onnx path)")
         if self.depth < self.k or self.window < self.k:
             raise QueryError(f"depth ({self.depth}) and window ({self.window}) must be >= k")
         if self.weights is not None:
@@ -117,4 +131,15 @@ class SearchRequest:
             out["max_terms"] = self.max_terms
         if self.weights is not None and spec.uses_vectors:
             out["weights"] = list(self.weights)
+        if self.reranks:
+            out["rerank"] = list(self.rerank)
+            out["rerank_window"] = self.rerank_window
+            out["rerank_alpha"] = self.rerank_alpha
         return out
+
+    @property
+    def reranks(self) -> bool:
+        """Whether a second stage re-ranks this request's window: ``rerank`` encoders, a window
+        above 0 and a hybrid mode (one with both a BM25 and a vector side)."""
+        spec = MODES[self.mode]
+        return bool(self.rerank) and self.rerank_window > 0 and spec.uses_bm25 and spec.uses_vectors

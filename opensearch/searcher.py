@@ -18,6 +18,10 @@ in every mode that uses BM25.
 ``explain`` adds a :class:`~mathsearch.opensearch.results.ScoreBreakdown` to every hit (each
 subquery's raw and normalised score and the formula), ``group`` groups the hits by document.
 
+A second stage: a hybrid request naming ``rerank`` encoders gets its first stage's top
+``rerank_window`` hits re-ranked with those encoders' vectors, computed here at query time
+(:mod:`mathsearch.opensearch.window_rerank`).
+
 Several encoders: a request naming ``encoders`` (or ``vector_fields``) is featurised once and
 embedded by each (:class:`~mathsearch.opensearch.query_encoder.ModelQueryEncoder`); every mode
 then uses every field (one hybrid query of BM25 + one kNN per field for fusion and rrf,
@@ -70,6 +74,7 @@ from mathsearch.opensearch.search_fields import EQUATION_FIELDS, EQUATION_SOURCE
 from mathsearch.opensearch.search_request import SearchRequest
 from mathsearch.opensearch.token_stats import TokenStats
 from mathsearch.opensearch.vector_plan import VectorPlan, plan_vectors, requested_fields
+from mathsearch.opensearch.window_rerank import RerankVectors, rerank_hits
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +105,8 @@ class Searcher(SearchCalls):
         self.renderer = MathMLRenderer()
         #: memoised reads for a run over an index nothing writes to (tuning); see read_cache
         self.read_cache: ReadCache | None = None
+        #: the second stage's encoders and their vectors of candidates (``rerank``)
+        self.rerank_vectors = RerankVectors()
 
     # -- public -------------------------------------------------------------------------------
 
@@ -131,7 +138,11 @@ class Searcher(SearchCalls):
         # a page further down (offset) is the same ranking cut further down
         last = request.offset + request.k
         size = max(last, min(request.depth, request.window)) if request.group else last
+        if request.reranks:  # the second stage needs the first stage's whole window
+            size = max(size, request.rerank_window)
         hits = spec.run(self, replace(request, k=size), tokens, plan)
+        if request.reranks:
+            hits = rerank_hits(self, request, tokens, hits, self.rerank_vectors)
         groups = group_hits(hits, last)[request.offset :] if request.group else None
         if not request.group:
             hits = hits[request.offset : last]

@@ -41,6 +41,8 @@ INDEX_EXAMPLES = """\
   M=export/models; mathsearch eval retrieval --task same-document --held-out -o eval-sd-ho-4f \\
       --topics 800 --encoders gcn,$M/gcn-v8.onnx,$M/gcn-v9.onnx,$M/gcn-v10.onnx --no-pya0
       (four graph CNNs' fields: docs/evaluation.md, "Four graph CNN fields")
+  mathsearch eval retrieval --task same-document --validation -o eval-sd-v7 --topics 800 \
+      --no-rerank --no-pya0   (the first stage alone, without the default profile's rerank)
   mathsearch eval retrieval --task same-document -o eval-small --papers 10 --topics 20 \\
       --grid mode=fusion,rescore alpha=0.3,0.7 --no-pya0 --json
 """
@@ -122,6 +124,16 @@ def add_index_options(parser: argparse.ArgumentParser) -> None:
         "the default model; every mode searches their fields (several: BM25 + one kNN list per "
         "field, as `search --encoders`), e.g. seq2seq or gcn,export/models/gcn-v8.onnx",
     )
+    second = group.add_mutually_exclusive_group()
+    second.add_argument(
+        "--rerank",
+        metavar="E1,E2",
+        help="every hybrid mode (and the tuning grid) re-ranks its top rerank_window hits with "
+        "these encoders at query time, as `search --rerank` (default: the default profile's)",
+    )
+    second.add_argument(
+        "--no-rerank", action="store_true", help="no second stage, whatever the profile says"
+    )
     group.add_argument("--pya0-dir", metavar="DIR", help="pya0 workdir (default DIR/pya0)")
 
 
@@ -182,6 +194,13 @@ def run_index_form(
             # an unknown family, a missing model or two models on one field fail here, not
             # after minutes of featurisation
             eval_encoders(encoders)
+        rerank = None
+        if getattr(args, "rerank", None):
+            from mathsearch.export.embedders import parse_encoders
+
+            rerank = parse_encoders(args.rerank)
+        elif getattr(args, "no_rerank", False):
+            rerank = []
         settings = OpenSearchSettings.from_env()
         client = connect(settings)
         check_cluster(client, settings)  # before minutes of featurisation
@@ -207,7 +226,7 @@ def run_index_form(
         result = run_retrieval_eval(
             data, args.out, index=args.index, k=args.depth, seed=args.seed, metric=args.metric,
             pya0=not args.no_pya0, pya0_dir=args.pya0_dir, grid=grid, client=client,
-            settings=settings, progress=progress, encoders=encoders,
+            settings=settings, progress=progress, encoders=encoders, rerank=rerank,
         )  # fmt: skip
     except Pya0Unavailable:
         return fail(f"pya0 (Approach Zero) is not importable; {PYA0_HINT}")

@@ -62,6 +62,8 @@ def add_search(commands: Any) -> None:
               mathsearch search 'x^2+y^2' --encoders gcn,seq2seq --mode knn --explain
               mathsearch search --like '0301004#2' --mode fusion --k 5    (similar equations)
               mathsearch search 'E = mc^2' --k 10 --offset 10                (the second page)
+              mathsearch search 'x^2+y^2' --rerank gcn-v8.onnx,gcn-v9.onnx --rerank-window 50
+              mathsearch search 'x^2+y^2' --no-rerank                     (the first stage alone)
 
             Without --profile every ranking parameter has the default shown; with it, the
             profile's value (a flag given explicitly still wins).
@@ -160,6 +162,23 @@ def add_search(commands: Any) -> None:
         help="each subquery's share, BM25 first then one per vector field, summing to 1 "
         "(default: 1-alpha for BM25, alpha split evenly over the fields)",
     )
+    rerank = parser.add_mutually_exclusive_group()
+    rerank.add_argument(
+        "--rerank",
+        metavar="E1,E2",
+        help="a second stage: re-rank the top --rerank-window hits of a hybrid mode with these "
+        "encoders' vectors, computed at query time (families or .onnx paths; the index need not "
+        "hold them; default: the profile's)",
+    )
+    rerank.add_argument(
+        "--no-rerank", action="store_true", help="no second stage, whatever the profile says"
+    )
+    parser.add_argument(
+        "--rerank-window", type=int, metavar="N", help="hits the second stage re-ranks (0: off)"
+    )
+    parser.add_argument(
+        "--rerank-alpha", type=float, metavar="A", help="the rerank encoders' share, 0..1"
+    )
     parser.add_argument("--index", help="equation index alias (default <prefix>-equations)")
     parser.add_argument("--model", help="ONNX model for the query (default MATHSEARCH_MODEL)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
@@ -244,7 +263,13 @@ def run_search(args: argparse.Namespace) -> int:
         searcher = Searcher(connect(settings), alias, encoder=ModelQueryEncoder(args.model))
         profile = SearchProfile.load(args.profile) if args.profile else SearchProfile.default()
         # --encoders replaces the profile's encoders; without it the profile's are kept
-        named = {"encoders": tuple(parse_encoders(args.encoders))} if args.encoders else {}
+        named: dict[str, Any] = (
+            {"encoders": tuple(parse_encoders(args.encoders))} if args.encoders else {}
+        )
+        if args.rerank:
+            named["rerank"] = tuple(parse_encoders(args.rerank))
+        elif args.no_rerank:
+            named["rerank"] = ()
         request = profile.request(
             args.latex,
             text=args.text,

@@ -243,6 +243,7 @@ def run_retrieval_eval(
     encoder: Any = None,
     progress: bool = True,
     encoders: Sequence[str] | None = None,
+    rerank: Sequence[str] | None = None,
 ) -> RetrievalEval:
     """Run one evaluation (see the module docstring) and write its files; returns the result.
 
@@ -254,7 +255,9 @@ def run_retrieval_eval(
     their vector fields (one: that field; several: BM25 and one kNN list per field, each field
     weighted ``alpha / n``, as ``mathsearch search --encoders``); the collection is indexed with
     the default model first (so that an equation these encoders refuse is still indexed, with
-    its refusal) and then them, one encoder per field.
+    its refusal) and then them, one encoder per field. ``rerank`` (None: the default
+    profile's) replaces the second stage's encoders of every hybrid row and of the grid
+    (``[]``: none); BM25 and kNN alone never re-rank.
 
     Raises:
         ClusterUnavailableError: the cluster does not answer.
@@ -310,6 +313,8 @@ def run_retrieval_eval(
     # the grid keeps the query tokens of the profile users get (max_terms, max_df) unless it
     # names them, so the tuned row and the default rows below search with the same tokens
     base = replace(SearchProfile.default(), encoders=tuple(encoders or ()))
+    if rerank is not None:
+        base = replace(base, rerank=tuple(rerank))
     configs = expand({**(grid or DEFAULT_GRID), "k": (k,)}, base=base)
     tuned = tune(
         searcher, tune_topics, _subset(data.qrels, tune_topics), configs,

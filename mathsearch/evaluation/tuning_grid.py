@@ -7,10 +7,12 @@ inclusive numeric range, or a JSON file (an object of key to list, value or rang
     combination=arithmetic_mean,geometric_mean window=50,100 k=10,100 depth=100 rank_constant=60
 
 Keys: ``mode`` (or ``all``), ``alpha``, ``normalization``, ``combination``, ``window``, ``k``,
-``depth``, ``rank_constant``, ``max_df``, ``max_terms`` (0: every token). A key left out takes
-one value: the default grid's ``k``/``window``/``depth`` (100), the ``base`` profile's
-``max_df``/``max_terms`` (``mathsearch tune`` and ``eval retrieval`` pass the shipped default
-profile, so a grid is tuned with the query tokens users get), or
+``depth``, ``rank_constant``, ``max_df``, ``max_terms`` (0: every token), ``rerank_window`` and
+``rerank_alpha`` (the second stage of a base profile with ``rerank`` encoders; 0: off). A key left
+out takes one value: the default grid's ``k``/``window``/``depth`` (100), the ``base`` profile's
+``max_df``/``max_terms``/``rerank_window``/``rerank_alpha`` (``mathsearch tune`` and ``eval
+retrieval`` pass the shipped default profile, so a grid is tuned with the query tokens and the
+second stage users get), or
 :class:`~mathsearch.opensearch.search_profile.SearchProfile`'s default (mode fusion, alpha 0.5,
 min_max, arithmetic_mean, rank constant 60, every query token). Each mode combines only the
 parameters it uses (those of :meth:`SearchRequest.parameters`: alpha for rescore, knn-rescore and
@@ -48,11 +50,11 @@ logger = logging.getLogger(__name__)
 #: Grid key -> one parameter's values.
 Grid = dict[str, tuple[Any, ...]]
 
-FLOAT_KEYS = ("alpha", "max_df")
-INT_KEYS = ("window", "k", "depth", "rank_constant", "max_terms")
+FLOAT_KEYS = ("alpha", "max_df", "rerank_alpha")
+INT_KEYS = ("window", "k", "depth", "rank_constant", "max_terms", "rerank_window")
 ENUM_KEYS = {"mode": Mode, "normalization": Normalization, "combination": Combination}
 KEYS = ("mode", "alpha", "normalization", "combination", "window", "k", "depth")
-KEYS += ("rank_constant", "max_df", "max_terms")
+KEYS += ("rank_constant", "max_df", "max_terms", "rerank_window", "rerank_alpha")
 
 #: Values of the keys a grid leaves out (tuning evaluates 100 results deep by default).
 BASE: dict[str, Any] = {f.name: f.default for f in fields(SearchProfile) if f.name in KEYS}
@@ -68,7 +70,7 @@ DEFAULT_GRID: Grid = {
 }
 
 _SHORT = {"alpha": "a", "window": "w", "depth": "d", "rank_constant": "rc", "max_df": "df"}
-_SHORT["max_terms"] = "mt"
+_SHORT.update(max_terms="mt", rerank_window="rw", rerank_alpha="ra")
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,7 @@ def parse_grid(specs: Sequence[str]) -> Grid:
 
 #: The keys a ``base`` profile gives :func:`expand` when the grid leaves them out: the query-token
 #: selection, which every mode shares and which the shipped profile fixes.
-BASE_KEYS = ("max_df", "max_terms")
+BASE_KEYS = ("max_df", "max_terms", "rerank_window", "rerank_alpha")
 
 
 def expand(grid: Grid, base: SearchProfile | None = None) -> list[Configuration]:
@@ -122,7 +124,8 @@ def expand(grid: Grid, base: SearchProfile | None = None) -> list[Configuration]
     ``base`` (e.g. the shipped default profile) gives the query-token keys (:data:`BASE_KEYS`)
     that ``grid`` leaves out, so that the grid is tuned with the query tokens users get;
     without it they take :class:`SearchProfile`'s defaults (every token). Every configuration
-    searches ``base``'s encoders (none: the index's default field).
+    searches ``base``'s encoders (none: the index's default field), and its hybrid modes
+    re-rank with ``base``'s second stage (``rerank``: the window and alpha are grid keys too).
     """
     unknown = sorted(set(grid) - set(KEYS))
     if unknown:
@@ -131,6 +134,7 @@ def expand(grid: Grid, base: SearchProfile | None = None) -> list[Configuration]
     if base is not None:
         fallback.update({key: getattr(base, key) for key in BASE_KEYS})
     encoders = base.encoders if base is not None else ()
+    rerank = base.rerank if base is not None else ()
     values = {key: tuple(grid.get(key) or (fallback[key],)) for key in KEYS}
     seen: set[tuple[Any, ...]] = set()
     out: list[Configuration] = []
@@ -139,9 +143,12 @@ def expand(grid: Grid, base: SearchProfile | None = None) -> list[Configuration]
         axes = [values[key] if key in used else (fallback[key],) for key in KEYS[1:]]
         for combo in itertools.product(*axes):
             chosen = dict(zip(KEYS[1:], combo, strict=True))
-            profile = SearchProfile(mode=Mode(mode), encoders=encoders, **chosen)
+            profile = SearchProfile(mode=Mode(mode), encoders=encoders, rerank=rerank, **chosen)
             config = _grid_point(profile, f"grid point {mode} {chosen}")
-            key = tuple(sorted(config.parameters().items()))
+            key = tuple(
+                (name, tuple(v) if isinstance(v, list) else v)
+                for name, v in sorted(config.parameters().items())
+            )
             if key not in seen:
                 seen.add(key)
                 out.append(config)
@@ -195,7 +202,7 @@ def config_name(profile: SearchProfile) -> str:
     """
     parts = [profile.mode.value]
     for key, value in profile.request("x").parameters().items():
-        if key == "k":
+        if key in ("k", "rerank"):  # the encoders: every point of a grid shares its base's
             continue
         parts.append(f"{value}" if key in ENUM_KEYS else f"{_SHORT.get(key, key)}{value:g}")
     parts.append(f"k{profile.k}")
@@ -204,7 +211,8 @@ def config_name(profile: SearchProfile) -> str:
 
 def _used(mode: Mode) -> set[str]:
     """The grid keys that shape ``mode``'s ranking."""
-    params = SearchProfile(mode=mode, max_df=0.5, max_terms=1).request("x").parameters()
+    probe = SearchProfile(mode=mode, max_df=0.5, max_terms=1, rerank=("gcn",))
+    params = probe.request("x").parameters()
     return set(params) | {"k"}
 
 
@@ -261,7 +269,12 @@ def _value(key: str, item: str) -> list[Any]:
         raise ConfigurationError(f"max_df {item!r} must lie in (0, 1]")
     if key == "max_terms" and not all(v >= 0 for v in values):
         raise ConfigurationError(f"max_terms {item!r} must be >= 0 (0: every token)")
-    if key in INT_KEYS and key != "max_terms" and not all(v >= 1 for v in values):
+    if key == "rerank_alpha" and not all(0.0 <= v <= 1.0 for v in values):
+        raise ConfigurationError(f"rerank_alpha {item!r} must lie in [0, 1]")
+    if key == "rerank_window" and not all(0 <= v <= 1000 for v in values):
+        raise ConfigurationError(f"rerank_window {item!r} must lie in [0, 1000] (0: off)")
+    positive = key not in ("max_terms", "rerank_window")
+    if key in INT_KEYS and positive and not all(v >= 1 for v in values):
         raise ConfigurationError(f"{key} {item!r} must be a positive integer")
     return values
 

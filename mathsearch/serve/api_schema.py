@@ -76,6 +76,15 @@ class SearchBody(_Strict):
     max_terms: int | None = Field(
         None, ge=0, description="BM25 gets the N most informative query tokens (0: all)"
     )
+    rerank_window: int | None = Field(
+        None,
+        ge=0,
+        le=1000,
+        description="hits the second stage re-ranks with the profile's rerank encoders (0: off)",
+    )
+    rerank_alpha: float | None = Field(
+        None, ge=0.0, le=1.0, description="the rerank encoders' share in the second stage"
+    )
     filters: FiltersBody | None = None
     group: bool = Field(False, description="group the hits by document")
     explain: bool = Field(False, description="each hit's score breakdown")

@@ -1,0 +1,298 @@
+"""A second stage at query time: the first stage's top window re-ranked with heavier encoders.
+
+The index holds the vectors of a cheap encoder (the default graph CNN: its CPU embedding rate
+sets the indexing speed). A request naming ``rerank`` encoders takes the top ``rerank_window``
+hits of its first stage (any hybrid mode), embeds those candidates and the query with the
+``rerank`` encoders in this process - encoders whose vectors the index need not hold, such as the
+seed-size towers that embed at 0.07-0.15x the default's CPU rate - and ranks the window by the
+window-normalised interpolation of the ``rescore`` mode (the figure-embeddings seed's tf-idf +
+embedding scheme, :mod:`mathsearch.opensearch.window_rescore`)::
+
+    score(d) = (1 - a) * N(bm25)(d) + a / n * sum_e N((1 + cos(q_e, v_e(d))) / 2)  + offset
+    N        = min_max over the window W; a = rerank_alpha; e = each of the n rerank encoders
+    offset   = the largest first-stage score after the window (0 if none is positive), so the
+               window stays above the hits past it (they keep their order and scores)
+
+BM25 is the exact score of each candidate (one filtered search,
+:meth:`~mathsearch.opensearch.searcher.Searcher.bm25_scores`), not the first stage's fused
+score. A candidate an encoder cannot embed (no LaTeX stored, or the encoder refuses it) gets no
+term for that encoder, as in ``rescore``. The cost moves from every indexed equation to
+``rerank_window`` candidates per query; :class:`RerankVectors` keeps each (encoder, equation)
+vector in an LRU cache (``MATHSEARCH_RERANK_CACHE`` entries, default 50,000), so an equation
+that comes back in later windows is embedded once per process.
+
+Measured on the validation papers (docs/tuning.md, "A second stage"), window 50, alpha 0.6,
+gcn-v8 + gcn-v9 + gcn-v10 over gcn-v7's fusion lifts nDCG@10 by about +0.03.
+
+Example::
+
+    request = SearchRequest(r"\\frac{1}{2} m^2 \\phi^2", mode=Mode.FUSION,
+                            rerank=("export/models/gcn-v8.onnx",), rerank_window=50)
+    hits = searcher.search(request).hits      # the window re-ranked by gcn-v8 and BM25
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mathsearch.core.errors import QueryError
+from mathsearch.opensearch.fusion import Normalization
+from mathsearch.opensearch.window_rescore import WindowScore, cosine01, rank_window, rescore_window
+
+if TYPE_CHECKING:
+    from mathsearch.opensearch.results import Hit
+    from mathsearch.opensearch.search_request import SearchRequest
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "CACHE_ENV",
+    "RerankVectors",
+    "rerank_hits",
+    "rerank_order",
+    "rerank_weights",
+    "shipped_or_path",
+]
+
+#: Environment variable: how many (encoder, equation) vectors :class:`RerankVectors` keeps.
+CACHE_ENV = "MATHSEARCH_RERANK_CACHE"
+DEFAULT_CACHE = 50_000
+
+Vector = np.ndarray
+
+
+def shipped_or_path(name: str) -> str:
+    """A family as it is; an ``.onnx`` path as given when it exists, else the shipped model of
+    that file name (``gcn-v8.onnx`` in ``mathsearch/export/models``), so that a profile can
+    name shipped models whatever the working directory.
+
+    >>> shipped_or_path("gcn"), Path(shipped_or_path("gcn-v8.onnx")).parent.name
+    ('gcn', 'models')
+    """
+    if not name.endswith(".onnx") or Path(name).is_file():
+        return name
+    from mathsearch.export.embedders import MODELS_DIR
+
+    shipped = MODELS_DIR / Path(name).name
+    return str(shipped) if shipped.is_file() else name
+
+
+def rerank_weights(alpha: float, encoders: int) -> list[float]:
+    """``[1 - alpha, alpha / n, ...]``: BM25's share, then each of the ``n`` encoders'.
+
+    >>> rerank_weights(0.6, 3)
+    [0.4, 0.2, 0.2, 0.2]
+    """
+    if encoders < 1:
+        raise QueryError("rerank needs at least one encoder")
+    return [round(1.0 - alpha, 12)] + [round(alpha / encoders, 12)] * encoders
+
+
+def rerank_order(
+    bm25: Sequence[float],
+    columns: Sequence[Sequence[float | None]],
+    alpha: float,
+) -> tuple[list[int], list[WindowScore]]:
+    """The window's positions best first, and every position's :class:`WindowScore`.
+
+    Args:
+        bm25: each candidate's BM25 score, in first-stage order.
+        columns: per rerank encoder, each candidate's ``(1 + cos) / 2`` (None: no vector).
+        alpha: the encoders' share (split evenly over them).
+
+    Ties keep the first stage's order.
+
+    >>> order, scores = rerank_order([3.0, 2.0, 1.0], [[0.5, 0.9, 0.7]], 0.6)
+    >>> order, [round(s.score, 3) for s in scores]
+    ([1, 0, 2], [0.401, 0.8, 0.3])
+    """
+    weights = rerank_weights(alpha, len(columns))
+    scores = rescore_window(bm25, columns, weights, Normalization.MIN_MAX)
+    return rank_window(scores), scores
+
+
+class RerankVectors:
+    """The rerank encoders' vectors of LaTeX strings: each encoder loaded once, each
+    (encoder, LaTeX) pair embedded once while it stays among the ``capacity`` most recent."""
+
+    def __init__(self, capacity: int | None = None) -> None:
+        if capacity is None:
+            capacity = int(os.environ.get(CACHE_ENV, "").strip() or DEFAULT_CACHE)
+        if capacity < 0:
+            raise QueryError(f"{CACHE_ENV} must be >= 0, not {capacity}")
+        self.capacity = capacity
+        self._cache: OrderedDict[tuple[str, str], Vector | None] = OrderedDict()
+        self._embedders: dict[str, Any] = {}
+        self._featurisers: dict[bool, Any] = {}
+        #: how many equations were embedded (cache misses), for benchmarks and tests
+        self.embedded = 0
+
+    def embedder(self, name: str) -> Any:
+        """The embedder of a family or an ``.onnx`` path (loaded on first use).
+
+        Raises:
+            QueryError: no such model or card, or one that does not fit this featurisation.
+        """
+        if name not in self._embedders:
+            from mathsearch.export.embedders import as_embedder
+            from mathsearch.export.errors import ExportError
+
+            try:
+                self._embedders[name] = as_embedder(shipped_or_path(name))
+            except (ValueError, ExportError) as exc:
+                raise QueryError(f"rerank encoder {name!r}: {exc}") from exc
+            logger.info("rerank encoder %s ready", self._embedders[name].vector_field)
+        return self._embedders[name]
+
+    def vectors(
+        self, encoders: Sequence[str], equations: Sequence[tuple[str, str]]
+    ) -> list[list[Vector | None]]:
+        """Per encoder, each equation's vector (None: it could not be embedded).
+
+        ``equations`` are ``(latex, mathml)`` pairs (the MathML is used when there is no LaTeX);
+        a pair with neither gets None.
+        """
+        out = []
+        for name in encoders:
+            embedder = self.embedder(name)
+            keys = [(name, latex or mathml) for latex, mathml in equations]
+            todo = list(dict.fromkeys(k for k in keys if k[1] and k not in self._cache))
+            fresh = self._embed(embedder, todo, dict(zip(keys, equations, strict=True)))
+            column: list[Vector | None] = []
+            for key in keys:
+                if key in fresh:
+                    column.append(fresh[key])
+                elif key in self._cache:
+                    self._cache.move_to_end(key)
+                    column.append(self._cache[key])
+                else:
+                    column.append(None)  # neither LaTeX nor MathML
+            out.append(column)
+        return out
+
+    def _embed(
+        self,
+        embedder: Any,
+        keys: list[tuple[str, str]],
+        source: dict[tuple[str, str], tuple[str, str]],
+    ) -> dict[tuple[str, str], Vector | None]:
+        """Featurise and embed ``keys``' equations; cache and return their vectors."""
+        if not keys:
+            return {}
+        from mathsearch.export.embedder_base import EmbedRefusal, embed_safely
+        from mathsearch.export.families import needs_prefix
+        from mathsearch.indexer.parse import Featuriser
+        from mathsearch.indexer.records import EquationRecord, Failure
+
+        with_prefix = needs_prefix([embedder.family])
+        if with_prefix not in self._featurisers:
+            self._featurisers[with_prefix] = Featuriser(with_prefix=with_prefix)
+        records = [
+            EquationRecord(
+                eq_id=f"rerank-{n}",
+                doc_id="",
+                position=n,
+                latex=latex or None,
+                mathml=mathml or None,
+            )
+            for n, (latex, mathml) in enumerate(source[key] for key in keys)
+        ]
+        parsed = self._featurisers[with_prefix].parse_batch(records)
+        good = [(key, p) for key, p in zip(keys, parsed, strict=True) if not isinstance(p, Failure)]
+        results = embed_safely(embedder, [p.embed_item() for _, p in good]) if good else []
+        fresh: dict[tuple[str, str], Vector | None] = dict.fromkeys(keys)
+        for (key, _), result in zip(good, results, strict=True):
+            if not isinstance(result, EmbedRefusal):
+                fresh[key] = np.asarray(result, dtype=np.float32)
+        self.embedded += len(keys)
+        if self.capacity:
+            for key, vector in fresh.items():
+                self._cache[key] = vector
+            while len(self._cache) > self.capacity:
+                self._cache.popitem(last=False)
+        return fresh
+
+
+def rerank_hits(
+    ctx: Any,
+    request: SearchRequest,
+    tokens: list[str],
+    hits: list[Hit],
+    vectors: RerankVectors,
+) -> list[Hit]:
+    """``hits`` (the first stage, best first) with the top ``request.rerank_window`` re-ranked
+    (see the module docstring); the rest follow unchanged.
+
+    ``ctx`` is the searcher (:meth:`bm25_scores`, :meth:`sources_of`, ``fields``).
+
+    Raises:
+        QueryError: a rerank encoder that cannot be loaded, or one that refuses the query.
+    """
+    size = min(request.rerank_window, len(hits))
+    if size < 1 or not request.rerank:
+        return hits
+    window, rest = hits[:size], hits[size:]
+    ids = [hit.eq_id for hit in window]
+    bm25 = ctx.bm25_scores(ids, tokens, request.text)
+    display = ctx.fields.display
+    missing = [hit.eq_id for hit in window if not (hit.latex or hit.mathml)]
+    stored = ctx.sources_of(missing, (display, "mathml")) if missing else {}
+    equations = []
+    for hit in window:
+        found = stored.get(hit.eq_id, {})
+        latex = hit.latex or str(found.get(display) or "")
+        mathml = hit.mathml or str(found.get("mathml") or "")
+        equations.append((latex, mathml))
+    encoders = list(request.rerank)
+    query = vectors.vectors(encoders, [(request.latex, "")])
+    refused = [name for name, (vector,) in zip(encoders, query, strict=True) if vector is None]
+    if refused:
+        raise QueryError(f"rerank encoder {refused[0]!r} cannot embed the query")
+    candidates = vectors.vectors(encoders, equations)
+    columns = [
+        [cosine01(q, v) if v is not None else None for v in column]
+        for (q,), column in zip(query, candidates, strict=True)
+    ]
+    order, scores = rerank_order([bm25.get(i, 0.0) for i in ids], columns, request.rerank_alpha)
+    offset = max([0.0, *(hit.score for hit in rest)])
+    out = []
+    for rank, i in enumerate(order, start=1):
+        hit = replace(window[i], rank=rank, score=scores[i].score + offset)
+        if request.explain:
+            hit.explanation = _breakdown(request, bm25.get(ids[i], 0.0), scores[i], columns, i)
+        out.append(hit)
+    for rank, hit in enumerate(rest, start=size + 1):
+        out.append(replace(hit, rank=rank))
+    return out
+
+
+def _breakdown(
+    request: SearchRequest,
+    bm25: float,
+    scored: WindowScore,
+    columns: Sequence[Sequence[float | None]],
+    i: int,
+) -> Any:
+    from mathsearch.opensearch.modes.rescore import window_breakdown
+
+    breakdown = window_breakdown(
+        bm25,
+        scored,
+        [column[i] for column in columns],
+        fields=list(request.rerank),
+        weights=rerank_weights(request.rerank_alpha, len(request.rerank)),
+        normalization=Normalization.MIN_MAX.value,
+    )
+    return replace(
+        breakdown,
+        formula=f"rerank of the {request.mode.value} top {request.rerank_window}: "
+        f"{breakdown.formula}",
+    )

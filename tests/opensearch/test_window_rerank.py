@@ -1,0 +1,207 @@
+"""The second stage (``rerank``): its math alone, its vector cache, and against the real node
+with the 206 sample equations (the window re-ordered, never changed; BM25 and the cosines it
+ranks by; the modes it leaves alone; clear errors)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from mathsearch.core.errors import QueryError
+from mathsearch.export.embedders import MODELS_DIR, Embedder
+from mathsearch.indexer.parse import ParsedEquation
+from mathsearch.opensearch.queries import Mode
+from mathsearch.opensearch.query_encoder import ModelQueryEncoder
+from mathsearch.opensearch.search_request import SearchRequest
+from mathsearch.opensearch.searcher import Searcher
+from mathsearch.opensearch.window_rerank import (
+    RerankVectors,
+    rerank_order,
+    rerank_weights,
+    shipped_or_path,
+)
+
+# -- the math alone -------------------------------------------------------------------------
+
+
+def test_rerank_order_golden() -> None:
+    """Min-max in the window (0 -> 0.001, as the plugin), (1 - a) bm25 + a / n sum_e cos_e."""
+    bm25 = [12.0, 10.0, 4.0, 2.0]
+    columns = [[0.55, 0.95, 0.75, 0.55], [0.6, 0.8, 1.0, None]]
+    order, scores = rerank_order(bm25, columns, 0.6)
+    # bm25 normalised: 1, 0.8, 0.2, 0.001; column 1: 0.001, 1, 0.5, 0.001;
+    # column 2 (three vectors): 0.001, 0.5, 1, none
+    expected = [
+        0.4 * 1 + 0.3 * 0.001 + 0.3 * 0.001,
+        0.4 * 0.8 + 0.3 * 1 + 0.3 * 0.5,
+        0.4 * 0.2 + 0.3 * 0.5 + 0.3 * 1,
+        0.4 * 0.001 + 0.3 * 0.001,
+    ]
+    assert [round(s.score, 6) for s in scores] == [round(e, 6) for e in expected]
+    assert order == [1, 2, 0, 3]
+
+
+def test_rerank_alpha_zero_keeps_bm25_order_and_one_follows_the_vectors() -> None:
+    bm25 = [1.0, 3.0, 2.0]
+    column = [[0.9, 0.1, 0.5]]
+    assert rerank_order(bm25, column, 0.0)[0] == [1, 2, 0]
+    assert rerank_order(bm25, column, 1.0)[0] == [0, 2, 1]
+
+
+def test_rerank_weights_sum_to_one_and_need_an_encoder() -> None:
+    weights = rerank_weights(0.6, 3)
+    assert weights[0] == pytest.approx(0.4) and sum(weights) == pytest.approx(1.0)
+    with pytest.raises(QueryError, match="at least one encoder"):
+        rerank_weights(0.5, 0)
+
+
+def test_shipped_model_names_resolve_whatever_the_working_directory(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert shipped_or_path("gcn-v8.onnx") == str(MODELS_DIR / "gcn-v8.onnx")
+    assert shipped_or_path("gcn") == "gcn"
+    assert shipped_or_path("nowhere.onnx") == "nowhere.onnx"  # left for the loader to refuse
+
+
+def test_request_validates_the_second_stage() -> None:
+    for bad in ({"rerank_window": -1}, {"rerank_window": 1001}, {"rerank_alpha": 1.5}):
+        with pytest.raises(QueryError, match="rerank"):
+            SearchRequest("x", rerank=("gcn",), **bad).validate()
+    with pytest.raises(QueryError, match="name each encoder"):
+        SearchRequest("x", rerank=(" ",)).validate()
+    assert SearchRequest("x", mode=Mode.FUSION, rerank=("gcn",)).reranks
+    assert not SearchRequest("x", mode=Mode.BM25, rerank=("gcn",)).reranks
+    assert not SearchRequest("x", mode=Mode.KNN, rerank=("gcn",)).reranks
+    assert not SearchRequest("x", mode=Mode.FUSION, rerank=("gcn",), rerank_window=0).reranks
+    params = SearchRequest("x", mode=Mode.RRF, rerank=("gcn",), rerank_window=30).parameters()
+    assert params["rerank"] == ["gcn"] and params["rerank_window"] == 30
+    assert "rerank" not in SearchRequest("x", mode=Mode.BM25, rerank=("gcn",)).parameters()
+
+
+# -- the vectors of candidates ---------------------------------------------------------------
+
+
+def test_rerank_vectors_are_the_query_encoders_and_each_is_embedded_once() -> None:
+    """One featurisation: a candidate's vector is the one the same LaTeX gets as a query."""
+    latex = [r"\frac{1}{2} m^2 \phi^2", r"E = m c^2", r"\int_0^1 x^2 \, dx"]
+    vectors = RerankVectors(capacity=10)
+    (column,) = vectors.vectors(["gcn"], [(x, "") for x in latex])
+    query = ModelQueryEncoder()
+    for text, got in zip(latex, column, strict=True):
+        want = np.asarray(query.features(text).vector)
+        assert got is not None
+        assert np.allclose(got, want, atol=1e-5)
+    assert vectors.embedded == 3
+    vectors.vectors(["gcn"], [(latex[1], ""), (latex[0], "")])
+    assert vectors.embedded == 3  # both cached
+
+
+def test_rerank_vectors_keep_errors_as_data_and_evict_the_oldest() -> None:
+    vectors = RerankVectors(capacity=2)
+    (column,) = vectors.vectors(["gcn"], [(r"\frac{", ""), ("", ""), ("x^2", "")])
+    assert column[0] is None and column[1] is None and column[2] is not None
+    vectors.vectors(["gcn"], [("y^2", ""), ("z^2", "")])  # x^2 is the oldest: evicted
+    before = vectors.embedded
+    vectors.vectors(["gcn"], [("x^2", "")])
+    assert vectors.embedded == before + 1
+    with pytest.raises(QueryError, match="rerank encoder"):
+        vectors.embedder("missing-model.onnx")
+
+
+def test_uncached_vectors_are_still_returned() -> None:
+    (column,) = RerankVectors(capacity=0).vectors(["gcn"], [("x^2", ""), ("x^2", "")])
+    assert column[0] is not None and np.array_equal(column[0], column[1])
+
+
+# -- against the real node --------------------------------------------------------------------
+
+
+def _cos(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+@pytest.fixture(scope="module")
+def rerank_searcher(searcher: Searcher) -> Searcher:
+    return Searcher(searcher.client, searcher.index)
+
+
+@pytest.mark.services
+def test_the_window_is_reordered_and_nothing_else(
+    rerank_searcher: Searcher, demo_parsed: list[ParsedEquation]
+) -> None:
+    query = demo_parsed[120].record.latex
+    first = rerank_searcher.search(SearchRequest(query, mode=Mode.FUSION, k=40, alpha=0.4))
+    second = rerank_searcher.search(
+        SearchRequest(
+            query, mode=Mode.FUSION, k=40, alpha=0.4, rerank=("gcn",), rerank_window=20,
+            rerank_alpha=0.6,
+        )
+    )  # fmt: skip
+    ids = [hit.eq_id for hit in first.hits]
+    got = [hit.eq_id for hit in second.hits]
+    assert sorted(got[:20]) == sorted(ids[:20])
+    assert got[20:] == ids[20:]
+    assert got[:20] != ids[:20]  # the second stage did re-rank this window
+    assert [hit.rank for hit in second.hits] == list(range(1, 41))
+    scores = [hit.score for hit in second.hits]
+    assert scores == sorted(scores, reverse=True)
+    assert second.parameters["rerank"] == ["gcn"] and second.parameters["rerank_window"] == 20
+
+
+@pytest.mark.services
+def test_alpha_zero_ranks_the_window_by_exact_bm25_and_one_by_the_rerank_cosine(
+    rerank_searcher: Searcher, encoder: Embedder, demo_parsed: list[ParsedEquation]
+) -> None:
+    query = demo_parsed[3].record.latex
+    base = SearchRequest(query, mode=Mode.RRF, k=15, rerank=("gcn",), rerank_window=15)
+    lexical = rerank_searcher.search(replace(base, rerank_alpha=0.0))
+    tokens = lexical.query_tokens
+    bm25 = rerank_searcher.bm25_scores([h.eq_id for h in lexical.hits], tokens, "")
+    values = [bm25.get(h.eq_id, 0.0) for h in lexical.hits]
+    assert values == sorted(values, reverse=True)
+
+    dense = rerank_searcher.search(replace(base, rerank_alpha=1.0))
+    by_id = {p.eq_id: p for p in demo_parsed}
+    q = np.asarray(ModelQueryEncoder().features(query).vector)
+    vectors = encoder.embed([by_id[h.eq_id].embed_item() for h in dense.hits])
+    cosines = [_cos(q, np.asarray(v)) for v in vectors]
+    assert cosines == pytest.approx(sorted(cosines, reverse=True), abs=1e-4)
+    assert sorted(h.eq_id for h in dense.hits) == sorted(h.eq_id for h in lexical.hits)
+
+
+@pytest.mark.services
+def test_the_indexed_equation_itself_comes_first(
+    rerank_searcher: Searcher, demo_parsed: list[ParsedEquation]
+) -> None:
+    for n in (10, 60, 150):
+        parsed = demo_parsed[n]
+        for mode in (Mode.FUSION, Mode.RRF, Mode.RESCORE, Mode.KNN_RESCORE):
+            request = SearchRequest(parsed.record.latex, mode=mode, k=5, rerank=("gcn",))
+            assert rerank_searcher.search(request).hits[0].eq_id == parsed.eq_id
+
+
+@pytest.mark.services
+def test_bm25_and_knn_alone_are_left_alone(
+    rerank_searcher: Searcher, demo_parsed: list[ParsedEquation]
+) -> None:
+    query = demo_parsed[40].record.latex
+    for mode in (Mode.BM25, Mode.KNN):
+        plain = rerank_searcher.search(SearchRequest(query, mode=mode, k=10))
+        asked = rerank_searcher.search(SearchRequest(query, mode=mode, k=10, rerank=("gcn",)))
+        assert [h.eq_id for h in asked.hits] == [h.eq_id for h in plain.hits]
+        assert "rerank" not in asked.parameters
+
+
+@pytest.mark.services
+def test_explain_gives_the_second_stage_formula_and_bad_encoders_fail_clearly(
+    rerank_searcher: Searcher, demo_parsed: list[ParsedEquation]
+) -> None:
+    query = demo_parsed[7].record.latex
+    request = SearchRequest(query, mode=Mode.FUSION, k=3, rerank=("gcn",), explain=True)
+    hit = rerank_searcher.search(request).hits[0]
+    assert hit.explanation is not None
+    assert hit.explanation.formula.startswith("rerank of the fusion top 50")
+    assert hit.explanation.bm25_normalized is not None
+    with pytest.raises(QueryError, match="rerank encoder 'no-such.onnx'"):
+        rerank_searcher.search(replace(request, rerank=("no-such.onnx",)))
