@@ -3,7 +3,7 @@
 Usage::
 
     python bench/rerank_prototype.py [--first gcn] [--heavy M.onnx ...] [--windows 20,50,100]
-        [--alphas 0.4,0.5,0.6] [--json]
+        [--alphas 0.5,0.6,0.7,0.8]
 
 The index holds only the cheap default's vectors (gcn-v7: its CPU embedding rate sets the
 indexing speed). At query time, BM25 fused with that field gives a window of the top ``K``
@@ -16,7 +16,11 @@ Scored in memory on the validation papers only (the relevance set of ``bench/fus
 .py``: 200 topics of the default model's validation papers, never the held-out ones), nDCG@10
 with the paired 95% interval against BM25 + the first field fused at the profile's alpha 0.4
 (the served default), and against the fusion of every field over the whole collection (what
-indexing all of them would give).
+indexing all of them would give). Each re-ranking is scored twice: with the candidates' exact
+BM25 (``bm25``, what :mod:`mathsearch.opensearch.window_rerank` ships) and with the first
+stage's fused score in its place (``first``). It prints a JSON object of ``[nDCG@10, [mean
+difference, low, high]]`` per row, and logs each row as it is scored. docs/tuning.md ("A second
+stage") quotes its figures.
 """
 
 from __future__ import annotations
@@ -90,7 +94,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--heavy", nargs="+", default=list(HEAVY), help="re-ranking encoders")
     parser.add_argument("--windows", default="20,50,100")
     parser.add_argument("--alphas", default="0.4,0.5,0.6")
-    parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     windows = [int(w) for w in args.windows.split(",")]

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import replace
@@ -134,6 +135,9 @@ class RerankVectors:
         self._featurisers: dict[bool, Any] = {}
         #: how many equations were embedded (cache misses), for benchmarks and tests
         self.embedded = 0
+        # one caller at a time (serve's request threads share a searcher): the cache and the
+        # featuriser are not thread-safe, and the sessions use every core anyway
+        self._lock = threading.Lock()
 
     def embedder(self, name: str) -> Any:
         """The embedder of a family or an ``.onnx`` path (loaded on first use).
@@ -160,14 +164,28 @@ class RerankVectors:
         ``equations`` are ``(latex, mathml)`` pairs (the MathML is used when there is no LaTeX);
         a pair with neither gets None.
         """
+        with self._lock:
+            return self._vectors(encoders, equations)
+
+    def _vectors(
+        self, encoders: Sequence[str], equations: Sequence[tuple[str, str]]
+    ) -> list[list[Vector | None]]:
+        embedders = {name: self.embedder(name) for name in encoders}
+        texts = [latex or mathml for latex, mathml in equations]
+        source = dict(zip(texts, equations, strict=True))
+        todo = {
+            name: [t for t in dict.fromkeys(texts) if t and (name, t) not in self._cache]
+            for name in encoders
+        }
+        parsed = self._parse(embedders, todo, source)  # once per equation, for every encoder
+        fresh: dict[tuple[str, str], Vector | None] = {}
+        for name, embedder in embedders.items():
+            fresh.update(self._embed(name, embedder, todo[name], parsed))
         out = []
         for name in encoders:
-            embedder = self.embedder(name)
-            keys = [(name, latex or mathml) for latex, mathml in equations]
-            todo = list(dict.fromkeys(k for k in keys if k[1] and k not in self._cache))
-            fresh = self._embed(embedder, todo, dict(zip(keys, equations, strict=True)))
             column: list[Vector | None] = []
-            for key in keys:
+            for text in texts:
+                key = (name, text)
                 if key in fresh:
                     column.append(fresh[key])
                 elif key in self._cache:
@@ -176,48 +194,67 @@ class RerankVectors:
                 else:
                     column.append(None)  # neither LaTeX nor MathML
             out.append(column)
+        if self.capacity:
+            self._cache.update(fresh)
+            while len(self._cache) > self.capacity:
+                self._cache.popitem(last=False)
+        return out
+
+    def _parse(
+        self,
+        embedders: dict[str, Any],
+        todo: dict[str, list[str]],
+        source: dict[str, tuple[str, str]],
+    ) -> dict[tuple[bool, str], Any]:
+        """``(with_prefix, text) -> ParsedEquation | Failure`` of every equation some encoder
+        still needs: one featurisation per equation and prefix flavour (rule 2 of DESIGN.md)."""
+        from mathsearch.export.families import needs_prefix
+        from mathsearch.indexer.parse import Featuriser
+        from mathsearch.indexer.records import EquationRecord
+
+        wanted: dict[bool, list[str]] = {}
+        for name, embedder in embedders.items():
+            flavour = needs_prefix([embedder.family])
+            wanted.setdefault(flavour, [])
+            wanted[flavour] = list(dict.fromkeys([*wanted[flavour], *todo[name]]))
+        out: dict[tuple[bool, str], Any] = {}
+        for flavour, texts in wanted.items():
+            if not texts:
+                continue
+            if flavour not in self._featurisers:
+                self._featurisers[flavour] = Featuriser(with_prefix=flavour)
+            records = [
+                EquationRecord(
+                    eq_id=f"rerank-{n}", doc_id="", position=n, latex=source[t][0] or None,
+                    mathml=source[t][1] or None,
+                )
+                for n, t in enumerate(texts)
+            ]  # fmt: skip
+            for text, result in zip(
+                texts, self._featurisers[flavour].parse_batch(records), strict=True
+            ):
+                out[(flavour, text)] = result
         return out
 
     def _embed(
-        self,
-        embedder: Any,
-        keys: list[tuple[str, str]],
-        source: dict[tuple[str, str], tuple[str, str]],
+        self, name: str, embedder: Any, texts: list[str], parsed: dict[tuple[bool, str], Any]
     ) -> dict[tuple[str, str], Vector | None]:
-        """Featurise and embed ``keys``' equations; cache and return their vectors."""
-        if not keys:
+        """``name``'s vectors of ``texts`` (None: unreadable, or refused by the encoder)."""
+        if not texts:
             return {}
         from mathsearch.export.embedder_base import EmbedRefusal, embed_safely
         from mathsearch.export.families import needs_prefix
-        from mathsearch.indexer.parse import Featuriser
-        from mathsearch.indexer.records import EquationRecord, Failure
+        from mathsearch.indexer.records import Failure
 
-        with_prefix = needs_prefix([embedder.family])
-        if with_prefix not in self._featurisers:
-            self._featurisers[with_prefix] = Featuriser(with_prefix=with_prefix)
-        records = [
-            EquationRecord(
-                eq_id=f"rerank-{n}",
-                doc_id="",
-                position=n,
-                latex=latex or None,
-                mathml=mathml or None,
-            )
-            for n, (latex, mathml) in enumerate(source[key] for key in keys)
-        ]
-        parsed = self._featurisers[with_prefix].parse_batch(records)
-        good = [(key, p) for key, p in zip(keys, parsed, strict=True) if not isinstance(p, Failure)]
+        flavour = needs_prefix([embedder.family])
+        good = [(t, parsed[(flavour, t)]) for t in texts]
+        good = [(t, p) for t, p in good if not isinstance(p, Failure)]
         results = embed_safely(embedder, [p.embed_item() for _, p in good]) if good else []
-        fresh: dict[tuple[str, str], Vector | None] = dict.fromkeys(keys)
-        for (key, _), result in zip(good, results, strict=True):
+        fresh: dict[tuple[str, str], Vector | None] = {(name, t): None for t in texts}
+        for (text, _), result in zip(good, results, strict=True):
             if not isinstance(result, EmbedRefusal):
-                fresh[key] = np.asarray(result, dtype=np.float32)
-        self.embedded += len(keys)
-        if self.capacity:
-            for key, vector in fresh.items():
-                self._cache[key] = vector
-            while len(self._cache) > self.capacity:
-                self._cache.popitem(last=False)
+                fresh[(name, text)] = np.asarray(result, dtype=np.float32)
+        self.embedded += len(texts)
         return fresh
 
 

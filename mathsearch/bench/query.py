@@ -62,6 +62,8 @@ from mathsearch.bench.query_index import (
 )
 from mathsearch.bench.timing import (
     MODES,
+    RERANK_SUFFIX,
+    VARIANTS,
     BenchQuery,
     interleave,
     latency_summary,
@@ -69,10 +71,19 @@ from mathsearch.bench.timing import (
     time_modes,
 )
 from mathsearch.core.errors import MathsearchOpenSearchError
+from mathsearch.opensearch.modes import MODES as SEARCH_MODES
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_SIZES", "GOAL_MODES", "GOAL_P50_MS", "GOAL_P99_MS", "bench_query", "goal_check"]
+__all__ = [
+    "DEFAULT_SIZES",
+    "GOAL_MODES",
+    "GOAL_P50_MS",
+    "GOAL_P99_MS",
+    "bench_query",
+    "goal_check",
+    "with_rerank_rows",
+]
 
 DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
 #: The issue's goal at 1M equations for the hybrid modes.
@@ -117,6 +128,24 @@ def _environment(client: Any, settings: Any) -> dict[str, Any]:
     }
 
 
+def with_rerank_rows(modes: Sequence[str], rerank: Sequence[str]) -> list[str]:
+    """``modes`` with a ``<mode>+rerank`` row after each hybrid one when ``rerank`` names
+    encoders.
+
+    >>> with_rerank_rows(["bm25", "fusion-client"], ["gcn-v8.onnx"])
+    ['bm25', 'fusion-client', 'fusion-client+rerank']
+    """
+    if not rerank:
+        return list(modes)
+    out = []
+    for mode in modes:
+        out.append(mode)
+        spec = SEARCH_MODES[VARIANTS[mode].mode]
+        if spec.uses_bm25 and spec.uses_vectors:
+            out.append(mode + RERANK_SUFFIX)
+    return out
+
+
 def bench_query(
     client: Any,
     settings: Any,
@@ -137,8 +166,12 @@ def bench_query(
     keep: bool = True,
     force_merge: bool = False,
     progress: bool = True,
+    rerank: Sequence[str] = (),
+    rerank_window: int = 50,
 ) -> dict[str, Any]:
-    """Run the benchmark (module docstring); a JSON-able report."""
+    """Run the benchmark (module docstring); a JSON-able report. ``rerank`` encoders add a
+    ``<mode>+rerank`` row after each hybrid mode of ``modes``: the same search with the second
+    stage (:mod:`mathsearch.opensearch.window_rerank`) over its top ``rerank_window``."""
     from mathsearch.export.embedders import load_embedder
     from mathsearch.opensearch.searcher import ModelQueryEncoder
 
@@ -147,6 +180,7 @@ def bench_query(
     unknown = [mode for mode in modes if mode not in MODES]
     if unknown:
         raise ValueError(f"unknown mode(s) {', '.join(unknown)}: use {', '.join(MODES)}")
+    modes = with_rerank_rows(modes, rerank)
     environment = _environment(client, settings)
     encoder = load_embedder("gcn")
     corpus = load_corpus(
@@ -198,6 +232,7 @@ def bench_query(
         "max_df": max_df,
         "max_terms": max_terms or None,
         "depth": depth,
+        "rerank": {"encoders": list(rerank), "window": rerank_window} if rerank else None,
         "queries_per_mode": queries,
         "warmup": warmup,
         "modes": list(modes),
@@ -233,6 +268,8 @@ def bench_query(
             max_terms=max_terms,
             depth=depth,
             progress=progress,
+            rerank=rerank,
+            rerank_window=rerank_window,
         )
         entry = {
             "equations": size,

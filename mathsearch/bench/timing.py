@@ -33,7 +33,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mathsearch.bench.corpus import progress_bar
@@ -53,6 +53,7 @@ __all__ = [
     "query_features",
     "time_modes",
     "time_searches",
+    "variant_of",
 ]
 
 
@@ -63,6 +64,9 @@ class Variant:
     name: str
     mode: Mode
     fusion_side: str | None = None  # "server" or "client" for fusion and rrf
+    #: the second stage's encoders (``<mode>+rerank``; empty: the first stage alone)
+    rerank: tuple[str, ...] = ()
+    rerank_window: int = 50
 
     def request(
         self,
@@ -86,6 +90,8 @@ class Variant:
             extra["max_df"] = max_df
         if max_terms:
             extra["max_terms"] = max_terms
+        if self.rerank:
+            extra.update(rerank=self.rerank, rerank_window=self.rerank_window)
         return SearchRequest(latex, mode=self.mode, k=k, **extra)
 
 
@@ -106,6 +112,30 @@ def _variants() -> dict[str, Variant]:
 
 VARIANTS: dict[str, Variant] = _variants()
 MODES = tuple(VARIANTS)
+#: The suffix of a bench mode whose hits a second stage re-ranks (``fusion-client+rerank``).
+RERANK_SUFFIX = "+rerank"
+
+
+def variant_of(name: str, rerank: Sequence[str] = (), rerank_window: int = 50) -> Variant:
+    """The variant a bench mode name stands for: one of :data:`VARIANTS`, or a hybrid one
+    with :data:`RERANK_SUFFIX`, re-ranked by ``rerank`` (which it then needs).
+
+    Raises:
+        ValueError: an unknown mode, a rerank variant of a mode without both sides, or one
+            without encoders.
+    """
+    base = name.removesuffix(RERANK_SUFFIX)
+    if base not in VARIANTS:
+        raise ValueError(f"unknown mode {name!r}: use {', '.join(MODES)} (+rerank)")
+    variant = VARIANTS[base]
+    if base == name:
+        return variant
+    spec = SEARCH_MODES[variant.mode]
+    if not (spec.uses_bm25 and spec.uses_vectors):
+        raise ValueError(f"{name}: only a hybrid mode (BM25 and vectors) re-ranks")
+    if not rerank:
+        raise ValueError(f"{name}: name the rerank encoders")
+    return replace(variant, name=name, rerank=tuple(rerank), rerank_window=rerank_window)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -303,8 +333,12 @@ def time_modes(
     max_terms: int | None = None,
     depth: int | None = None,
     progress: bool = True,
+    rerank: Sequence[str] = (),
+    rerank_window: int = 50,
 ) -> list[dict[str, Any]]:
-    """One row per mode of ``modes`` (names of :data:`VARIANTS`): the timings on ``alias``."""
+    """One row per mode of ``modes`` (names of :data:`VARIANTS`, or of hybrid ones with
+    :data:`RERANK_SUFFIX`, re-ranked by ``rerank``): the timings on ``alias``. A rerank row's
+    searchers keep their vectors of candidates between queries, as a serving process does."""
     from mathsearch.opensearch.searcher import Searcher
 
     chosen = [pool[i % len(pool)] for i in range(count)]
@@ -321,7 +355,7 @@ def time_modes(
         progress, total=len(modes) * (warmup + 2 * count), desc=f"queries {alias}", unit="q"
     ) as bar:
         for name in modes:
-            variant = VARIANTS[name]
+            variant = variant_of(name, rerank, rerank_window)
 
             def make(latex: str, variant: Variant = variant) -> Any:
                 return variant.request(latex, k=k, max_df=max_df, max_terms=max_terms, depth=depth)

@@ -44,6 +44,8 @@ def add_bench_query(bench_cmds: Any) -> None:
               mathsearch bench query --sizes 100000 --max-df 0.2      drop very common tokens
               mathsearch bench query --sizes 100000 --modes fusion-client --depth 100
               mathsearch bench query --sizes 10000 --rebuild --force-merge --no-keep
+              mathsearch bench query --sizes 10000 --modes bm25,fusion-client \
+                  --rerank gcn-v8.onnx,gcn-v9.onnx,gcn-v10.onnx     the second stage's cost
             """),
         formatter_class=RAW_HELP,
     )
@@ -91,6 +93,16 @@ def add_bench_query(bench_cmds: Any) -> None:
         "profile's)",
     )
     parser.add_argument(
+        "--rerank",
+        metavar="E1,E2",
+        help="also time each hybrid mode with the second stage (a <mode>+rerank row): its top "
+        "--rerank-window hits re-ranked by these encoders at query time, e.g. "
+        "gcn-v8.onnx,gcn-v9.onnx,gcn-v10.onnx",
+    )
+    parser.add_argument(
+        "--rerank-window", type=int, default=50, help="hits the second stage re-ranks (50)"
+    )
+    parser.add_argument(
         "--keep",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -134,6 +146,8 @@ def _check(args: argparse.Namespace) -> tuple[list[int], list[str]] | str:
         return f"--max-terms must be >= 0 (0: every token), not {args.max_terms}"
     if args.depth is not None and args.depth < 1:
         return f"--depth must be >= 1, not {args.depth}"
+    if getattr(args, "rerank_window", 50) < 1:
+        return f"--rerank-window must be >= 1, not {args.rerank_window}"
     return sizes, modes
 
 
@@ -144,6 +158,7 @@ def run_bench_query(args: argparse.Namespace) -> int:
         return fail(checked)
     sizes, modes = checked
     try:
+        from mathsearch.export.embedders import parse_encoders
         from mathsearch.opensearch.client import connect
         from mathsearch.opensearch.search_profile import SearchProfile
         from mathsearch.opensearch.settings import OpenSearchSettings
@@ -169,6 +184,8 @@ def run_bench_query(args: argparse.Namespace) -> int:
             keep=args.keep,
             force_merge=args.force_merge,
             progress=not args.no_progress,
+            rerank=parse_encoders(args.rerank) if args.rerank else (),
+            rerank_window=args.rerank_window,
         )
     except Exception as exc:
         return _failed(exc)

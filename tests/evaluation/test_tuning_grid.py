@@ -164,3 +164,25 @@ def test_a_baseline_profile_becomes_a_grid_point_or_joins_its_twin() -> None:
     assert more == [*configs, other] and name == other.name == "rrf-d200-rc20-k100"
     with pytest.raises(ConfigurationError, match="baseline profile"):
         baseline_configuration(SearchProfile(mode=Mode.FUSION, alpha=1.5))
+
+
+def test_the_second_stage_is_a_grid_key_of_the_hybrid_modes_of_a_reranking_base() -> None:
+    base = SearchProfile(rerank=("gcn-v8.onnx",), rerank_window=50, rerank_alpha=0.6)
+    grid = parse_grid(["mode=bm25,fusion", "alpha=0.4", "rerank_alpha=0.5,0.7"])
+    configs = expand(grid, base=base)
+    names = [c.name for c in configs]
+    assert names == [
+        "bm25-k100",
+        "fusion-a0.4-d100-min_max-arithmetic_mean-rw50-ra0.5-k100",
+        "fusion-a0.4-d100-min_max-arithmetic_mean-rw50-ra0.7-k100",
+    ]
+    fused = [c for c in configs if c.mode is Mode.FUSION]
+    assert [c.profile.rerank_alpha for c in fused] == [0.5, 0.7]
+    assert all(c.profile.rerank == ("gcn-v8.onnx",) for c in configs)
+    assert not configs[0].profile.request("x").reranks  # bm25 never re-ranks
+    # without a reranking base the keys change nothing: one fusion point
+    assert len([c for c in expand(grid) if c.mode is Mode.FUSION]) == 1
+    with pytest.raises(ConfigurationError, match="rerank_window"):
+        parse_grid(["rerank_window=2000"])
+    with pytest.raises(ConfigurationError, match="rerank_alpha"):
+        parse_grid(["rerank_alpha=1.5"])

@@ -73,3 +73,31 @@ def test_unreadable_profiles_name_the_file(tmp_path: Path) -> None:
     (tmp_path / "x.json").write_text("{")
     with pytest.raises(ConfigurationError, match="is not JSON"):
         SearchProfile.load(tmp_path / "x.json")
+
+
+def test_a_profile_keeps_its_second_stage(tmp_path: Path) -> None:
+    profile = SearchProfile(
+        mode=Mode.RRF, rerank=("gcn-v8.onnx", "gcn-v9.onnx"), rerank_window=30, rerank_alpha=0.5
+    )
+    loaded = SearchProfile.load(profile.save(tmp_path / "rr.json"))
+    assert loaded == profile
+    request = loaded.request("x^2")
+    assert request.rerank == ("gcn-v8.onnx", "gcn-v9.onnx") and request.reranks
+    assert (request.rerank_window, request.rerank_alpha) == (30, 0.5)
+    assert not loaded.request("x^2", rerank=()).reranks  # --no-rerank
+    assert "rerank top 30 by gcn-v8, gcn-v9, alpha 0.5" in loaded.label
+    plain = SearchProfile(mode=Mode.RRF).to_dict()  # no second stage: no rerank keys written
+    assert not any(key.startswith("rerank") for key in plain)
+    for bad, words in (({"rerank": "gcn"}, "rerank must be names"), ({"rerank_alpha": 2}, "")):
+        path = tmp_path / "bad.json"
+        path.write_text(json.dumps({"rerank": ["gcn"], **bad}))
+        with pytest.raises(ConfigurationError, match=words or "rerank_alpha"):
+            SearchProfile.load(path)
+
+
+def test_the_shipped_profile_reranks_with_shipped_models() -> None:
+    from mathsearch.opensearch.window_rerank import shipped_or_path
+
+    profile = SearchProfile.default()
+    assert profile.rerank and profile.rerank_window > 0
+    assert all(Path(shipped_or_path(name)).is_file() for name in profile.rerank)

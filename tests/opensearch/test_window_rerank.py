@@ -203,5 +203,5 @@ def test_explain_gives_the_second_stage_formula_and_bad_encoders_fail_clearly(
     assert hit.explanation is not None
     assert hit.explanation.formula.startswith("rerank of the fusion top 50")
     assert hit.explanation.bm25_normalized is not None
-    with pytest.raises(QueryError, match="rerank encoder 'no-such.onnx'"):
+    with pytest.raises(QueryError, match=r"rerank encoder 'no-such\.onnx'"):
         rerank_searcher.search(replace(request, rerank=("no-such.onnx",)))
