@@ -63,6 +63,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from mathsearch.core.errors import (
     ClusterUnavailableError,
+    ConfigurationError,
     MappingError,
     MathsearchOpenSearchError,
     QueryError,
@@ -176,6 +177,27 @@ def _render(renderer: MathMLRenderer, latex: str) -> RenderOut:
     )
 
 
+def _warm_rerank(searcher: Searcher, profile: SearchProfile) -> None:
+    """Load the profile's second-stage encoders now (a few seconds for the seed-size towers),
+    so that the first searches do not queue behind the loading and get shed as busy.
+
+    Raises:
+        ConfigurationError: the profile names a rerank encoder that cannot be loaded.
+    """
+    if not (profile.rerank and profile.rerank_window):
+        return
+    started = time.perf_counter()
+    try:
+        searcher.rerank_vectors.vectors(list(profile.rerank), [("x", "")])
+    except QueryError as exc:
+        raise ConfigurationError(f"the search profile's second stage: {exc}") from exc
+    logger.info(
+        "rerank encoders %s loaded in %.1f s",
+        ", ".join(profile.rerank),
+        time.perf_counter() - started,
+    )
+
+
 def create_app(
     settings: OpenSearchSettings,
     index: str,
@@ -196,6 +218,7 @@ def create_app(
     keys = api_keys if api_keys is not None else ApiKeys.from_settings(settings)
     client = client or connect(settings, pool_maxsize=max(10, settings.serve_max_inflight))
     searcher = Searcher(client, index, encoder=_LockedEncoder(encoder or ModelQueryEncoder()))
+    _warm_rerank(searcher, profile)
     limiter = RateLimiter(settings.serve_rate, settings.serve_burst)
     slots = InflightLimiter(settings.serve_max_inflight, settings.serve_queue_timeout)
     metrics = _Metrics()

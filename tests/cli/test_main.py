@@ -90,8 +90,9 @@ def test_demo_indexes_real_equations_and_answers_hybrid_queries() -> None:
         assert fused == {"rrf: bm25 + " + " + ".join(fields)}
         by_mode = {q["mode"]: q for q in report["queries"] if q["latex"] == first_latex}
         single, multi = by_mode["rrf"]["hits"], by_mode[next(iter(fused))]["hits"]
-        # three ranked lists give larger reciprocal-rank sums than two
-        assert multi[0]["score"] > single[0]["score"]
+        # three ranked lists give larger reciprocal-rank sums than two can reach (the
+        # profile's rrf row re-ranks its window, so its scores are on another scale)
+        assert multi[0]["score"] > 2 / (60 + 1) and single[0]["score"] > 0
     for query in report["queries"]:
         assert len(query["hits"]) == 3
     # each query retypes part of an equation of paper 0301004: every mode ranks that

@@ -270,3 +270,23 @@ def test_offset_returns_the_next_page(api: TestClient, indexed: dict[str, Any]) 
     assert _post(api, "/search", {**body, "offset": -1}).status_code == 422
     deep = _post(api, "/search", {**body, "k": 10, "offset": 95})
     assert deep.status_code == 422 and "depth" in deep.json()["error"]["reason"]
+
+
+def test_the_profiles_second_stage_is_served_and_a_body_can_turn_it_off(
+    settings: OpenSearchSettings, client: OpenSearch, equation_alias: str, indexed: dict
+) -> None:
+    from mathsearch.core.errors import ConfigurationError
+
+    profile = SearchProfile(mode=Mode.RRF, rerank=("gcn",), rerank_window=20, rerank_alpha=0.5)
+    api = TestClient(create_app(settings, equation_alias, client=client, profile=profile))
+    data = api.post("/search", json={"latex": indexed["latex"], "k": 5, "explain": True}).json()
+    assert data["parameters"]["rerank"] == ["gcn"] and data["parameters"]["rerank_window"] == 20
+    assert data["hits"][0]["eq_id"] == indexed["eq_id"]
+    assert data["hits"][0]["explanation"]["formula"].startswith("rerank of the rrf top 20")
+    off = api.post("/search", json={"latex": indexed["latex"], "k": 5, "rerank_window": 0})
+    assert off.status_code == 200 and "rerank" not in off.json()["parameters"]
+    bad = api.post("/search", json={"latex": "x", "rerank_alpha": 2})
+    assert bad.status_code == 422 and "rerank_alpha" in bad.text
+    missing = replace(profile, rerank=("no-such-model.onnx",))
+    with pytest.raises(ConfigurationError, match="second stage"):
+        create_app(settings, equation_alias, client=client, profile=missing)
