@@ -46,6 +46,8 @@ MATHSEARCH_SERVE_QUEUE_TIMEOUT     seconds one waits for a slot, then 503      1
 MATHSEARCH_SERVE_API_KEYS_FILE     API keys, one a line (#: comment); auth on  (none: no auth)
 MATHSEARCH_SERVE_API_KEY           one API key (auth on), beside the file      (none)
 MATHSEARCH_SERVE_WORKERS           server processes (``auto``: one per core)   1
+MATHSEARCH_RERANK_CACHE            (encoder, equation) vectors the second      50000
+                                   stage keeps per searcher (0: none)
 =================================  ==========================================  =====================
 
 The cache and state folders default to ``/var/cache/mathsearch`` and ``/var/lib/mathsearch``
@@ -149,6 +151,8 @@ class OpenSearchSettings:
     serve_api_keys_file: Path | None = None
     serve_api_key: str | None = field(default=None, repr=False)
     serve_workers: int = 1
+    #: (encoder, equation) vectors a searcher's second stage keeps (``window_rerank``)
+    rerank_cache: int = 50_000
 
     def __repr__(self) -> str:
         """The generated repr, with ``password`` left out and any ``user:pass@`` in URLs masked."""
@@ -226,6 +230,7 @@ class OpenSearchSettings:
             else None,
             serve_api_key=env.get("MATHSEARCH_SERVE_API_KEY") or None,
             serve_workers=parse_serve_workers(env.get("MATHSEARCH_SERVE_WORKERS")),
+            rerank_cache=_env_int("MATHSEARCH_RERANK_CACHE", cls.rerank_cache),
         )
         settings.validate()
         return settings

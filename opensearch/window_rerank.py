@@ -34,7 +34,6 @@ Example::
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -63,9 +62,9 @@ __all__ = [
     "shipped_or_path",
 ]
 
-#: Environment variable: how many (encoder, equation) vectors :class:`RerankVectors` keeps.
+#: Environment variable (``OpenSearchSettings.rerank_cache``): how many (encoder, equation)
+#: vectors :class:`RerankVectors` keeps by default.
 CACHE_ENV = "MATHSEARCH_RERANK_CACHE"
-DEFAULT_CACHE = 50_000
 
 Vector = np.ndarray
 
@@ -126,7 +125,9 @@ class RerankVectors:
 
     def __init__(self, capacity: int | None = None) -> None:
         if capacity is None:
-            capacity = int(os.environ.get(CACHE_ENV, "").strip() or DEFAULT_CACHE)
+            from mathsearch.opensearch.settings import OpenSearchSettings
+
+            capacity = OpenSearchSettings.from_env().rerank_cache
         if capacity < 0:
             raise QueryError(f"{CACHE_ENV} must be >= 0, not {capacity}")
         self.capacity = capacity
