@@ -47,7 +47,9 @@ def add_search(commands: Any) -> None:
         "is featurised once and embedded by each encoder; every mode then uses each encoder's "
         "vector field (fusion / rrf: one hybrid query of BM25 + one kNN per field; knn: the "
         "weighted sum of the per-field kNN scores; rescore: BM25 + the weighted exact cosines). "
-        "See docs/encoders.md.",
+        "The hybrid modes then re-rank their top --rerank-window hits with the profile's "
+        "--rerank encoders at query time (a second stage; --no-rerank: the first stage alone). "
+        "See docs/encoders.md and docs/tuning.md.",
         epilog=textwrap.dedent("""\
             examples:
               mathsearch search '\\frac{1}{2} m^2 \\phi^2' --mode fusion
