@@ -56,7 +56,7 @@ class SearchRequest:
     offset: int = 0
     rerank: tuple[str, ...] = ()
     rerank_window: int = 50
-    rerank_alpha: float = 0.6
+    rerank_alpha: float = 0.4
 
     def __post_init__(self) -> None:
         """Accept the enums' names as strings (``mode="rrf"``); an unknown one is a QueryError."""
