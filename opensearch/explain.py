@@ -42,9 +42,19 @@ def subquery_weights(request: SearchRequest, fields: int) -> list[float]:
                 "(BM25, then one per vector field)"
             )
         return [float(w) for w in request.weights]
+    return split_alpha(request.alpha, fields)
+
+
+def split_alpha(alpha: float, fields: int) -> list[float]:
+    """``[1 - alpha, alpha / n, ...]``: BM25's share, then each of ``fields`` vector fields'
+    (one field: :func:`fusion_weights`).
+
+    >>> split_alpha(0.4, 2)
+    [0.6, 0.2, 0.2]
+    """
     if fields == 1:
-        return fusion_weights(request.alpha)
-    return [1.0 - request.alpha] + [request.alpha / fields] * fields
+        return fusion_weights(alpha)
+    return [1.0 - alpha] + [alpha / fields] * fields
 
 
 def cos01(query: Sequence[float], doc: Sequence[float]) -> float:

@@ -141,5 +141,4 @@ class SearchRequest:
     def reranks(self) -> bool:
         """Whether a second stage re-ranks this request's window: ``rerank`` encoders, a window
         above 0 and a hybrid mode (one with both a BM25 and a vector side)."""
-        spec = MODES[self.mode]
-        return bool(self.rerank) and self.rerank_window > 0 and spec.uses_bm25 and spec.uses_vectors
+        return bool(self.rerank) and self.rerank_window > 0 and MODES[self.mode].hybrid

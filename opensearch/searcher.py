@@ -105,10 +105,17 @@ class Searcher(SearchCalls):
         self.renderer = MathMLRenderer()
         #: memoised reads for a run over an index nothing writes to (tuning); see read_cache
         self.read_cache: ReadCache | None = None
-        #: the second stage's encoders and their vectors of candidates (``rerank``)
-        self.rerank_vectors = RerankVectors()
+        self._rerank_vectors: RerankVectors | None = None
 
     # -- public -------------------------------------------------------------------------------
+
+    @property
+    def rerank_vectors(self) -> RerankVectors:
+        """The second stage's encoders and their vectors of candidates (``rerank``), made on
+        first use: a searcher that never re-ranks reads no setting and loads no model for it."""
+        if self._rerank_vectors is None:
+            self._rerank_vectors = RerankVectors()
+        return self._rerank_vectors
 
     def search(self, request: SearchRequest) -> SearchResponse:
         """Run one search; see the module docstring.
@@ -194,7 +201,7 @@ class Searcher(SearchCalls):
         vector because its encoder refused the query (e.g. SymPy cannot read it for
         ``seq2seq``); None when it does not. ``knn`` has no BM25 side and keeps the error."""
         spec = MODES[request.mode]
-        if not (spec.uses_bm25 and spec.uses_vectors) or features is None:
+        if not spec.hybrid or features is None:
             return None
         refusals = features.refusals or {}
         if not refusals:

@@ -87,14 +87,17 @@ def shipped_or_path(name: str) -> str:
 
 
 def rerank_weights(alpha: float, encoders: int) -> list[float]:
-    """``[1 - alpha, alpha / n, ...]``: BM25's share, then each of the ``n`` encoders'.
+    """``[1 - alpha, alpha / n, ...]``: BM25's share, then each of the ``n`` encoders' (the
+    split of :func:`mathsearch.opensearch.explain.split_alpha`, as the fusion's fields).
 
     >>> rerank_weights(0.6, 3)
     [0.4, 0.2, 0.2, 0.2]
     """
     if encoders < 1:
         raise QueryError("rerank needs at least one encoder")
-    return [round(1.0 - alpha, 12)] + [round(alpha / encoders, 12)] * encoders
+    from mathsearch.opensearch.explain import split_alpha
+
+    return [round(w, 12) for w in split_alpha(alpha, encoders)]
 
 
 def rerank_order(
@@ -172,17 +175,20 @@ class RerankVectors:
     def _vectors(
         self, encoders: Sequence[str], equations: Sequence[tuple[str, str]]
     ) -> list[list[Vector | None]]:
+        from mathsearch.export.families import needs_prefix
+
         embedders = {name: self.embedder(name) for name in encoders}
+        flavours = {name: needs_prefix([e.family]) for name, e in embedders.items()}
         texts = [latex or mathml for latex, mathml in equations]
         source = dict(zip(texts, equations, strict=True))
         todo = {
             name: [t for t in dict.fromkeys(texts) if t and (name, t) not in self._cache]
             for name in encoders
         }
-        parsed = self._parse(embedders, todo, source)  # once per equation, for every encoder
+        parsed = self._parse(flavours, todo, source)  # once per equation, for every encoder
         fresh: dict[tuple[str, str], Vector | None] = {}
         for name, embedder in embedders.items():
-            fresh.update(self._embed(name, embedder, todo[name], parsed))
+            fresh.update(self._embed(name, embedder, todo[name], parsed, flavours[name]))
         out = []
         for name in encoders:
             column: list[Vector | None] = []
@@ -204,27 +210,25 @@ class RerankVectors:
 
     def _parse(
         self,
-        embedders: dict[str, Any],
+        flavours: dict[str, bool],
         todo: dict[str, list[str]],
         source: dict[str, tuple[str, str]],
     ) -> dict[tuple[bool, str], Any]:
         """``(with_prefix, text) -> ParsedEquation | Failure`` of every equation some encoder
         still needs: one featurisation per equation and prefix flavour (rule 2 of DESIGN.md)."""
-        from mathsearch.export.families import needs_prefix
         from mathsearch.indexer.parse import Featuriser
         from mathsearch.indexer.records import EquationRecord
 
-        wanted: dict[bool, list[str]] = {}
-        for name, embedder in embedders.items():
-            flavour = needs_prefix([embedder.family])
-            wanted.setdefault(flavour, [])
-            wanted[flavour] = list(dict.fromkeys([*wanted[flavour], *todo[name]]))
+        wanted: dict[bool, dict[str, None]] = {}
+        for name, flavour in flavours.items():
+            wanted.setdefault(flavour, {}).update(dict.fromkeys(todo[name]))
         out: dict[tuple[bool, str], Any] = {}
-        for flavour, texts in wanted.items():
-            if not texts:
+        for flavour, needed in wanted.items():
+            if not needed:
                 continue
             if flavour not in self._featurisers:
                 self._featurisers[flavour] = Featuriser(with_prefix=flavour)
+            texts = list(needed)
             records = [
                 EquationRecord(
                     eq_id=f"rerank-{n}", doc_id="", position=n, latex=source[t][0] or None,
@@ -232,23 +236,24 @@ class RerankVectors:
                 )
                 for n, t in enumerate(texts)
             ]  # fmt: skip
-            for text, result in zip(
-                texts, self._featurisers[flavour].parse_batch(records), strict=True
-            ):
-                out[(flavour, text)] = result
+            results = self._featurisers[flavour].parse_batch(records)
+            out.update({(flavour, t): r for t, r in zip(texts, results, strict=True)})
         return out
 
     def _embed(
-        self, name: str, embedder: Any, texts: list[str], parsed: dict[tuple[bool, str], Any]
+        self,
+        name: str,
+        embedder: Any,
+        texts: list[str],
+        parsed: dict[tuple[bool, str], Any],
+        flavour: bool,
     ) -> dict[tuple[str, str], Vector | None]:
         """``name``'s vectors of ``texts`` (None: unreadable, or refused by the encoder)."""
         if not texts:
             return {}
         from mathsearch.export.embedder_base import EmbedRefusal, embed_safely
-        from mathsearch.export.families import needs_prefix
         from mathsearch.indexer.records import Failure
 
-        flavour = needs_prefix([embedder.family])
         good = [(t, parsed[(flavour, t)]) for t in texts]
         good = [(t, p) for t, p in good if not isinstance(p, Failure)]
         results = embed_safely(embedder, [p.embed_item() for _, p in good]) if good else []
@@ -276,7 +281,7 @@ def rerank_hits(
         QueryError: a rerank encoder that cannot be loaded, or one that refuses the query.
     """
     size = min(request.rerank_window, len(hits))
-    if size < 1 or not request.rerank:
+    if size < 1:
         return hits
     window, rest = hits[:size], hits[size:]
     ids = [hit.eq_id for hit in window]

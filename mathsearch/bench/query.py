@@ -140,8 +140,7 @@ def with_rerank_rows(modes: Sequence[str], rerank: Sequence[str]) -> list[str]:
     out = []
     for mode in modes:
         out.append(mode)
-        spec = SEARCH_MODES[VARIANTS[mode].mode]
-        if spec.uses_bm25 and spec.uses_vectors:
+        if SEARCH_MODES[VARIANTS[mode].mode].hybrid:
             out.append(mode + RERANK_SUFFIX)
     return out
 

@@ -73,7 +73,7 @@ REPO = SOURCE_ROOT
 #: Modes cycled by default (``--mode mix``).
 MIX = tuple(mode.value for mode in Mode)
 #: The hybrid modes (BM25 and vectors both): ``--mode hybrid``.
-HYBRID = tuple(m.value for m, spec in MODES.items() if spec.uses_bm25 and spec.uses_vectors)
+HYBRID = tuple(m.value for m, spec in MODES.items() if spec.hybrid)
 #: Seconds a single request may take before it counts as a timeout.
 REQUEST_TIMEOUT_S = 30.0
 

@@ -130,8 +130,7 @@ def variant_of(name: str, rerank: Sequence[str] = (), rerank_window: int = 50) -
     variant = VARIANTS[base]
     if base == name:
         return variant
-    spec = SEARCH_MODES[variant.mode]
-    if not (spec.uses_bm25 and spec.uses_vectors):
+    if not SEARCH_MODES[variant.mode].hybrid:
         raise ValueError(f"{name}: only a hybrid mode (BM25 and vectors) re-ranks")
     if not rerank:
         raise ValueError(f"{name}: name the rerank encoders")

@@ -83,6 +83,7 @@ class SearchMode(ABC):
         uses_vectors: has a vector side (needs query vectors; falls back to BM25 when it has
             both sides and every encoder refused the query).
         fused: the hybrid query can run on the cluster or client-side (``fusion_side``).
+        hybrid: (derived) both sides: the modes that fall back to BM25 and that re-rank.
     """
 
     mode: Mode
@@ -97,6 +98,12 @@ class SearchMode(ABC):
         self, ctx: ModeContext, request: SearchRequest, tokens: list[str], plan: VectorPlan
     ) -> list[Hit]:
         """The top ``request.k`` hits, each with its explanation when ``request.explain``."""
+
+    @property
+    def hybrid(self) -> bool:
+        """Whether the mode has both a BM25 and a vector side (``rescore``, ``knn-rescore``,
+        ``fusion``, ``rrf``)."""
+        return self.uses_bm25 and self.uses_vectors
 
     def fused_side(self, request: SearchRequest) -> str | None:
         """Who fuses this request (``"server"`` / ``"client"``), None for a mode that does not."""
