@@ -54,6 +54,7 @@ __all__ = [
     "load_embedder",
     "one_field_each",
     "parse_encoders",
+    "shipped_or_path",
 ]
 
 #: Where the shipped default models live.
@@ -87,6 +88,20 @@ def default_model_path(family: str) -> Path:
     if family == "gcn":
         return DEFAULT_MODEL_PATH
     return MODELS_DIR / f"{family}-v{DEFAULT_VERSIONS.get(family, 1)}.onnx"
+
+
+def shipped_or_path(name: str) -> str:
+    """A family as it is; an ``.onnx`` path as given when it exists, else the shipped model of
+    that file name (``gcn-v8.onnx`` in ``mathsearch/export/models``), so that a profile, a
+    setting or a flag can name shipped models whatever the working directory.
+
+    >>> shipped_or_path("gcn"), Path(shipped_or_path("gcn-v8.onnx")).parent.name
+    ('gcn', 'models')
+    """
+    if not name.endswith(".onnx") or Path(name).is_file():
+        return name
+    shipped = MODELS_DIR / Path(name).name
+    return str(shipped) if shipped.is_file() else name
 
 
 def parse_encoders(spec: str | Sequence[str]) -> list[str]:
@@ -125,7 +140,7 @@ def encoder_card(name: str | os.PathLike[str], *, verify_sha256: bool = True) ->
         raise ModelCardError(
             f"unknown encoder {name!r}: use a family ({', '.join(FAMILIES)}) or a .onnx path"
         )
-    path = default_model_path(name) if name in FAMILY_RUNTIMES else Path(name)
+    path = default_model_path(name) if name in FAMILY_RUNTIMES else Path(shipped_or_path(name))
     if not path.is_file():
         raise ModelCardError(f"encoder {name!r}: model {path} does not exist")
     return load_card(path, verify_sha256=verify_sha256)
@@ -174,7 +189,7 @@ def load_embedder(
         ModelMismatchError: the model does not fit this featurisation (see the family).
     """
     name = os.fspath(model)
-    path = default_model_path(name) if name in FAMILY_RUNTIMES else Path(name)
+    path = default_model_path(name) if name in FAMILY_RUNTIMES else Path(shipped_or_path(name))
     if not path.is_file():
         raise ModelCardError(f"model {path} does not exist")
     family = load_card(path).family

@@ -56,13 +56,14 @@ def keeps_mathml(parsed: Mapping[str, Any]) -> bool:
 
 def equation_source(
     parsed: Mapping[str, Any],
-    vectors: Mapping[str, Sequence[float] | None] | None = None,
+    vectors: Mapping[str, Sequence[float] | str | None] | None = None,
     refusals: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The indexed document of one parsed equation (``ParsedEquation.to_dict()`` form).
 
     ``vectors`` maps vector fields to this equation's vector (``None``: that encoder refused
-    it, the field is left out); ``refusals`` (``"vec_seq2seq_v1:sympy-parse"``, one per refusing
+    it, the field is left out; a string: an exact-only field's encoded bytes, written as they
+    are); ``refusals`` (``"vec_seq2seq_v1:sympy-parse"``, one per refusing
     encoder) become ``embed_refusals`` when given (jobs with several encoders give them, also
     empty, so a re-run that no longer refuses clears them).
     """
@@ -85,7 +86,8 @@ def equation_source(
     if refusals is not None:
         source["embed_refusals"] = sorted(refusals)
     for field, vector in vectors.items():
-        source[field] = [float(x) for x in vector]
+        # an exact-only field's vector arrives encoded (base64 bytes: stored_vectors)
+        source[field] = _written(vector)
     return source
 
 
@@ -132,8 +134,13 @@ _SET_VECTOR = (
 )
 
 
+def _written(vector: Sequence[float] | str) -> list[float] | str:
+    """A vector as a document holds it: floats, or an exact-only field's encoded text."""
+    return vector if isinstance(vector, str) else [float(x) for x in vector]
+
+
 def vector_update_actions(
-    index: str, field: str, ids: Sequence[str], vectors: Sequence[Sequence[float]]
+    index: str, field: str, ids: Sequence[str], vectors: Sequence[Sequence[float] | str]
 ) -> Iterator[dict[str, Any]]:
     """Partial updates that add (or refresh) one vector field on existing equations.
 
@@ -149,7 +156,7 @@ def vector_update_actions(
             "script": {
                 "lang": "painless",
                 "source": _SET_VECTOR,
-                "params": {"field": field, "vector": [float(x) for x in vector]},
+                "params": {"field": field, "vector": _written(vector)},
             },
             "retry_on_conflict": 3,
         }

@@ -107,19 +107,27 @@ class ModelQueryEncoder:
         self._embedders: dict[str, Any] = {}
 
     def features(
-        self, latex: str, encoders: Sequence[Any] | None = None, *, embed: bool = True
+        self,
+        latex: str,
+        encoders: Sequence[Any] | None = None,
+        *,
+        embed: bool = True,
+        extra: Sequence[Any] = (),
     ) -> QueryFeatures:
         """Featurise ``latex`` once; embed it with ``encoders`` (default: this encoder's).
 
-        ``embed=False`` (a mode with no vector side, such as ``bm25``): the tokens alone, with
-        no vector, no refusals and no model loaded.
+        ``extra`` encoders (a second stage's) embed the same featurisation too: their vectors
+        join ``vectors`` by field (``vector`` stays the first encoder's). ``embed=False`` (a
+        mode with no vector side, such as ``bm25``): the tokens alone, with no vector, no
+        refusals and no model loaded.
         """
         if not embed:
             tokens = _query_tokens(self._parse(latex))
             return QueryFeatures(tokens=tokens, vector=None, vector_field=None, vectors={})
         names = list(encoders or self._names)
         default = self._model if self._model is not None else "gcn"  # MATHSEARCH_MODEL's
-        embedders = self._distinct([(name, self._embedder(name)) for name in names or [default]])
+        named = [(name, self._embedder(name)) for name in [*(names or [default]), *extra]]
+        embedders = self._distinct(named)
         from mathsearch.export.families import needs_prefix
 
         with_prefix = needs_prefix([embedder.family for embedder in embedders])

@@ -35,7 +35,9 @@ class ScoreBreakdown:
 
     ``None`` means the subquery did not retrieve the hit (it then contributes nothing).
     ``knn`` / ``knn_normalized`` are the first vector field's; ``fields`` lists every vector
-    field's (filled when the search used several).
+    field's (filled when the search used several). A hit that a second stage re-ranked keeps
+    the first stage's ``bm25`` / ``knn`` here, with both stages' breakdowns under
+    ``first_stage`` and ``second_stage``.
     """
 
     bm25: float | None = None
@@ -45,6 +47,10 @@ class ScoreBreakdown:
     score: float = 0.0
     formula: str = ""
     fields: list[FieldScore] = field(default_factory=list)
+    #: a hit a second stage re-ranked: the first stage's breakdown and the second stage's
+    #: (its BM25 over the window and each rerank encoder's ``(1 + cos) / 2`` in ``fields``)
+    first_stage: ScoreBreakdown | None = None
+    second_stage: ScoreBreakdown | None = None
 
 
 @dataclass
@@ -73,11 +79,22 @@ class Hit:
         data = asdict(self)
         if self.explanation is None:
             del data["explanation"]
-        elif not self.explanation.fields:
-            del data["explanation"]["fields"]
+        else:
+            _compact(data["explanation"])
         if not self.mathml:
             del data["mathml"]
         return data
+
+
+def _compact(breakdown: dict[str, Any]) -> None:
+    """A breakdown's JSON without the keys a single-stage one does not use."""
+    if not breakdown.get("fields"):
+        breakdown.pop("fields", None)
+    for stage in ("first_stage", "second_stage"):
+        if breakdown.get(stage) is None:
+            breakdown.pop(stage, None)
+        else:
+            _compact(breakdown[stage])
 
 
 @dataclass
@@ -112,6 +129,9 @@ class SearchResponse:
     parameters: dict[str, Any] = field(default_factory=dict)
     query_tokens: list[str] = field(default_factory=list)
     vector_fields: list[str] = field(default_factory=list)
+    #: what a reader should know about how the ranking was made (e.g. a second stage that
+    #: embedded candidates at query time because the index lacks its fields)
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -127,6 +147,8 @@ class SearchResponse:
             data["vector_fields"] = list(self.vector_fields)
         if self.groups is not None:
             data["groups"] = [group.to_dict() for group in self.groups]
+        if self.warnings:
+            data["warnings"] = list(self.warnings)
         return data
 
 

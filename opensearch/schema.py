@@ -9,7 +9,9 @@ Fields (DESIGN.md): ``eq_id``, ``doc_id``, ``section``, ``position``, ``latex``,
 formulas share, :mod:`mathsearch.indexer.canonical_form`; both whitespace analyzer, BM25),
 ``symbols`` and
 ``keywords`` (keyword), ``context`` (text), one ``knn_vector`` per encoder and model version
-(lucene HNSW, space type from the model card), ``model_versions`` (the fields the equation has a
+(lucene HNSW, space type from the model card) or, for a field a second stage only reads back,
+one ``binary`` doc-values field (float16 or int8 bytes, no ANN graph:
+:mod:`mathsearch.opensearch.stored_vectors`), ``model_versions`` (the fields the equation has a
 vector in), ``embed_refusals`` (keyword, ``<field>:<reason>`` for each encoder of a
 several-encoder job that refused the equation) and ``indexed_at``.
 
@@ -35,6 +37,7 @@ from opensearchpy.exceptions import NotFoundError, TransportError
 
 from mathsearch.core.errors import MappingError
 from mathsearch.opensearch.settings import OpenSearchSettings
+from mathsearch.opensearch.stored_vectors import VectorStorage, stored_mapping
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +54,9 @@ class VectorSpec:
     space_type: str
     model: str = ""
     model_sha256: str = ""
+    #: ``hnsw`` (a kNN field), or ``float16`` / ``int8``: an exact-only field that a second
+    #: stage reads back, without an ANN graph (:mod:`mathsearch.opensearch.stored_vectors`)
+    storage: str = VectorStorage.HNSW.value
 
     def __post_init__(self) -> None:
         if not self.field.startswith("vec_") or not self.field.replace("_", "").isalnum():
@@ -61,24 +67,35 @@ class VectorSpec:
             raise MappingError(f"space type {self.space_type!r} is not one of {SPACE_TYPES}")
         if self.dimension < 1:
             raise MappingError(f"vector field {self.field}: dimension {self.dimension} < 1")
+        object.__setattr__(self, "storage", VectorStorage.parse(self.storage).value)
 
     @classmethod
-    def from_card(cls, card: Any) -> VectorSpec:
-        """The spec of a model card (:class:`mathsearch.export.model_card.ModelCard` or alike)."""
+    def from_card(cls, card: Any, storage: str = VectorStorage.HNSW.value) -> VectorSpec:
+        """The spec of a model card (:class:`mathsearch.export.model_card.ModelCard` or alike),
+        kept as ``storage`` (default a kNN field)."""
         return cls(
             field=card.vector_field,
             dimension=int(card.embedding_dim),
             space_type=card.space_type,
             model=f"{card.name}",
             model_sha256=getattr(card, "sha256", ""),
+            storage=storage,
         )
+
+    @property
+    def exact_only(self) -> bool:
+        """Whether the field is stored for a second stage's exact scores only (no ANN graph)."""
+        return VectorStorage(self.storage).exact_only
 
     def mapping(self, settings: OpenSearchSettings) -> dict[str, Any]:
         """The ``knn_vector`` mapping: lucene HNSW with the configured ``m``/``ef_construction``,
         without doc values: the lucene engine keeps the vectors in its own ``.vec`` file, which
         both the HNSW search and exact ``knn_score`` scripts read, so the binary doc-values copy
         (4 bytes a dimension per document: 512 B of a 128-d equation) would be a third copy
-        beside that file and ``_source``."""
+        beside that file and ``_source``. An exact-only field is ``binary`` with doc values
+        (:func:`~mathsearch.opensearch.stored_vectors.stored_mapping`)."""
+        if self.exact_only:
+            return stored_mapping()
         return {
             "type": "knn_vector",
             "dimension": self.dimension,
@@ -140,8 +157,9 @@ def knn_index_body(
 ) -> dict[str, Any]:
     """Settings (k-NN on, the configured shards and replicas, plus ``index_settings``: what
     :meth:`ClusterCapabilities.index_settings` asks of this cluster) and a strict mapping of
-    ``properties`` plus one ``knn_vector`` per spec; ``_meta`` records the vector fields and the
-    default (the first) beside ``meta``."""
+    ``properties`` plus one field per spec (``knn_vector``, or ``binary`` for an exact-only
+    one); ``_meta`` records the vector fields and the default (the first kNN field) beside
+    ``meta``."""
     properties = dict(properties)
     for spec in vectors:
         properties[spec.field] = spec.mapping(settings)
@@ -158,7 +176,10 @@ def knn_index_body(
             "_meta": {
                 **meta,
                 "vector_fields": {spec.field: asdict(spec) for spec in vectors},
-                "default_vector_field": vectors[0].field if vectors else None,
+                # search's default: the first kNN field (an exact-only one is never searched)
+                "default_vector_field": next(
+                    (spec.field for spec in vectors if not spec.exact_only), None
+                ),
             },
             "properties": properties,
         },

@@ -19,7 +19,9 @@ in every mode that uses BM25.
 subquery's raw and normalised score and the formula), ``group`` groups the hits by document.
 
 A second stage: a hybrid request naming ``rerank`` encoders gets its first stage's top
-``rerank_window`` hits re-ranked with those encoders' vectors, computed here at query time
+``rerank_window`` hits re-ranked with those encoders' vectors, read from the index's fields in
+one round trip (:meth:`Searcher.window_scores`; the query embedded with the first stage's
+vectors), or embedded here when the index lacks a field, with a warning in the response
 (:mod:`mathsearch.opensearch.window_rerank`).
 
 Several encoders: a request naming ``encoders`` (or ``vector_fields``) is featurised once and
@@ -43,7 +45,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from opensearchpy import OpenSearch
@@ -72,7 +74,9 @@ from mathsearch.opensearch.schema import index_meta
 from mathsearch.opensearch.search_calls import SearchCalls
 from mathsearch.opensearch.search_fields import EQUATION_FIELDS, EQUATION_SOURCE, SearchFields
 from mathsearch.opensearch.search_request import SearchRequest
+from mathsearch.opensearch.stored_vectors import VectorStorage
 from mathsearch.opensearch.token_stats import TokenStats
+from mathsearch.opensearch.vector_fields import field_storages
 from mathsearch.opensearch.vector_plan import VectorPlan, plan_vectors, requested_fields
 from mathsearch.opensearch.window_rerank import RerankVectors, rerank_hits
 
@@ -80,7 +84,19 @@ logger = logging.getLogger(__name__)
 
 SOURCE_FIELDS = EQUATION_SOURCE
 
-__all__ = ["SOURCE_FIELDS", "ModelQueryEncoder", "SearchRequest", "Searcher"]
+
+@dataclass(frozen=True)
+class WindowScores:
+    """A second stage's window, read in one round trip (:meth:`Searcher.window_scores`): BM25
+    by id, each exact-only field's encoded vector by id, each kNN field's ``(1 + cos) / 2``
+    by id."""
+
+    bm25: dict[str, float]
+    stored: dict[str, dict[str, str]]
+    cosines: dict[str, dict[str, float]]
+
+
+__all__ = ["SOURCE_FIELDS", "ModelQueryEncoder", "SearchRequest", "Searcher", "WindowScores"]
 
 
 class Searcher(SearchCalls):
@@ -106,6 +122,7 @@ class Searcher(SearchCalls):
         #: memoised reads for a run over an index nothing writes to (tuning); see read_cache
         self.read_cache: ReadCache | None = None
         self._rerank_vectors: RerankVectors | None = None
+        self._storages: dict[str, VectorStorage] | None = None
 
     # -- public -------------------------------------------------------------------------------
 
@@ -128,6 +145,8 @@ class Searcher(SearchCalls):
         """
         request.validate()
         started = time.perf_counter()
+        for name in request.rerank if request.reranks else ():
+            self.rerank_vectors.field_of(name)  # an unknown encoder: its own clear error first
         features = self._features(request) if request.latex.strip() else None
         tokens = features.tokens if features else []
         if MODES[request.mode].uses_bm25 and tokens and (request.max_df or request.max_terms):
@@ -148,8 +167,13 @@ class Searcher(SearchCalls):
         if request.reranks:  # the second stage needs the first stage's whole window
             size = max(size, request.rerank_window)
         hits = spec.run(self, replace(request, k=size), tokens, plan)
+        warnings: list[str] = []
         if request.reranks:
-            hits = rerank_hits(self, request, tokens, hits, self.rerank_vectors)
+            query = features.by_field() if features is not None else {}
+            reranked = rerank_hits(
+                self, request, tokens, hits, self.rerank_vectors, query_vectors=query
+            )
+            hits, warnings = reranked.hits, reranked.warnings
         groups = group_hits(hits, last)[request.offset :] if request.group else None
         if not request.group:
             hits = hits[request.offset : last]
@@ -167,6 +191,7 @@ class Searcher(SearchCalls):
             parameters={**request.parameters(), **({"fallback": fallback} if fallback else {})},
             query_tokens=tokens,
             vector_fields=fields,
+            warnings=warnings,
         )
 
     def similar(self, eq_id: str, request: SearchRequest) -> SearchResponse:
@@ -262,9 +287,12 @@ class Searcher(SearchCalls):
         at all for a mode without vectors (when the query encoder takes ``embed``)."""
         if not MODES[request.mode].uses_vectors and takes_keyword(self.encoder, "embed"):
             return self.encoder.features(request.latex, embed=False)  # type: ignore[call-arg]
+        extra: dict[str, Any] = {}
+        if request.reranks and takes_keyword(self.encoder, "extra"):
+            extra["extra"] = list(request.rerank)  # the second stage's, in the same pass
         if request.encoders and takes_keyword(self.encoder, "encoders"):
-            return self.encoder.features(request.latex, encoders=list(request.encoders))  # type: ignore[call-arg]
-        return self.encoder.features(request.latex)
+            return self.encoder.features(request.latex, encoders=list(request.encoders), **extra)  # type: ignore[call-arg]
+        return self.encoder.features(request.latex, **extra)
 
     def source_fields(self, request: SearchRequest) -> tuple[str, ...]:
         """The stored fields a hit needs, plus ``mathml`` when asked (equations); only the id
@@ -296,6 +324,61 @@ class Searcher(SearchCalls):
         if self.read_cache is not None:
             return self.read_cache.sources(ids, source, lambda todo: self._sources_of(todo, source))
         return self._sources_of(ids, source)
+
+    def vector_storages(self, *, refresh: bool = False) -> dict[str, VectorStorage]:
+        """How the index keeps each vector field (``hnsw`` for a kNN field, ``float16`` /
+        ``int8`` for an exact-only one; cached, read again with ``refresh``)."""
+        if self._storages is None or refresh:
+            self._storages = self.call(lambda: field_storages(self.client, self.index))
+        return self._storages
+
+    def window_scores(
+        self,
+        ids: list[str],
+        tokens: list[str],
+        words: str,
+        *,
+        stored: Sequence[str] = (),
+        knn: Sequence[tuple[str, Any]] = (),
+    ) -> WindowScores:
+        """For a second stage, in one ``_msearch``: the exact BM25 score of each of ``ids``
+        (0 for one that matches no token), the ``stored`` exact-only fields' encoded vectors
+        (``docvalue_fields``) and, for each ``(field, query vector)`` of ``knn``, the exact
+        ``(1 + cos) / 2`` of the kNN field (the k-NN plugin's script)."""
+        if not ids:
+            return WindowScores({}, {name: {} for name in stored}, {f: {} for f, _ in knn})
+        query = {
+            "bool": {
+                "should": [queries.bm25_query(tokens, words, fields=self.fields)],
+                "filter": [{"ids": {"values": list(ids)}}],
+                "minimum_should_match": 0,
+            }
+        }
+        body: dict[str, Any] = {
+            "size": len(ids), "_source": False, "track_total_hits": False, "query": query,
+        }  # fmt: skip
+        if stored:
+            body["docvalue_fields"] = list(stored)
+        ids_from = self.fields.id_field
+        bodies = [body] + [
+            queries.exact_cosine_body(name, vector, ids, ids_from=ids_from) for name, vector in knn
+        ]
+        first, *rest = self.run_bodies(bodies)
+        bm25: dict[str, float] = {}
+        values: dict[str, dict[str, str]] = {name: {} for name in stored}
+        for hit in first["hits"]["hits"]:
+            bm25[hit["_id"]] = float(hit["_score"] or 0.0)
+            for name, found in (hit.get("fields") or {}).items():
+                if name in values and found:
+                    values[name][hit["_id"]] = str(found[0])
+        cosines = {
+            name: {
+                queries.hit_id(hit, ids_from): float(hit["_score"])
+                for hit in response["hits"]["hits"]
+            }
+            for (name, _), response in zip(knn, rest, strict=True)
+        }
+        return WindowScores(bm25, values, cosines)
 
     def bm25_scores(self, ids: list[str], tokens: list[str], words: str) -> dict[str, float]:
         """The exact BM25 score of each of ``ids`` (one filtered search)."""

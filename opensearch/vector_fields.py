@@ -36,6 +36,7 @@ from mathsearch.opensearch.schema import (
     versioned_name,
 )
 from mathsearch.opensearch.settings import OpenSearchSettings
+from mathsearch.opensearch.stored_vectors import VectorStorage
 
 logger = logging.getLogger(__name__)
 
@@ -81,20 +82,18 @@ def add_vector_field(
     existing = mapping.get("properties", {}).get(spec.field)
     meta = dict(mapping.get("_meta") or {})
     if existing is not None:
-        dimension = existing.get("dimension")
-        space = existing.get("method", {}).get("space_type")
-        if dimension != spec.dimension or space != spec.space_type:
-            raise MappingError(
-                f"{alias}.{spec.field} exists as {dimension}-d {space}, not {spec.dimension}-d "
-                f"{spec.space_type}: give the new model version a new field"
-            )
+        _check_existing(alias, spec, existing, dict(meta.get("vector_fields") or {}))
         if make_default and meta.get("default_vector_field") != spec.field:
             set_default_vector_field(client, alias, spec.field)
         return False
     fields = dict(meta.get("vector_fields") or {})
     fields[spec.field] = asdict(spec)
     meta["vector_fields"] = fields
-    if make_default or not meta.get("default_vector_field"):
+    if spec.exact_only and make_default:
+        raise MappingError(
+            f"{spec.field} is exact-only (no ANN graph): search cannot default to it"
+        )
+    if not spec.exact_only and (make_default or not meta.get("default_vector_field")):
         meta["default_vector_field"] = spec.field
     try:
         client.indices.put_mapping(
@@ -104,8 +103,48 @@ def add_vector_field(
     except TransportError as exc:
         raise MappingError(f"cannot add {spec.field} to {alias}: {exc}") from exc
     _sync_template(client, alias)
-    logger.info("added vector field %s (%d-d) to %s", spec.field, spec.dimension, alias)
+    logger.info(
+        "added vector field %s (%d-d, %s) to %s", spec.field, spec.dimension, spec.storage, alias
+    )
     return True
+
+
+def _check_existing(
+    alias: str, spec: VectorSpec, existing: dict[str, Any], recorded: dict[str, Any]
+) -> None:
+    """Refuse a spec that does not fit the field the index already has. A kNN field serves
+    an exact-only spec too (the second stage scores it with the k-NN plugin's script)."""
+    if existing.get("type") == "binary":
+        before = dict(recorded.get(spec.field) or {})
+        dimension, space = before.get("dimension"), before.get("space_type")
+        if not spec.exact_only:
+            raise MappingError(
+                f"{alias}.{spec.field} exists as an exact-only field (no ANN graph): drop it "
+                f"(`mathsearch models drop {spec.field}`) before adding it as a kNN field"
+            )
+    else:
+        dimension = existing.get("dimension")
+        space = existing.get("method", {}).get("space_type")
+    if dimension != spec.dimension or space != spec.space_type:
+        raise MappingError(
+            f"{alias}.{spec.field} exists as {dimension}-d {space}, not {spec.dimension}-d "
+            f"{spec.space_type}: give the new model version a new field"
+        )
+
+
+def field_storages(client: OpenSearch, alias: str) -> dict[str, VectorStorage]:
+    """How the index keeps each of its vector fields: a ``knn_vector`` is ``hnsw``; a
+    ``binary`` vector field the storage its ``_meta`` records (float16 when unrecorded)."""
+    mapping = _live_mapping(client, alias)
+    recorded = dict((mapping.get("_meta") or {}).get("vector_fields") or {})
+    out: dict[str, VectorStorage] = {}
+    for name, prop in (mapping.get("properties") or {}).items():
+        if prop.get("type") == "knn_vector":
+            out[name] = VectorStorage.HNSW
+        elif prop.get("type") == "binary" and name.startswith("vec_"):
+            storage = (recorded.get(name) or {}).get("storage") or VectorStorage.FLOAT16.value
+            out[name] = VectorStorage.parse(storage)
+    return out
 
 
 def set_default_vector_field(client: OpenSearch, alias: str, field: str) -> None:
@@ -114,6 +153,11 @@ def set_default_vector_field(client: OpenSearch, alias: str, field: str) -> None
     if field not in mapping.get("properties", {}):
         known = sorted(vector_fields(client, alias))
         raise MappingError(f"{alias} has no field {field}; vector fields: {', '.join(known)}")
+    if mapping["properties"][field].get("type") != "knn_vector":
+        raise MappingError(
+            f"{alias}.{field} is exact-only (no ANN graph, read by a second stage): search "
+            "cannot default to it; add the model as a kNN field (`models add` without --rerank)"
+        )
     meta = dict(mapping.get("_meta") or {})
     meta["default_vector_field"] = field
     client.indices.put_mapping(index=alias, body={"_meta": meta})

@@ -1,25 +1,33 @@
-"""A second stage at query time: the first stage's top window re-ranked with heavier encoders.
+"""The second stage: the first stage's top window re-ranked with heavier encoders' vectors.
 
-The index holds the vectors of a cheap encoder (the default graph CNN: its CPU embedding rate
-sets the indexing speed). A request naming ``rerank`` encoders takes the top ``rerank_window``
-hits of its first stage (any hybrid mode), embeds those candidates and the query with the
-``rerank`` encoders in this process - encoders whose vectors the index need not hold, such as the
-seed-size towers that embed at 0.07-0.15x the default's CPU rate - and ranks the window by the
-window-normalised interpolation of the ``rescore`` mode (the figure-embeddings seed's tf-idf +
-embedding scheme, :mod:`mathsearch.opensearch.window_rescore`)::
+The index's kNN field holds a cheap encoder (the default graph CNN: its HNSW graph serves the
+first stage). A request naming ``rerank`` encoders takes the top ``rerank_window`` hits of its
+first stage (any hybrid mode) and ranks them again by the window-normalised interpolation of the
+``rescore`` mode (the figure-embeddings seed's tf-idf + embedding scheme,
+:mod:`mathsearch.opensearch.window_rescore`)::
 
     score(d) = (1 - a) * N(bm25)(d) + a / n * sum_e N((1 + cos(q_e, v_e(d))) / 2)  + offset
     N        = min_max over the window W; a = rerank_alpha; e = each of the n rerank encoders
     offset   = the largest first-stage score after the window (0 if none is positive), so the
                window stays above the hits past it (they keep their order and scores)
 
-BM25 is the exact score of each candidate (one filtered search,
-:meth:`~mathsearch.opensearch.searcher.Searcher.bm25_scores`), not the first stage's fused
-score. A candidate an encoder cannot embed (no LaTeX stored, or the encoder refuses it) gets no
-term for that encoder, as in ``rescore``. The cost moves from every indexed equation to
-``rerank_window`` candidates per query; :class:`RerankVectors` keeps each (encoder, equation)
-vector in an LRU cache (``MATHSEARCH_RERANK_CACHE`` entries, default 50,000), so an equation
-that comes back in later windows is embedded once per process.
+**The candidates' vectors come from the index.** The workers write each rerank encoder's field
+at index time - an exact-only field (float16 or int8 bytes in binary doc values, no ANN graph:
+:mod:`mathsearch.opensearch.stored_vectors`), or a kNN field the index has anyway. One
+``_msearch`` then brings the window's exact BM25 scores with the stored fields' bytes
+(``docvalue_fields``) and, for a kNN field, the k-NN plugin's exact cosines
+(:func:`~mathsearch.opensearch.queries.exact_cosine_body`): one round trip, and no candidate is
+embedded at query time. The query is featurised once and embedded once per encoder, with the
+first stage's vectors (:class:`~mathsearch.opensearch.query_encoder.ModelQueryEncoder`'s
+``extra``). A candidate without a value in a field (refused by that encoder, or written before
+the field was added and not yet backfilled by ``mathsearch models add MODEL --rerank``) gets no
+term for it, as in ``rescore``.
+
+**An index without a field** falls back to embedding the window's candidates with that encoder
+in this process (:class:`RerankVectors`: each encoder loaded once, an LRU cache of
+``MATHSEARCH_RERANK_CACHE`` (encoder, equation) vectors, default 50,000), and says so: a warning
+in the response (``SearchResponse.warnings``, shown by ``search`` and ``--explain``) and in the
+log (once per index and fields).
 
 The shipped default profile re-ranks the fusion's top 50 with gcn-v8 + gcn-v9 + gcn-v10 at
 alpha 0.4, chosen on the tuning halves of the validation papers and of the equivalence task
@@ -28,8 +36,9 @@ alpha 0.4, chosen on the tuning halves of the validation papers and of the equiv
 Example::
 
     request = SearchRequest(r"\\frac{1}{2} m^2 \\phi^2", mode=Mode.FUSION,
-                            rerank=("export/models/gcn-v8.onnx",), rerank_window=50)
-    hits = searcher.search(request).hits      # the window re-ranked by gcn-v8 and BM25
+                            rerank=("gcn-v8.onnx",), rerank_window=50)
+    response = searcher.search(request)    # the window re-ranked by gcn-v8 and BM25
+    response.warnings                      # [] when the index holds vec_gcn_v8
 """
 
 from __future__ import annotations
@@ -37,8 +46,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,10 +55,11 @@ import numpy as np
 
 from mathsearch.core.errors import QueryError
 from mathsearch.opensearch.fusion import Normalization
-from mathsearch.opensearch.window_rescore import WindowScore, cosine01, rank_window, rescore_window
+from mathsearch.opensearch.results import Hit, ScoreBreakdown
+from mathsearch.opensearch.stored_vectors import VectorStorage, cosines01, decode_vectors
+from mathsearch.opensearch.window_rescore import WindowScore, rank_window, rescore_window
 
 if TYPE_CHECKING:
-    from mathsearch.opensearch.results import Hit
     from mathsearch.opensearch.search_request import SearchRequest
 
 logger = logging.getLogger(__name__)
@@ -57,10 +67,10 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "CACHE_ENV",
     "RerankVectors",
+    "Reranked",
     "rerank_hits",
     "rerank_order",
     "rerank_weights",
-    "shipped_or_path",
 ]
 
 #: Environment variable (``OpenSearchSettings.rerank_cache``): how many (encoder, equation)
@@ -68,22 +78,6 @@ __all__ = [
 CACHE_ENV = "MATHSEARCH_RERANK_CACHE"
 
 Vector = np.ndarray
-
-
-def shipped_or_path(name: str) -> str:
-    """A family as it is; an ``.onnx`` path as given when it exists, else the shipped model of
-    that file name (``gcn-v8.onnx`` in ``mathsearch/export/models``), so that a profile can
-    name shipped models whatever the working directory.
-
-    >>> shipped_or_path("gcn"), Path(shipped_or_path("gcn-v8.onnx")).parent.name
-    ('gcn', 'models')
-    """
-    if not name.endswith(".onnx") or Path(name).is_file():
-        return name
-    from mathsearch.export.embedders import MODELS_DIR
-
-    shipped = MODELS_DIR / Path(name).name
-    return str(shipped) if shipped.is_file() else name
 
 
 def rerank_weights(alpha: float, encoders: int) -> list[float]:
@@ -140,6 +134,8 @@ class RerankVectors:
         self._featurisers: dict[bool, Any] = {}
         #: how many equations were embedded (cache misses), for benchmarks and tests
         self.embedded = 0
+        self._fields: dict[str, str] = {}
+        self._warned: set[tuple[str, tuple[str, ...]]] = set()
         # one caller at a time (serve's request threads share a searcher): the cache and the
         # featuriser are not thread-safe, and the sessions use every core anyway
         self._lock = threading.Lock()
@@ -151,7 +147,7 @@ class RerankVectors:
             QueryError: no such model or card, or one that does not fit this featurisation.
         """
         if name not in self._embedders:
-            from mathsearch.export.embedders import as_embedder
+            from mathsearch.export.embedders import as_embedder, shipped_or_path
             from mathsearch.export.errors import ExportError
 
             try:
@@ -160,6 +156,37 @@ class RerankVectors:
                 raise QueryError(f"rerank encoder {name!r}: {exc}") from exc
             logger.info("rerank encoder %s ready", self._embedders[name].vector_field)
         return self._embedders[name]
+
+    def field_of(self, name: str) -> str:
+        """The vector field of encoder ``name`` (its card's; no session loaded).
+
+        Raises:
+            QueryError: no such model or card.
+        """
+        if name not in self._fields:
+            from mathsearch.opensearch.query_encoder import encoder_field
+
+            try:
+                self._fields[name] = encoder_field(name)
+            except QueryError as exc:
+                raise QueryError(f"rerank encoder {name!r}: {exc}") from exc
+        return self._fields[name]
+
+    def fallback_warning(self, index: str, fields: Sequence[str], window: int) -> str:
+        """The warning of a second stage that embeds candidates at query time because
+        ``index`` lacks ``fields``; logged once per index and fields (serve's log)."""
+        names = ", ".join(fields)
+        message = (
+            f"{index} has no {names} field: the second stage embedded up to {window} "
+            f"candidates at query time (slow); write the field with `mathsearch models add "
+            f"MODEL --rerank` or re-index"
+        )
+        key = (index, tuple(fields))
+        with self._lock:
+            if key not in self._warned:
+                self._warned.add(key)
+                logger.warning("%s", message)
+        return message
 
     def vectors(
         self, encoders: Sequence[str], equations: Sequence[tuple[str, str]]
@@ -265,78 +292,191 @@ class RerankVectors:
         return fresh
 
 
+@dataclass(frozen=True)
+class Reranked:
+    """What the second stage gives back: the hits and what a reader should know (a field
+    the index lacks, which was embedded at query time; an encoder that refused the query)."""
+
+    hits: list[Hit]
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Encoder:
+    """One rerank encoder in one search: its name, field and where its vectors come from."""
+
+    name: str
+    field: str
+    storage: VectorStorage | None  # None: the index lacks the field (query-time embedding)
+    query: np.ndarray
+
+
 def rerank_hits(
     ctx: Any,
     request: SearchRequest,
     tokens: list[str],
     hits: list[Hit],
     vectors: RerankVectors,
-) -> list[Hit]:
+    *,
+    query_vectors: Mapping[str, Sequence[float]] | None = None,
+) -> Reranked:
     """``hits`` (the first stage, best first) with the top ``request.rerank_window`` re-ranked
     (see the module docstring); the rest follow unchanged.
 
-    ``ctx`` is the searcher (:meth:`bm25_scores`, :meth:`sources_of`, ``fields``).
+    ``ctx`` is the searcher (:meth:`vector_storages`, :meth:`window_scores`,
+    :meth:`sources_of`, ``fields``, ``index``); ``query_vectors`` the query's vectors by field
+    from its one featurisation (a field missing there is embedded here).
 
     Raises:
-        QueryError: a rerank encoder that cannot be loaded, or one that refuses the query.
+        QueryError: a rerank encoder that cannot be loaded.
     """
     size = min(request.rerank_window, len(hits))
     if size < 1:
-        return hits
+        return Reranked(hits)
     window, rest = hits[:size], hits[size:]
     ids = [hit.eq_id for hit in window]
-    bm25 = ctx.bm25_scores(ids, tokens, request.text)
+    warnings: list[str] = []
+    encoders = _encoders(ctx, request, vectors, dict(query_vectors or {}), warnings)
+    if not encoders:
+        return Reranked(hits, warnings)
+    stored = [e for e in encoders if e.storage is not None and e.storage.exact_only]
+    knn = [e for e in encoders if e.storage is VectorStorage.HNSW]
+    found = ctx.window_scores(
+        ids, tokens, request.text,
+        stored=[e.field for e in stored],
+        knn=[(e.field, e.query) for e in knn],
+    )  # fmt: skip
+    columns: list[list[float | None]] = []
+    missing = [e for e in encoders if e.storage is None]
+    embedded = _embedded(ctx, window, missing, vectors) if missing else {}
+    for encoder in encoders:
+        if encoder.storage is None:
+            column = cosines01(encoder.query, embedded[encoder.name])
+        elif encoder.storage is VectorStorage.HNSW:
+            column = [found.cosines[encoder.field].get(i) for i in ids]
+        else:
+            raw = [found.stored[encoder.field].get(i) for i in ids]
+            decoded = decode_vectors(raw, encoder.storage, encoder.query.size)
+            column = cosines01(encoder.query, decoded)
+        columns.append(column)
+    bm25 = [found.bm25.get(i, 0.0) for i in ids]
+    order, scores = rerank_order(bm25, columns, request.rerank_alpha)
+    offset = max([0.0, *(hit.score for hit in rest)])
+    out = []
+    names = [e.name for e in encoders]
+    for rank, i in enumerate(order, start=1):
+        hit = replace(window[i], rank=rank, score=scores[i].score + offset)
+        if request.explain:
+            second = _breakdown(request, names, bm25[i], scores[i], columns=columns, i=i)
+            hit.explanation = _both_stages(window[i].explanation, second, hit.score, offset)
+        out.append(hit)
+    for rank, hit in enumerate(rest, start=size + 1):
+        out.append(replace(hit, rank=rank))
+    return Reranked(out, warnings)
+
+
+def _encoders(
+    ctx: Any,
+    request: SearchRequest,
+    vectors: RerankVectors,
+    query_vectors: dict[str, Sequence[float]],
+    warnings: list[str],
+) -> list[_Encoder]:
+    """The request's rerank encoders with their fields, the index's storage of each and the
+    query's vector; an encoder that refuses the query is left out (with a warning)."""
+    storages = ctx.vector_storages()
+    fields = {name: vectors.field_of(name) for name in request.rerank}
+    if any(name not in storages for name in fields.values()):  # added since: look again
+        storages = ctx.vector_storages(refresh=True)
+    lacking = [name for name in request.rerank if fields[name] not in query_vectors]
+    if lacking:  # a query encoder that took no extra encoders: embed the query here
+        embedded = vectors.vectors(lacking, [(request.latex, "")])
+        for name, (vector,) in zip(lacking, embedded, strict=True):
+            if vector is not None:
+                query_vectors[fields[name]] = vector
+    out = []
+    for name in request.rerank:
+        query = query_vectors.get(fields[name])
+        if query is None:
+            warnings.append(f"rerank encoder {_label(name)} cannot embed the query: left out")
+            continue
+        vector = np.asarray(query, dtype=np.float32)
+        out.append(_Encoder(name, fields[name], storages.get(fields[name]), vector))
+    missing = [e.field for e in out if e.storage is None]
+    if missing:
+        warnings.append(vectors.fallback_warning(ctx.index, missing, request.rerank_window))
+    return out
+
+
+def _embedded(
+    ctx: Any, window: list[Hit], missing: list[_Encoder], vectors: RerankVectors
+) -> dict[str, list[Vector | None]]:
+    """The window's vectors of the encoders whose fields the index lacks, embedded here from
+    the stored LaTeX (MathML for MathML input)."""
     display = ctx.fields.display
-    missing = [hit.eq_id for hit in window if not (hit.latex or hit.mathml)]
-    stored = ctx.sources_of(missing, (display, "mathml")) if missing else {}
+    lacking = [hit.eq_id for hit in window if not (hit.latex or hit.mathml)]
+    stored = ctx.sources_of(lacking, (display, "mathml")) if lacking else {}
     equations = []
     for hit in window:
         found = stored.get(hit.eq_id, {})
         latex = hit.latex or str(found.get(display) or "")
         mathml = hit.mathml or str(found.get("mathml") or "")
         equations.append((latex, mathml))
-    encoders = list(request.rerank)
-    query = vectors.vectors(encoders, [(request.latex, "")])
-    refused = [name for name, (vector,) in zip(encoders, query, strict=True) if vector is None]
-    if refused:
-        raise QueryError(f"rerank encoder {refused[0]!r} cannot embed the query")
-    candidates = vectors.vectors(encoders, equations)
-    columns = [
-        [cosine01(q, v) if v is not None else None for v in column]
-        for (q,), column in zip(query, candidates, strict=True)
-    ]
-    order, scores = rerank_order([bm25.get(i, 0.0) for i in ids], columns, request.rerank_alpha)
-    offset = max([0.0, *(hit.score for hit in rest)])
-    out = []
-    for rank, i in enumerate(order, start=1):
-        hit = replace(window[i], rank=rank, score=scores[i].score + offset)
-        if request.explain:
-            hit.explanation = _breakdown(request, bm25.get(ids[i], 0.0), scores[i], columns, i)
-        out.append(hit)
-    for rank, hit in enumerate(rest, start=size + 1):
-        out.append(replace(hit, rank=rank))
-    return out
+    names = [e.name for e in missing]
+    columns = vectors.vectors(names, equations)
+    return dict(zip(names, columns, strict=True))
+
+
+def _label(name: str) -> str:
+    """An encoder's name for a message: a model file's stem, a family as it is."""
+    return Path(name).stem if name.endswith(".onnx") else name
 
 
 def _breakdown(
     request: SearchRequest,
+    names: Sequence[str],
     bm25: float,
     scored: WindowScore,
+    *,
     columns: Sequence[Sequence[float | None]],
     i: int,
-) -> Any:
+) -> ScoreBreakdown:
     from mathsearch.opensearch.modes.rescore import window_breakdown
 
     breakdown = window_breakdown(
         bm25,
         scored,
         [column[i] for column in columns],
-        fields=list(request.rerank),
-        weights=rerank_weights(request.rerank_alpha, len(request.rerank)),
+        fields=[_label(name) for name in names],
+        weights=rerank_weights(request.rerank_alpha, len(names)),
         normalization=Normalization.MIN_MAX.value,
     )
+    # the rerank cosines are this stage's fields, not a first-stage kNN score
     return replace(
         breakdown,
+        knn=None,
+        knn_normalized=None,
         formula=f"rerank of the {request.mode.value} top {request.rerank_window}: "
         f"{breakdown.formula}",
+    )
+
+
+def _both_stages(
+    first: ScoreBreakdown | None, second: ScoreBreakdown, score: float, offset: float
+) -> ScoreBreakdown:
+    """A re-ranked hit's explanation: the first stage's and the second stage's breakdowns
+    under their own keys; the top level keeps the first stage's BM25 and kNN (what the first
+    stage retrieved the hit with) and the final score."""
+    base = first or ScoreBreakdown()
+    shift = f" + {offset:.4g} (the first stage's best score after the window)" if offset else ""
+    return ScoreBreakdown(
+        bm25=base.bm25,
+        knn=base.knn,
+        bm25_normalized=base.bm25_normalized,
+        knn_normalized=base.knn_normalized,
+        score=score,
+        formula=f"second stage: {second.formula}{shift}",
+        fields=list(base.fields),
+        first_stage=first,
+        second_stage=second,
     )

@@ -48,7 +48,8 @@ def process_embedder(name: str = "gcn") -> Embedder:
 
 
 def process_embedders(names: Sequence[str] | None = None) -> list[Embedder]:
-    """This process's embedders of ``names`` (default ``MATHSEARCH_ENCODERS``), in order: each
+    """This process's embedders of ``names`` (default ``MATHSEARCH_ENCODERS`` and
+    ``MATHSEARCH_RERANK_ENCODERS``: :attr:`WorkerSettings.served`), in order: each
     is loaded once per process (:func:`mathsearch.export.embedders.load_embedder`) and reused.
 
     Raises:
@@ -57,7 +58,7 @@ def process_embedders(names: Sequence[str] | None = None) -> list[Embedder]:
     if names is None:
         from mathsearch.workers.settings import WorkerSettings
 
-        names = WorkerSettings.from_env().encoders
+        names = WorkerSettings.from_env().served
     out: list[Embedder] = []
     for name in names:
         if name not in _EMBEDDERS:

@@ -48,6 +48,7 @@ from mathsearch.opensearch.enrichment import ensure_math_mapping
 from mathsearch.opensearch.equation_index import ensure_equation_index
 from mathsearch.opensearch.schema import VectorSpec, ensure_failures_index
 from mathsearch.opensearch.settings import OpenSearchSettings
+from mathsearch.opensearch.vector_fields import field_storages
 from mathsearch.workers.embedding import process_embedders
 from mathsearch.workers.job_progress import LocalProgress, Progress, RedisProgress, Snapshot
 from mathsearch.workers.pipeline import (
@@ -195,6 +196,7 @@ def run_index(
     stall_timeout: float = 600.0,
     progress: bool = True,
     encoders: Sequence[str] | None = None,
+    rerank: Sequence[str] | None = None,
     resend_after: float | None = None,
     prune: bool = False,
 ) -> IndexReport:
@@ -209,7 +211,11 @@ def run_index(
 
     ``encoders`` (families or ``.onnx`` paths, the primary first; default
     ``worker_settings.encoders``) each fill their own vector field; the workers must serve all
-    of them (``mathsearch worker --encoders``), inline this process loads them.
+    of them (``mathsearch worker --encoders``), inline this process loads them. ``rerank``
+    (default ``worker_settings.rerank_encoders``: the default search profile's second stage)
+    fill exact-only fields beside them, kept as ``worker_settings.rerank_storage`` without an
+    ANN graph (:mod:`mathsearch.opensearch.stored_vectors`); a field the index already has as
+    a kNN field stays one.
 
     With ``prune`` a complete job then removes, for each document it read, the equations and
     failure records of this index that it did not produce: the positions a revised document
@@ -234,6 +240,13 @@ def run_index(
     fields = [spec.field for spec in specs]
     if len(set(fields)) != len(fields):
         raise MappingError(f"encoders {', '.join(names)} write the same field: {fields}")
+    second = list(worker_settings.rerank_encoders if rerank is None else rerank)
+    for name in second:
+        spec = VectorSpec.from_card(encoder_card(name), worker_settings.rerank_storage)
+        if spec.field not in fields:  # a kNN field of the job serves the second stage too
+            specs.append(spec)
+            fields.append(spec.field)
+            names.append(name)
     # the workers (or this process's models) first: a job that cannot run creates no index
     embedders = process_embedders(names) if inline else None
     queue = None if inline else Broker(worker_settings)
@@ -243,7 +256,10 @@ def run_index(
     failures_index = ensure_failures_index(client, settings)
     if enrich_index:
         ensure_math_mapping(client, enrich_index, specs[0])
-    job = JobSpec.create(index, fields, failures_index, enrich_index=enrich_index)
+    # how the index keeps each field decides how it is written (an older kNN field stays one)
+    storages = field_storages(client, index)
+    stored = {name: storages[name].value for name in fields if storages[name].exact_only}
+    job = JobSpec.create(index, fields, failures_index, enrich_index=enrich_index, stored=stored)
     tracker: Progress = LocalProgress() if queue is None else RedisProgress(queue.redis, job.job_id)
     report = IndexReport(
         job.job_id,

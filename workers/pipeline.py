@@ -52,6 +52,7 @@ from mathsearch.opensearch.bulk_writer import BulkWriter
 from mathsearch.opensearch.documents import equation_actions, failure_actions, failure_id
 from mathsearch.opensearch.enrichment import enrichment_actions, group_by_document
 from mathsearch.opensearch.settings import OpenSearchSettings
+from mathsearch.opensearch.stored_vectors import VectorStorage, encode_column
 from mathsearch.workers import metrics
 from mathsearch.workers.embedding import embed_items, process_embedders
 from mathsearch.workers.job_progress import Progress
@@ -74,6 +75,9 @@ class JobSpec:
         enrich_index: a library index whose documents get ``math.*`` partial updates (or None).
         vector_fields: every field of the job, the primary first; empty in payloads of older
             clients, which meant ``[vector_field]``.
+        stored: the job's exact-only fields (a second stage's, no ANN graph) and how each is
+            kept (``float16`` / ``int8``: :mod:`mathsearch.opensearch.stored_vectors`); their
+            vectors are written as encoded bytes. Empty: every field is a kNN field.
     """
 
     job_id: str
@@ -82,6 +86,7 @@ class JobSpec:
     failures_index: str
     enrich_index: str | None = None
     vector_fields: tuple[str, ...] = field(default=())
+    stored: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def create(
@@ -114,6 +119,7 @@ class JobSpec:
     def from_dict(cls, data: dict[str, Any]) -> JobSpec:
         values = {key: data[key] for key in cls.__dataclass_fields__ if key in data}
         values["vector_fields"] = tuple(values.get("vector_fields") or ())
+        values["stored"] = dict(values.get("stored") or {})
         return cls(**values)
 
 
@@ -292,6 +298,10 @@ def write_outcome(
     """
     writer = BulkWriter(client, settings, refresh="false")
     columns = dict(vectors) if isinstance(vectors, Mapping) else {job.vector_field: vectors}
+    primary = columns.get(job.vector_field) or []
+    for name, storage in job.stored.items():  # exact-only fields hold encoded bytes
+        if name in columns:
+            columns[name] = encode_column(columns[name], VectorStorage.parse(storage))
     # one bad action must not sink a bulk request: strings become valid UTF-8 (lone surrogates
     # -> U+FFFD) and ids storable (OpenSearch validates ids per request, not per item)
     parsed = [writable(item) for item in parsed]
@@ -309,7 +319,6 @@ def write_outcome(
     ]
     written_ids = [eq_id for eq_id in by_id if eq_id not in refused]
     if job.enrich_index and written_ids:
-        primary = columns.get(job.vector_field) or []
         documents = group_by_document(
             [by_id[i] for i in written_ids],
             [primary[n] for n, item in enumerate(parsed) if item["eq_id"] not in refused],

@@ -23,6 +23,7 @@ from typing import Any
 
 from opensearchpy import OpenSearch
 
+from mathsearch.core.errors import MappingError
 from mathsearch.export.embedders import Embedder, as_embedder
 from mathsearch.export.families import needs_prefix
 from mathsearch.indexer.opensearch_source import iter_opensearch_index
@@ -32,7 +33,12 @@ from mathsearch.opensearch.bulk_writer import BulkWriter
 from mathsearch.opensearch.documents import failure_actions, vector_update_actions
 from mathsearch.opensearch.schema import VectorSpec, ensure_failures_index
 from mathsearch.opensearch.settings import OpenSearchSettings
-from mathsearch.opensearch.vector_fields import add_vector_field
+from mathsearch.opensearch.stored_vectors import VectorStorage, encode_vector
+from mathsearch.opensearch.vector_fields import (
+    add_vector_field,
+    field_storages,
+    set_default_vector_field,
+)
 from mathsearch.workers.embedding import embedded
 
 logger = logging.getLogger(__name__)
@@ -62,15 +68,23 @@ def reembed(
     make_default: bool = False,
     batch_size: int = 256,
     progress: bool = False,
+    storage: str = VectorStorage.HNSW.value,
 ) -> ReembedReport:
     """Fill ``embedder.vector_field`` for every equation of ``alias`` (see module doc);
     ``embedder`` is an :class:`Embedder` of any family, or what
-    :func:`~mathsearch.export.embedders.as_embedder` takes (a family, a path, an ``Encoder``)."""
+    :func:`~mathsearch.export.embedders.as_embedder` takes (a family, a path, an ``Encoder``).
+
+    ``storage`` ``float16`` / ``int8`` adds the field for a second stage only: binary doc
+    values without an ANN graph (:mod:`mathsearch.opensearch.stored_vectors`), the backfill of
+    a re-rank field on a live index. A field the index already has keeps its own storage."""
     settings = settings or OpenSearchSettings.from_env()
     embedder = as_embedder(embedder)
     featuriser = featuriser or Featuriser(with_prefix=needs_prefix([embedder.family]))
-    spec = VectorSpec.from_card(embedder.card)
+    spec = VectorSpec.from_card(embedder.card, storage)
+    if make_default and spec.exact_only:
+        raise MappingError(f"{spec.field} as {spec.storage} is exact-only: search cannot use it")
     add_vector_field(client, alias, spec, settings=settings)
+    kept = field_storages(client, alias)[spec.field]
     writer = BulkWriter(client, settings)
     report = ReembedReport(field=spec.field)
     failures: list[Failure] = []
@@ -84,7 +98,8 @@ def reembed(
                 continue
             parsed, vector = item
             report.equations += 1
-            yield from vector_update_actions(alias, spec.field, [parsed.eq_id], [vector])
+            value = encode_vector(vector, kept) if kept.exact_only else vector
+            yield from vector_update_actions(alias, spec.field, [parsed.eq_id], [value])
 
     result = writer.write(actions())
     report.updated = result.created + result.updated
@@ -99,8 +114,6 @@ def reembed(
     for failure in failures:
         report.failures[failure.reason] = report.failures.get(failure.reason, 0) + 1
     if make_default:
-        from mathsearch.opensearch.vector_fields import set_default_vector_field
-
         set_default_vector_field(client, alias, spec.field)
     logger.info("re-embedded %d equations of %s into %s", report.equations, alias, spec.field)
     return report

@@ -25,6 +25,12 @@ MATHSEARCH_ENCODERS                 encoders a worker serves and a job     gcn
                                     writes (families or ``.onnx`` paths,
                                     comma-separated; one vector field
                                     each, the first is the primary)
+MATHSEARCH_RERANK_ENCODERS          encoders whose fields a job writes     the default search
+                                    for the second stage only (no ANN      profile's ``rerank``
+                                    graph), served by every worker too;
+                                    ``none``: no such fields
+MATHSEARCH_RERANK_STORAGE           how those fields are kept: float16     float16
+                                    or int8 (bytes in binary doc values)
 ==================================  =====================================  ========================
 
 ``MATHSEARCH_ENCODERS`` (``mathsearch worker --encoders``, ``mathsearch index --encoders``)
@@ -33,6 +39,13 @@ model, see :func:`mathsearch.export.embedders.default_model_path`) or by ``.onnx
 loads each
 once per pool process and refuses (``model-mismatch``) a batch whose job wants a vector field
 none of its models writes; see docs/encoders.md.
+
+``MATHSEARCH_RERANK_ENCODERS`` follows the search side: unset, it is the ``rerank`` list of
+:meth:`mathsearch.opensearch.search_profile.SearchProfile.default` (``MATHSEARCH_SEARCH_PROFILE``,
+else the shipped profile), so that an index built with the defaults holds every vector the
+default search reads and no query embeds a candidate
+(:mod:`mathsearch.opensearch.window_rerank`). Those fields are ``binary`` doc values
+(:mod:`mathsearch.opensearch.stored_vectors`): no graph is built for them.
 
 ``MATHSEARCH_BATCH_SIZE`` defaults to 128 equations: embedding dominates a batch, and
 ``mathsearch bench embed`` measured ONNX Runtime's throughput on this CPU as flat from 64 to 1,024
@@ -72,6 +85,14 @@ class WorkerSettings:
     retry_max_backoff: float = 120.0
     metrics_port: int = 9808
     encoders: tuple[str, ...] = ("gcn",)
+    #: the second stage's encoders (exact-only fields); from_env: the default profile's
+    rerank_encoders: tuple[str, ...] = ()
+    rerank_storage: str = "float16"
+
+    @property
+    def served(self) -> tuple[str, ...]:
+        """Every encoder a worker loads: the kNN fields' then the second stage's."""
+        return tuple(dict.fromkeys((*self.encoders, *self.rerank_encoders)))
 
     def queue(self, name: str) -> str:
         """The broker's name of queue ``name`` (``parse``, ``embed``, ``default``)."""
@@ -107,6 +128,12 @@ class WorkerSettings:
             encoders = tuple(parse_encoders(env.get("MATHSEARCH_ENCODERS") or "gcn"))
         except ModelCardError as exc:
             raise ConfigurationError(f"MATHSEARCH_ENCODERS: {exc}") from exc
+        rerank = _rerank_encoders(env.get("MATHSEARCH_RERANK_ENCODERS", ""))
+        storage = (env.get("MATHSEARCH_RERANK_STORAGE") or cls.rerank_storage).strip().lower()
+        if storage not in _EXACT_STORAGES:
+            raise ConfigurationError(
+                f"MATHSEARCH_RERANK_STORAGE={storage!r}: one of {', '.join(_EXACT_STORAGES)}"
+            )
         return cls(
             redis_url=redis_url,
             result_backend=env.get("MATHSEARCH_RESULT_BACKEND") or redis_url,
@@ -121,4 +148,24 @@ class WorkerSettings:
             retry_max_backoff=number("TASK_RETRY_MAX_BACKOFF", cls.retry_max_backoff, float),
             metrics_port=int(number("METRICS_PORT", cls.metrics_port)),
             encoders=encoders,
+            rerank_encoders=rerank,
+            rerank_storage=storage,
         )
+
+
+_EXACT_STORAGES = ("float16", "int8")
+
+
+def _rerank_encoders(raw: str) -> tuple[str, ...]:
+    """``MATHSEARCH_RERANK_ENCODERS``: ``none``, a list, or (unset) the default profile's."""
+    raw = raw.strip()
+    if raw.lower() == "none":
+        return ()
+    if not raw:
+        from mathsearch.opensearch.search_profile import SearchProfile
+
+        return tuple(SearchProfile.default().rerank)
+    try:
+        return tuple(parse_encoders(raw))
+    except ModelCardError as exc:
+        raise ConfigurationError(f"MATHSEARCH_RERANK_ENCODERS: {exc}") from exc

@@ -56,6 +56,7 @@ def add_index(commands: Any) -> None:
               mathsearch index eq.jsonl --index eq --encoders gcn,bitmap,seq2seq
               mathsearch index eq.jsonl --index eq --encoders gcn,models/gcn-v2.onnx --inline
               mathsearch index revised/ --index library-equations --prune
+              mathsearch index eq.jsonl --index eq --no-rerank     kNN field alone (fast)
 
             --prune: a revised document keeps the ids of the positions it still has and would
             keep the ones it lost; with --prune the job then removes, for each document it
@@ -66,11 +67,30 @@ def add_index(commands: Any) -> None:
             With several --encoders every equation gets one vector field per encoder (the
             first is the primary: its refusal fails the equation; another's is recorded in the
             document's embed_refusals). The workers must serve the same encoders.
+
+            The second stage's fields: every job also writes the default search profile's
+            rerank encoders (gcn-v8, gcn-v9, gcn-v10; MATHSEARCH_RERANK_ENCODERS) as exact-only
+            fields - float16 bytes, no ANN graph (MATHSEARCH_RERANK_STORAGE) - so that a
+            search reads the candidates' vectors instead of embedding them. They cost most of
+            the embedding time; --no-rerank leaves them out (searches then embed the window's
+            candidates at query time and say so), `mathsearch models add MODEL --rerank`
+            fills one later on the live index.
             """),
         formatter_class=RAW_HELP,
     )
     parser.add_argument("sources", nargs="+", metavar="SRC", help="files, folders or index names")
     _add_encoders(parser, "encoders whose vector fields the job writes")
+    second = parser.add_mutually_exclusive_group()
+    second.add_argument(
+        "--rerank",
+        metavar="E1,E2",
+        default=None,
+        help="the second stage's encoders, written as exact-only fields (default "
+        "MATHSEARCH_RERANK_ENCODERS, else the default search profile's rerank)",
+    )
+    second.add_argument(
+        "--no-rerank", action="store_true", help="write no second-stage field (kNN fields only)"
+    )
     _add_index_alias(parser)
     parser.add_argument("--format", choices=FORMATS, help="source format (default: from the name)")
     parser.add_argument("--inline", action="store_true", help="run in this process, no broker")
@@ -360,6 +380,10 @@ def run_index_command(args: argparse.Namespace) -> int:
         encoders = check_encoders(getattr(args, "encoders", None))
     except (ModelCardError, ExportError) as exc:
         return fail(f"--encoders: {exc}")
+    try:
+        rerank = [] if args.no_rerank else check_encoders(args.rerank)
+    except (ModelCardError, ExportError) as exc:
+        return fail(f"--rerank: {exc}")
     settings = OpenSearchSettings.from_env()
     alias = equations_alias(settings, args.index)
     items = extract(
@@ -387,6 +411,7 @@ def run_index_command(args: argparse.Namespace) -> int:
             stall_timeout=args.stall_timeout,
             progress=not args.json and sys.stderr.isatty(),
             encoders=encoders,
+            rerank=rerank,
             prune=args.prune,
         )
     except (ModelCardError, ExportError, MathsearchOpenSearchError) as exc:
@@ -446,7 +471,7 @@ def run_worker(args: argparse.Namespace) -> int:
         if encoders is not None:  # the pool's processes read it when they load their models
             os.environ["MATHSEARCH_ENCODERS"] = ",".join(encoders)
         settings = WorkerSettings.from_env()
-        check_encoders(",".join(settings.encoders))
+        check_encoders(",".join(settings.served))  # the second stage's encoders too
     except (ModelCardError, ExportError, ConfigurationError) as exc:
         return fail(f"--encoders: {exc}")
     port = settings.metrics_port if args.metrics_port is None else args.metrics_port

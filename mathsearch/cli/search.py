@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import textwrap
 from typing import Any
 
@@ -296,6 +297,8 @@ def run_search(args: argparse.Namespace) -> int:
         if isinstance(exc, ExportError):
             return fail(str(exc))
         raise
+    for warning in response.warnings:  # stderr: --json's stdout stays one document
+        sys.stderr.write(f"warning: {warning}\n")
     if args.json:
         emit(json.dumps(response.to_dict(), indent=2, ensure_ascii=False))
     else:
@@ -347,18 +350,33 @@ def _hit_lines(hit: Any, explain: bool, *, indent: str, rank: int | None = None)
         lines.append(f"{pad}matched: {shown}{more}")
     if explain and hit.explanation is not None:
         e = hit.explanation
-        parts = [
-            f"bm25 {_num(e.bm25)}"
-            + (f" -> {_num(e.bm25_normalized)}" if e.bm25_normalized else ""),
-            f"knn {_num(e.knn)}" + (f" -> {_num(e.knn_normalized)}" if e.knn_normalized else ""),
-        ]
-        if e.fields:
-            parts = [parts[0]] + [
-                f"{f.field} {_num(f.raw)}" + (f" -> {_num(f.normalized)}" if f.normalized else "")
-                for f in e.fields
-            ]
-        lines.append(f"{pad}{'; '.join(parts)}; {e.formula} = {e.score:.4f}")
+        if e.second_stage is not None:  # both stages, each on its own line
+            first, second = e.first_stage or e, e.second_stage
+            lines.append(f"{pad}first stage: {_parts(first)}; {first.formula} = {first.score:.4f}")
+            lines.append(
+                f"{pad}second stage: {_parts(second)}; {second.formula} = {second.score:.4f}"
+                f" -> {e.score:.4f}"
+            )
+        else:
+            lines.append(f"{pad}{_parts(e)}; {e.formula} = {e.score:.4f}")
     return lines
+
+
+def _parts(e: Any) -> str:
+    """A breakdown's subquery scores: raw -> normalised."""
+    parts = [
+        f"bm25 {_num(e.bm25)}" + (f" -> {_num(e.bm25_normalized)}" if e.bm25_normalized else "")
+    ]
+    if e.fields:
+        parts += [
+            f"{f.field} {_num(f.raw)}" + (f" -> {_num(f.normalized)}" if f.normalized else "")
+            for f in e.fields
+        ]
+    else:
+        parts.append(
+            f"knn {_num(e.knn)}" + (f" -> {_num(e.knn_normalized)}" if e.knn_normalized else "")
+        )
+    return "; ".join(parts)
 
 
 def _num(value: float | None) -> str:
@@ -380,6 +398,8 @@ def add_models(commands: Any) -> None:
               mathsearch models add models/gcn-v6.onnx        fill vec_gcn_v6 beside vec_gcn_v5
               mathsearch models use vec_gcn_v6
               mathsearch models drop vec_gcn_v5
+              mathsearch models add gcn-v8.onnx --rerank      backfill the second stage's
+                                                  field (float16, no ANN graph) on a live index
             """),
         formatter_class=RAW_HELP,
     )
@@ -388,6 +408,16 @@ def add_models(commands: Any) -> None:
     add = sub.add_parser("add", help="add a model version's field and re-embed every equation")
     add.add_argument("model", metavar="MODEL.onnx", help="the ONNX model (its card beside it)")
     add.add_argument("--use", action="store_true", help="make it the default when done")
+    add.add_argument(
+        "--rerank",
+        nargs="?",
+        const="float16",
+        choices=("float16", "int8"),
+        metavar="STORAGE",
+        help="store the field for the second stage only: bytes in binary doc values, no ANN "
+        "graph (float16 unless int8 is given); what `index` writes for the profile's rerank "
+        "encoders",
+    )
     use = sub.add_parser("use", help="make FIELD the default vector field")
     use.add_argument("field", metavar="FIELD")
     drop = sub.add_parser("drop", help="rebuild the index without FIELD, swap the alias")
@@ -414,13 +444,17 @@ def run_models(args: argparse.Namespace) -> int:
             result: dict[str, Any] = {"index": alias, "default": default, "fields": fields}
             text = "\n".join(
                 f"{'*' if name == default else ' '} {name:<16} {spec.get('dimension')}-d "
-                f"{spec.get('space_type')}  {spec.get('model', '')}"
+                f"{spec.get('space_type')}  {spec.get('storage') or 'hnsw':<7}  "
+                f"{spec.get('model', '')}"
                 for name, spec in fields.items()
             )
         elif args.models_command == "add":
             from mathsearch.workers.reembed import reembed
 
-            report = reembed(client, alias, args.model, make_default=args.use, progress=True)
+            report = reembed(
+                client, alias, args.model, make_default=args.use, progress=True,
+                storage=args.rerank or "hnsw",
+            )  # fmt: skip
             result = report.to_dict()
             text = (
                 f"{report.field}: {report.equations} equations embedded ({report.updated} "

@@ -1,27 +1,36 @@
 """The second stage (``rerank``): its math alone, its vector cache, and against the real node
 with the 206 sample equations (the window re-ordered, never changed; BM25 and the cosines it
-ranks by; the modes it leaves alone; clear errors)."""
+ranks by; the modes it leaves alone; clear errors), over fields the workers stored (no candidate
+embedded, the same ranking as the query-time path, the fallback's warning) and a field
+backfilled by ``models add --rerank`` on a live index."""
 
 from __future__ import annotations
 
+import json
+import logging
+import threading
+from collections.abc import Iterator
 from dataclasses import replace
 
 import numpy as np
 import pytest
+from opensearchpy import OpenSearch
 
 from mathsearch.core.errors import QueryError
-from mathsearch.export.embedders import MODELS_DIR, Embedder
+from mathsearch.export.embedders import MODELS_DIR, Embedder, shipped_or_path
 from mathsearch.indexer.parse import ParsedEquation
 from mathsearch.opensearch.queries import Mode
 from mathsearch.opensearch.query_encoder import ModelQueryEncoder
 from mathsearch.opensearch.search_request import SearchRequest
 from mathsearch.opensearch.searcher import Searcher
+from mathsearch.opensearch.settings import OpenSearchSettings
+from mathsearch.opensearch.stored_vectors import VectorStorage
 from mathsearch.opensearch.window_rerank import (
     RerankVectors,
     rerank_order,
     rerank_weights,
-    shipped_or_path,
 )
+from tests.opensearch.conftest import drop_alias, new_alias
 
 # -- the math alone -------------------------------------------------------------------------
 
@@ -200,8 +209,134 @@ def test_explain_gives_the_second_stage_formula_and_bad_encoders_fail_clearly(
     query = demo_parsed[7].record.latex
     request = SearchRequest(query, mode=Mode.FUSION, k=3, rerank=("gcn",), explain=True)
     hit = rerank_searcher.search(request).hits[0]
-    assert hit.explanation is not None
-    assert hit.explanation.formula.startswith("rerank of the fusion top 50")
-    assert hit.explanation.bm25_normalized is not None
+    explained = hit.explanation
+    assert explained is not None and explained.formula.startswith("second stage: rerank of")
+    first, second = explained.first_stage, explained.second_stage
+    assert first is not None and second is not None
+    assert second.formula.startswith("rerank of the fusion top 50")
+    assert second.bm25_normalized is not None and second.knn is None  # cosines: its fields
+    assert [f.field for f in second.fields] == ["gcn"] and second.fields[0].raw is not None
+    # the top level keeps the first stage's scores (what retrieved the hit), not the rerank's
+    assert (explained.bm25, explained.knn) == (first.bm25, first.knn)
+    assert "arithmetic_mean" in first.formula and explained.score == hit.score
+    data = hit.to_dict()["explanation"]
+    assert set(data) >= {"first_stage", "second_stage"} and "first_stage" not in data["first_stage"]
+    plain = rerank_searcher.search(replace(request, rerank=())).hits[0].to_dict()
+    assert "second_stage" not in plain["explanation"]
     with pytest.raises(QueryError, match=r"rerank encoder 'no-such\.onnx'"):
         rerank_searcher.search(replace(request, rerank=("no-such.onnx",)))
+
+
+# -- the second stage over stored fields -------------------------------------------------------
+
+HEAVY = "gcn-v9.onnx"  # one seed-size tower: the default profile's kind, a third of its cost
+
+
+@pytest.fixture(scope="module")
+def two_indexes(
+    client: OpenSearch, settings: OpenSearchSettings, demo_parsed: list[ParsedEquation]
+) -> Iterator[tuple[str, str]]:
+    """The same 90 sample equations indexed by the workers' code twice: with HEAVY's field
+    written for the second stage (float16, no ANN graph), and without it."""
+    from mathsearch.workers.index_job import run_index
+
+    records = [p.record for p in demo_parsed[:90]]
+    with_field, without = new_alias(settings), new_alias(settings)
+    try:
+        for alias, rerank in ((with_field, [HEAVY]), (without, [])):
+            report = run_index(
+                records, alias, inline=True, settings=settings, encoders=["gcn"],
+                rerank=rerank, progress=False,
+            )  # fmt: skip
+            assert report.written == 90
+        yield with_field, without
+    finally:
+        drop_alias(client, with_field)
+        drop_alias(client, without)
+
+
+@pytest.mark.services
+def test_stored_fields_rank_as_the_query_time_path_and_no_candidate_is_embedded(
+    client: OpenSearch,
+    two_indexes: tuple[str, str],
+    demo_parsed: list[ParsedEquation],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with_field, without = two_indexes
+    mapping = client.indices.get_mapping(index=with_field)
+    properties = next(iter(mapping.values()))["mappings"]["properties"]
+    assert properties["vec_gcn_v9"] == {"type": "binary", "doc_values": True}  # no graph
+    stored, embedding = Searcher(client, with_field), Searcher(client, without)
+    assert stored.vector_storages()["vec_gcn_v9"] is VectorStorage.FLOAT16
+    for n in (2, 30, 55, 81):
+        request = SearchRequest(
+            demo_parsed[n].record.latex, mode=Mode.FUSION, k=20, rerank=(HEAVY,), rerank_window=20
+        )
+        got = stored.search(request)
+        with caplog.at_level(logging.WARNING, logger="mathsearch.opensearch.window_rerank"):
+            want = embedding.search(request)
+        assert got.warnings == []
+        assert want.warnings and "has no vec_gcn_v9 field" in want.warnings[0]
+        assert got.hits[0].eq_id == want.hits[0].eq_id == demo_parsed[n].eq_id
+        # the same scores for the same equations: float16 vectors against float32 ones
+        theirs = {hit.eq_id: hit.score for hit in want.hits}
+        assert {hit.eq_id for hit in got.hits} == set(theirs)
+        for hit in got.hits:
+            assert hit.score == pytest.approx(theirs[hit.eq_id], abs=2e-3)
+    assert stored.rerank_vectors.embedded == 0  # never a candidate embedded at query time
+    assert embedding.rerank_vectors.embedded > 0
+    logged = [r.getMessage() for r in caplog.records if "vec_gcn_v9" in r.getMessage()]
+    assert len(logged) == 1  # once per index and fields, not per query
+
+
+@pytest.mark.services
+def test_models_add_backfills_a_rerank_field_on_a_live_index(
+    client: OpenSearch, settings: OpenSearchSettings, demo_parsed: list[ParsedEquation]
+) -> None:
+    from mathsearch.workers.index_job import run_index
+    from tests.cli.test_main import _mathsearch
+
+    alias = new_alias(settings)
+    records = [p.record for p in demo_parsed[:40]]
+    try:
+        run_index(
+            records, alias, inline=True, settings=settings, encoders=["gcn"], rerank=[],
+            progress=False,
+        )  # fmt: skip
+        searcher = Searcher(client, alias)
+        request = SearchRequest(demo_parsed[5].record.latex, k=5, rerank=(HEAVY,))
+        assert searcher.search(request).warnings  # not there yet: query-time embedding
+        errors: list[BaseException] = []
+        done = threading.Event()
+
+        def keep_searching() -> None:  # the index answers throughout the backfill
+            reader = Searcher(client, alias)
+            while not done.is_set():
+                try:
+                    assert reader.search(replace(request, rerank=())).hits
+                except BaseException as exc:
+                    errors.append(exc)
+                    return
+
+        thread = threading.Thread(target=keep_searching)
+        thread.start()
+        try:
+            added = _mathsearch(
+                "models", "add", HEAVY, "--rerank", "int8", "--index", alias, "--json"
+            )
+        finally:
+            done.set()
+            thread.join()
+        assert added.returncode == 0, added.stderr
+        assert json.loads(added.stdout)["updated"] == 40 and not errors
+        fresh = Searcher(client, alias)
+        assert fresh.vector_storages()["vec_gcn_v9"] is VectorStorage.INT8
+        response = fresh.search(request)
+        assert response.warnings == [] and fresh.rerank_vectors.embedded == 0
+        assert response.hits[0].eq_id == demo_parsed[5].eq_id
+        again = _mathsearch("models", "add", HEAVY, "--rerank", "int8", "--index", alias, "--json")
+        assert json.loads(again.stdout)["unchanged"] == 40  # idempotent
+        use = _mathsearch("models", "use", "vec_gcn_v9", "--index", alias)
+        assert use.returncode == 1 and "exact-only" in use.stderr
+    finally:
+        drop_alias(client, alias)
