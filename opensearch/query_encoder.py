@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import inspect
 import logging
+import threading
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple, Protocol
 
 from mathsearch.core.errors import QueryError
@@ -40,6 +42,19 @@ class QueryFeatures(NamedTuple):
     vector_field: str | None
     vectors: dict[str, list[float]] | None = None
     refusals: dict[str, str] | None = None
+    #: the second stage's vectors still being embedded: a future of ``(vectors, refusals)``
+    pending: Future[tuple[dict[str, list[float]], dict[str, str]]] | None = None
+
+    def resolved(self) -> QueryFeatures:
+        """These features with the deferred vectors in ``vectors`` (waits for them)."""
+        if self.pending is None:
+            return self
+        vectors, refusals = self.pending.result()
+        return self._replace(
+            vectors={**self.by_field(), **vectors},
+            refusals={**(self.refusals or {}), **refusals},
+            pending=None,
+        )
 
     def by_field(self) -> dict[str, list[float]]:
         """Every vector of the query by field."""
@@ -48,6 +63,28 @@ class QueryFeatures(NamedTuple):
         if self.vector is not None and self.vector_field:
             return {self.vector_field: self.vector}
         return {}
+
+
+#: Threads that embed deferred second-stage query vectors (one per concurrent request; a
+#: serving process rarely runs more than two searches at once on a 2-core node).
+DEFERRED_THREADS = 2
+
+
+def _embed_all(
+    embedders: Sequence[Any], item: Any
+) -> tuple[dict[str, list[float]], dict[str, str]]:
+    """Each embedder's vector of one featurised query, and why an embedder refused it."""
+    from mathsearch.export.embedder_base import EmbedRefusal, embed_safely, written_vector
+
+    vectors: dict[str, list[float]] = {}
+    refusals: dict[str, str] = {}
+    for embedder in embedders:
+        (result,) = embed_safely(embedder, [item])  # a model fault: no vector for its field
+        if isinstance(result, EmbedRefusal):
+            refusals[embedder.vector_field] = f"{result.reason} {result.detail}".strip()
+        else:
+            vectors[embedder.vector_field] = written_vector(result)
+    return vectors, refusals
 
 
 def takes_keyword(encoder: Any, keyword: str) -> bool:
@@ -105,6 +142,8 @@ class ModelQueryEncoder:
         self._names = list(encoders or [])
         self._featurisers: dict[bool, Any] = {}
         self._embedders: dict[str, Any] = {}
+        self._executor: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
 
     def features(
         self,
@@ -113,19 +152,23 @@ class ModelQueryEncoder:
         *,
         embed: bool = True,
         extra: Sequence[Any] = (),
+        defer_extra: bool = False,
     ) -> QueryFeatures:
         """Featurise ``latex`` once; embed it with ``encoders`` (default: this encoder's).
 
         ``extra`` encoders (a second stage's) embed the same featurisation too: their vectors
-        join ``vectors`` by field (``vector`` stays the first encoder's). ``embed=False`` (a
-        mode with no vector side, such as ``bm25``): the tokens alone, with no vector, no
-        refusals and no model loaded.
+        join ``vectors`` by field (``vector`` stays the first encoder's); with
+        ``defer_extra`` they are embedded on a background thread instead, and
+        :meth:`QueryFeatures.resolved` waits for them (the searcher asks after its first
+        stage). ``embed=False`` (a mode with no vector side, such as ``bm25``): the tokens
+        alone, with no vector, no refusals and no model loaded.
         """
         if not embed:
             tokens = _query_tokens(self._parse(latex))
             return QueryFeatures(tokens=tokens, vector=None, vector_field=None, vectors={})
         names = list(encoders or self._names)
         default = self._model if self._model is not None else "gcn"  # MATHSEARCH_MODEL's
+        primary = self._distinct([(name, self._embedder(name)) for name in names or [default]])
         named = [(name, self._embedder(name)) for name in [*(names or [default]), *extra]]
         embedders = self._distinct(named)
         from mathsearch.export.families import needs_prefix
@@ -133,16 +176,12 @@ class ModelQueryEncoder:
         with_prefix = needs_prefix([embedder.family for embedder in embedders])
         parsed = self._parse(latex, with_prefix)
         item = parsed.embed_item()
-        vectors: dict[str, list[float]] = {}
-        refusals: dict[str, str] = {}
-        from mathsearch.export.embedder_base import EmbedRefusal, embed_safely, written_vector
-
-        for embedder in embedders:
-            (result,) = embed_safely(embedder, [item])  # a model fault: no vector for its field
-            if isinstance(result, EmbedRefusal):
-                refusals[embedder.vector_field] = f"{result.reason} {result.detail}".strip()
-            else:
-                vectors[embedder.vector_field] = written_vector(result)
+        later = embedders[len(primary) :]  # the second stage's (the first stage's come first)
+        pending = None
+        if later and defer_extra:  # embedded while the first stage runs on the cluster
+            pending = self._pool().submit(_embed_all, later, item)
+            embedders = embedders[: len(primary)]
+        vectors, refusals = _embed_all(embedders, item)
         first = embedders[0].vector_field
         return QueryFeatures(
             tokens=_query_tokens(parsed),
@@ -150,7 +189,18 @@ class ModelQueryEncoder:
             vector_field=first,
             vectors=vectors,
             refusals=refusals,
+            pending=pending,
         )
+
+    def _pool(self) -> ThreadPoolExecutor:
+        """The threads that embed deferred second-stage vectors (ONNX Runtime releases the
+        GIL, so they run while the request thread waits on the cluster)."""
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(
+                    max_workers=DEFERRED_THREADS, thread_name_prefix="query-extra"
+                )
+            return self._executor
 
     @staticmethod
     def _distinct(named: list[tuple[Any, Any]]) -> list[Any]:

@@ -132,6 +132,9 @@ class SearchResponse:
     #: what a reader should know about how the ranking was made (e.g. a second stage that
     #: embedded candidates at query time because the index lacks its fields)
     warnings: list[str] = field(default_factory=list)
+    #: where ``took_ms`` went: ``query`` (featurisation and embedding), ``first_stage`` (the
+    #: mode's cluster calls and fusion), ``second_stage`` (the re-ranking, when there is one)
+    stages_ms: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -139,6 +142,7 @@ class SearchResponse:
             "k": self.k,
             "vector_field": self.vector_field,
             "took_ms": round(self.took_ms, 2),
+            "stages_ms": {name: round(ms, 2) for name, ms in self.stages_ms.items()},
             "fused": self.fused,
             "parameters": self.parameters,
             "hits": [hit.to_dict() for hit in self.hits],

@@ -57,6 +57,9 @@ class SearchRequest:
     rerank: tuple[str, ...] = ()
     rerank_window: int = 50
     rerank_alpha: float = 0.4
+    #: False: the mode ranks ids alone, fetching no stored field (a second stage brings the
+    #: window's with its own scores, :mod:`mathsearch.opensearch.window_rerank`)
+    fetch_sources: bool = True
 
     def __post_init__(self) -> None:
         """Accept the enums' names as strings (``mode="rrf"``); an unknown one is a QueryError."""

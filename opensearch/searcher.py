@@ -55,6 +55,7 @@ from mathsearch.opensearch import queries
 from mathsearch.opensearch.cluster_capabilities import ClusterCapabilities
 from mathsearch.opensearch.mathml_display import MathMLRenderer
 from mathsearch.opensearch.modes import MODES
+from mathsearch.opensearch.modes.base import SearchMode
 from mathsearch.opensearch.queries import Mode
 from mathsearch.opensearch.query_encoder import (
     ModelQueryEncoder,
@@ -78,7 +79,12 @@ from mathsearch.opensearch.stored_vectors import VectorStorage
 from mathsearch.opensearch.token_stats import TokenStats
 from mathsearch.opensearch.vector_fields import field_storages
 from mathsearch.opensearch.vector_plan import VectorPlan, plan_vectors, requested_fields
-from mathsearch.opensearch.window_rerank import RerankVectors, rerank_hits
+from mathsearch.opensearch.window_rerank import (
+    RerankVectors,
+    rerank_fused,
+    rerank_hits,
+    stored_encoders,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -89,11 +95,12 @@ SOURCE_FIELDS = EQUATION_SOURCE
 class WindowScores:
     """A second stage's window, read in one round trip (:meth:`Searcher.window_scores`): BM25
     by id, each exact-only field's encoded vector by id, each kNN field's ``(1 + cos) / 2``
-    by id."""
+    by id, and the stored fields by id."""
 
     bm25: dict[str, float]
     stored: dict[str, dict[str, str]]
     cosines: dict[str, dict[str, float]]
+    sources: dict[str, dict[str, Any]]
 
 
 __all__ = ["SOURCE_FIELDS", "ModelQueryEncoder", "SearchRequest", "Searcher", "WindowScores"]
@@ -148,6 +155,7 @@ class Searcher(SearchCalls):
         for name in request.rerank if request.reranks else ():
             self.rerank_vectors.field_of(name)  # an unknown encoder: its own clear error first
         features = self._features(request) if request.latex.strip() else None
+        featurised = time.perf_counter()
         tokens = features.tokens if features else []
         if MODES[request.mode].uses_bm25 and tokens and (request.max_df or request.max_terms):
             tokens = self.call(
@@ -166,25 +174,51 @@ class Searcher(SearchCalls):
         size = max(last, min(request.depth, request.window)) if request.group else last
         if request.reranks:  # the second stage needs the first stage's whole window
             size = max(size, request.rerank_window)
-        hits = spec.run(self, replace(request, k=size), tokens, plan)
+        first = time.perf_counter()
         warnings: list[str] = []
-        if request.reranks:
-            query = features.by_field() if features is not None else {}
-            reranked = rerank_hits(
-                self, request, tokens, hits, self.rerank_vectors, query_vectors=query
-            )
+
+        def query_vectors() -> dict[str, Any]:
+            return features.resolved().by_field() if features is not None else {}
+
+        if self._fused_second_stage(request, spec):
+            # client-side fusion over exact-only fields: the fusion's own _msearch brings the
+            # candidates' vectors and BM25, so the second stage needs no round trip of its own
+            keep = None if request.group else last
+            reranked = rerank_fused(
+                self, spec, replace(request, k=size), tokens,
+                plan=plan, vectors=self.rerank_vectors, query_vectors=query_vectors, keep=keep,
+            )  # fmt: skip
+            second = reranked.first_stage_done or time.perf_counter()
             hits, warnings = reranked.hits, reranked.warnings
+        else:
+            # with a second stage the first stage ranks ids alone: the second stage's one
+            # search brings the window's stored fields with its scores
+            first_request = replace(request, k=size, fetch_sources=not request.reranks)
+            hits = spec.run(self, first_request, tokens, plan)
+            second = time.perf_counter()
+            if request.reranks:
+                reranked = rerank_hits(
+                    self, request, tokens, hits, self.rerank_vectors,
+                    query_vectors=query_vectors(),
+                )  # fmt: skip
+                hits, warnings = reranked.hits, reranked.warnings
         groups = group_hits(hits, last)[request.offset :] if request.group else None
         if not request.group:
             hits = hits[request.offset : last]
         if request.mathml:  # the index keeps MathML of MathML input only: render the rest
             self.renderer.fill(hits)
         fields = plan.fields if spec.uses_vectors else []
+        done = time.perf_counter()
+        stages = {
+            "query": (featurised - started) * 1000,  # featurisation and every encoder's vector
+            "first_stage": (second - first) * 1000,
+            **({"second_stage": (done - second) * 1000} if request.reranks else {}),
+        }
         return SearchResponse(
             mode=request.mode.value,
             k=request.k,
             vector_field=fields[0] if fields else None,
-            took_ms=(time.perf_counter() - started) * 1000,
+            took_ms=(done - started) * 1000,
             hits=hits,
             groups=groups,
             fused=spec.fused_side(request),
@@ -192,6 +226,7 @@ class Searcher(SearchCalls):
             query_tokens=tokens,
             vector_fields=fields,
             warnings=warnings,
+            stages_ms=stages,
         )
 
     def similar(self, eq_id: str, request: SearchRequest) -> SearchResponse:
@@ -290,13 +325,24 @@ class Searcher(SearchCalls):
         extra: dict[str, Any] = {}
         if request.reranks and takes_keyword(self.encoder, "extra"):
             extra["extra"] = list(request.rerank)  # the second stage's, in the same pass
+            if takes_keyword(self.encoder, "defer_extra"):
+                extra["defer_extra"] = True  # ... embedded while the first stage runs
         if request.encoders and takes_keyword(self.encoder, "encoders"):
             return self.encoder.features(request.latex, encoders=list(request.encoders), **extra)  # type: ignore[call-arg]
         return self.encoder.features(request.latex, **extra)
 
+    def _fused_second_stage(self, request: SearchRequest, spec: SearchMode) -> bool:
+        """Whether the second stage can ride on the first stage's lists: a client-side
+        fusion, and every rerank encoder stored in an exact-only field of this index."""
+        if not (request.reranks and spec.fused and spec.fused_side(request) == "client"):
+            return False
+        return stored_encoders(self, request, self.rerank_vectors) is not None
+
     def source_fields(self, request: SearchRequest) -> tuple[str, ...]:
         """The stored fields a hit needs, plus ``mathml`` when asked (equations); only the id
         and the paper for a ranking alone (``request.annotate`` False)."""
+        if not request.fetch_sources:
+            return ()
         if not request.annotate:
             return tuple(f for f in self.fields.source if f in (self.fields.id_field, "doc_id"))
         return (*self.fields.source, "mathml") if request.mathml else self.fields.source
@@ -321,6 +367,8 @@ class Searcher(SearchCalls):
     def sources_of(self, ids: list[str], source: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The stored ``source`` fields of ``ids`` (one ``ids`` search; only the ids
         ``read_cache`` lacks when it is set)."""
+        if not ids or not source:
+            return {}
         if self.read_cache is not None:
             return self.read_cache.sources(ids, source, lambda todo: self._sources_of(todo, source))
         return self._sources_of(ids, source)
@@ -340,13 +388,15 @@ class Searcher(SearchCalls):
         *,
         stored: Sequence[str] = (),
         knn: Sequence[tuple[str, Any]] = (),
+        source: Sequence[str] = (),
     ) -> WindowScores:
         """For a second stage, in one ``_msearch``: the exact BM25 score of each of ``ids``
         (0 for one that matches no token), the ``stored`` exact-only fields' encoded vectors
-        (``docvalue_fields``) and, for each ``(field, query vector)`` of ``knn``, the exact
-        ``(1 + cos) / 2`` of the kNN field (the k-NN plugin's script)."""
+        (``docvalue_fields``), the ``source`` fields of each and, for each ``(field, query
+        vector)`` of ``knn``, the exact ``(1 + cos) / 2`` of the kNN field (the k-NN plugin's
+        script)."""
         if not ids:
-            return WindowScores({}, {name: {} for name in stored}, {f: {} for f, _ in knn})
+            return WindowScores({}, {name: {} for name in stored}, {f: {} for f, _ in knn}, {})
         query = {
             "bool": {
                 "should": [queries.bm25_query(tokens, words, fields=self.fields)],
@@ -355,7 +405,8 @@ class Searcher(SearchCalls):
             }
         }
         body: dict[str, Any] = {
-            "size": len(ids), "_source": False, "track_total_hits": False, "query": query,
+            "size": len(ids), "_source": list(source) or False, "track_total_hits": False,
+            "query": query,
         }  # fmt: skip
         if stored:
             body["docvalue_fields"] = list(stored)
@@ -366,8 +417,11 @@ class Searcher(SearchCalls):
         first, *rest = self.run_bodies(bodies)
         bm25: dict[str, float] = {}
         values: dict[str, dict[str, str]] = {name: {} for name in stored}
+        sources: dict[str, dict[str, Any]] = {}
         for hit in first["hits"]["hits"]:
             bm25[hit["_id"]] = float(hit["_score"] or 0.0)
+            if source:
+                sources[hit["_id"]] = hit.get("_source") or {}
             for name, found in (hit.get("fields") or {}).items():
                 if name in values and found:
                     values[name][hit["_id"]] = str(found[0])
@@ -378,7 +432,7 @@ class Searcher(SearchCalls):
             }
             for (name, _), response in zip(knn, rest, strict=True)
         }
-        return WindowScores(bm25, values, cosines)
+        return WindowScores(bm25, values, cosines, sources)
 
     def bm25_scores(self, ids: list[str], tokens: list[str], words: str) -> dict[str, float]:
         """The exact BM25 score of each of ``ids`` (one filtered search)."""

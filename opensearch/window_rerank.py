@@ -45,8 +45,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,6 +56,7 @@ import numpy as np
 
 from mathsearch.core.errors import QueryError
 from mathsearch.opensearch.fusion import Normalization
+from mathsearch.opensearch.queries import base_body
 from mathsearch.opensearch.results import Hit, ScoreBreakdown
 from mathsearch.opensearch.stored_vectors import VectorStorage, cosines01, decode_vectors
 from mathsearch.opensearch.window_rescore import WindowScore, rank_window, rescore_window
@@ -68,9 +70,11 @@ __all__ = [
     "CACHE_ENV",
     "RerankVectors",
     "Reranked",
+    "rerank_fused",
     "rerank_hits",
     "rerank_order",
     "rerank_weights",
+    "stored_encoders",
 ]
 
 #: Environment variable (``OpenSearchSettings.rerank_cache``): how many (encoder, equation)
@@ -299,6 +303,7 @@ class Reranked:
 
     hits: list[Hit]
     warnings: list[str] = field(default_factory=list)
+    first_stage_done: float | None = None  # perf_counter when a fused path's lists came in
 
 
 @dataclass(frozen=True)
@@ -332,23 +337,27 @@ def rerank_hits(
     """
     size = min(request.rerank_window, len(hits))
     if size < 1:
-        return Reranked(hits)
+        return Reranked(_with_sources(ctx, request, tokens, hits, {}))
     window, rest = hits[:size], hits[size:]
     ids = [hit.eq_id for hit in window]
     warnings: list[str] = []
     encoders = _encoders(ctx, request, vectors, dict(query_vectors or {}), warnings)
     if not encoders:
-        return Reranked(hits, warnings)
+        return Reranked(_with_sources(ctx, request, tokens, hits, {}), warnings)
     stored = [e for e in encoders if e.storage is not None and e.storage.exact_only]
     knn = [e for e in encoders if e.storage is VectorStorage.HNSW]
+    missing = [e for e in encoders if e.storage is None]
+    source = ctx.source_fields(request)
+    if missing:  # the query-time path reads the candidates' LaTeX
+        source = tuple(dict.fromkeys((*source, ctx.fields.display, "mathml")))
     found = ctx.window_scores(
         ids, tokens, request.text,
         stored=[e.field for e in stored],
         knn=[(e.field, e.query) for e in knn],
+        source=source,
     )  # fmt: skip
     columns: list[list[float | None]] = []
-    missing = [e for e in encoders if e.storage is None]
-    embedded = _embedded(ctx, window, missing, vectors) if missing else {}
+    embedded = _embedded(ctx, ids, found.sources, missing, vectors) if missing else {}
     for encoder in encoders:
         if encoder.storage is None:
             column = cosines01(encoder.query, embedded[encoder.name])
@@ -362,17 +371,171 @@ def rerank_hits(
     bm25 = [found.bm25.get(i, 0.0) for i in ids]
     order, scores = rerank_order(bm25, columns, request.rerank_alpha)
     offset = max([0.0, *(hit.score for hit in rest)])
-    out = []
-    names = [e.name for e in encoders]
-    for rank, i in enumerate(order, start=1):
-        hit = replace(window[i], rank=rank, score=scores[i].score + offset)
-        if request.explain:
+    ranked = [replace(window[i], score=scores[i].score + offset) for i in order]
+    out = _with_sources(ctx, request, tokens, ranked + rest, found.sources)
+    if request.explain:
+        names = [e.name for e in encoders]
+        for hit, i in zip(out, order, strict=False):
             second = _breakdown(request, names, bm25[i], scores[i], columns=columns, i=i)
             hit.explanation = _both_stages(window[i].explanation, second, hit.score, offset)
-        out.append(hit)
-    for rank, hit in enumerate(rest, start=size + 1):
-        out.append(replace(hit, rank=rank))
     return Reranked(out, warnings)
+
+
+def _with_sources(
+    ctx: Any,
+    request: SearchRequest,
+    tokens: list[str],
+    hits: list[Hit],
+    sources: Mapping[str, Mapping[str, Any]],
+) -> list[Hit]:
+    """``hits`` in this order, ranked from 1, with their stored fields (the first stage ran
+    without them): from ``sources`` (the window's, fetched with its scores), the rest in one
+    ``ids`` search; each keeps its score and explanation."""
+    fields = ctx.source_fields(request)
+    lacking = [hit.eq_id for hit in hits if hit.eq_id not in sources]
+    more = ctx.sources_of(lacking, fields) if lacking and fields else {}
+    raw = [
+        {
+            "_id": hit.eq_id,
+            "_score": hit.score,
+            "_source": sources.get(hit.eq_id) or more.get(hit.eq_id, {}),
+        }
+        for hit in hits
+    ]
+    out = ctx.hits_of({"hits": {"hits": raw}}, tokens, annotate=request.annotate)
+    for hit, before in zip(out, hits, strict=True):
+        hit.explanation = before.explanation
+    return out
+
+
+def stored_encoders(ctx: Any, request: SearchRequest, vectors: RerankVectors) -> list[str] | None:
+    """The request's rerank fields when the index keeps every one as an exact-only field (the
+    fused fast path can read them with the first stage's lists), else None."""
+    storages = ctx.vector_storages()
+    fields = [vectors.field_of(name) for name in request.rerank]
+    if any(name not in storages for name in fields):  # added since: look again
+        storages = ctx.vector_storages(refresh=True)
+    if all(name in storages and storages[name].exact_only for name in fields):
+        return fields
+    return None
+
+
+def rerank_fused(
+    ctx: Any,
+    spec: Any,
+    request: SearchRequest,
+    tokens: list[str],
+    *,
+    plan: Any,
+    vectors: RerankVectors,
+    query_vectors: Callable[[], Mapping[str, Sequence[float]]],
+    keep: int | None,
+) -> Reranked:
+    """The second stage of a client-side fusion over exact-only fields, read with the first
+    stage (no round trip of its own).
+
+    The fusion's one ``_msearch`` (BM25 and each kNN list, top ``depth``) also brings every
+    listed equation's stored vectors (``docvalue_fields``) and, in one more body, the exact
+    BM25 of the kNN lists' equations (BM25 as a ``should`` over the kNN queries as a
+    filter). Every candidate of the window then has its exact BM25 and vectors; the window is
+    ranked as :func:`rerank_hits` ranks it (the same scores), and the ``keep`` best (None: all)
+    get their stored fields in one ``ids`` search, as the fusion's own hits do.
+
+    ``spec`` is the client-side :class:`~mathsearch.opensearch.modes.hybrid.HybridMode`,
+    ``query_vectors`` gives the query's vectors by field once the lists are in (the second
+    stage's may still be embedding meanwhile).
+    """
+    from mathsearch.opensearch.queries import bm25_body, bm25_query, hit_id, knn_body, knn_query
+
+    ids_from = ctx.fields.id_field
+    depth = request.depth
+    stored = [vectors.field_of(name) for name in request.rerank]
+    common: dict[str, Any] = {
+        "filters": request.filters, "source": (), "fields": ctx.fields, "ids_from": ids_from,
+    }  # fmt: skip
+    bodies = [bm25_body(tokens, request.text, size=depth, **common)]
+    bodies += [knn_body(v.field, v.vector, size=depth, k=depth, **common) for v in plan.queries]
+    candidates = {
+        "bool": {
+            "should": [bm25_query(tokens, request.text, request.filters, ctx.fields)],
+            "filter": [
+                {"bool": {"should": [
+                    knn_query(v.field, v.vector, depth, request.filters, ctx.fields)
+                    for v in plan.queries
+                ]}}
+            ],
+            "minimum_should_match": 0,
+        }
+    }  # fmt: skip
+    bodies.append({**base_body(depth * len(plan.queries), (), ids_from), "query": candidates})
+    for body in bodies:
+        body["docvalue_fields"] = [ids_from, *stored]
+    responses = ctx.run_bodies(bodies)
+    lists: list[list[tuple[str, float]]] = []
+    values: dict[str, dict[str, str]] = {}
+    for response in responses[:-1]:
+        ranked = []
+        for hit in response["hits"]["hits"]:
+            doc = hit_id(hit, ids_from)
+            ranked.append((doc, float(hit["_score"])))
+            _collect(values, doc, hit, stored)
+        lists.append(ranked)
+    exact = dict(lists[0])  # BM25's own list: the exact scores of its top depth
+    for hit in responses[-1]["hits"]["hits"]:
+        doc = hit_id(hit, ids_from)
+        exact.setdefault(doc, float(hit["_score"] or 0.0))
+        _collect(values, doc, hit, stored)
+    listed = time.perf_counter()
+    fused = spec.fuse(lists, request, plan, request.k)  # the first stage's top k, as its own
+    size = min(request.rerank_window, len(fused))
+    window, rest = fused[:size], fused[size:]
+    warnings: list[str] = []
+    encoders = _encoders(ctx, request, vectors, dict(query_vectors()), warnings)
+    ids = [item.doc_id for item in window]
+    columns = []
+    for encoder in encoders:
+        raw = [values.get(i, {}).get(encoder.field) for i in ids]
+        storage = encoder.storage or VectorStorage.FLOAT16
+        columns.append(cosines01(encoder.query, decode_vectors(raw, storage, encoder.query.size)))
+    bm25 = [exact.get(i, 0.0) for i in ids]
+    if encoders:
+        order, scores = rerank_order(bm25, columns, request.rerank_alpha)
+    else:  # every encoder refused the query: the first stage's order
+        order, scores = list(range(size)), []
+    offset = max([0.0, *(item.score for item in rest)])
+    ranking = [
+        (window[i], scores[i].score + offset if scores else window[i].score, i) for i in order
+    ]
+    ranking += [(item, item.score, None) for item in rest]
+    if keep is not None:
+        ranking = ranking[:keep]
+    chosen = [item.doc_id for item, _, _ in ranking]
+    sources = ctx.sources_of(chosen, ctx.source_fields(request))
+    raw_hits = [
+        {"_id": item.doc_id, "_score": score, "_source": sources.get(item.doc_id, {})}
+        for item, score, _ in ranking
+    ]
+    hits = ctx.hits_of({"hits": {"hits": raw_hits}}, tokens, annotate=request.annotate)
+    if request.explain:
+        names = [e.name for e in encoders]
+        for hit, (item, _, i) in zip(hits, ranking, strict=True):
+            first = spec.breakdown(request, item, plan.fields)
+            if i is None or not scores:
+                hit.explanation = first
+                continue
+            second = _breakdown(request, names, bm25[i], scores[i], columns=columns, i=i)
+            hit.explanation = _both_stages(first, second, hit.score, offset)
+    return Reranked(hits, warnings, listed)
+
+
+def _collect(
+    values: dict[str, dict[str, str]], doc: str, hit: dict[str, Any], stored: list[str]
+) -> None:
+    """A listed equation's stored vectors (base64) from its hit's doc values."""
+    found = hit.get("fields") or {}
+    for name in stored:
+        if found.get(name):
+            values.setdefault(doc, {})[name] = str(found[name][0])
 
 
 def _encoders(
@@ -409,19 +572,19 @@ def _encoders(
 
 
 def _embedded(
-    ctx: Any, window: list[Hit], missing: list[_Encoder], vectors: RerankVectors
+    ctx: Any,
+    ids: list[str],
+    sources: Mapping[str, Mapping[str, Any]],
+    missing: list[_Encoder],
+    vectors: RerankVectors,
 ) -> dict[str, list[Vector | None]]:
     """The window's vectors of the encoders whose fields the index lacks, embedded here from
     the stored LaTeX (MathML for MathML input)."""
     display = ctx.fields.display
-    lacking = [hit.eq_id for hit in window if not (hit.latex or hit.mathml)]
-    stored = ctx.sources_of(lacking, (display, "mathml")) if lacking else {}
     equations = []
-    for hit in window:
-        found = stored.get(hit.eq_id, {})
-        latex = hit.latex or str(found.get(display) or "")
-        mathml = hit.mathml or str(found.get("mathml") or "")
-        equations.append((latex, mathml))
+    for eq_id in ids:
+        found = sources.get(eq_id, {})
+        equations.append((str(found.get(display) or ""), str(found.get("mathml") or "")))
     names = [e.name for e in missing]
     columns = vectors.vectors(names, equations)
     return dict(zip(names, columns, strict=True))

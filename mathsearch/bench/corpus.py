@@ -5,15 +5,17 @@
 their whitespace-normalised LaTeX, featurised (:class:`mathsearch.indexer.parse.Featuriser`:
 MathML, graph, math tokens, symbols) and embedded with the real model (an
 :class:`~mathsearch.export.embedders.Embedder`, the shipped ``gcn-v7`` unless
-``MATHSEARCH_MODEL`` says otherwise). The equations are shuffled with a
-fixed seed (so that every size mixes both corpora) and the last :data:`HELD_OUT` are held out:
-they are never indexed and serve as queries. The document fields and the float32 vectors are
-cached under ``<cache dir>/bench-query/<key>/`` (``docs.jsonl.gz`` + ``vectors.npy``), the key
-being a hash of the model's SHA-256, the vocabulary, the converter and the source files (name,
-size, mtime), so the slow part (parse ~170 s + embed ~490 s for the default corpus on
-2 vCPUs) runs once. The default corpus gives 98,020 unique parsable equations, 97,820 indexable.
+``MATHSEARCH_MODEL`` says otherwise). The equations are shuffled with a fixed seed (so that
+every size mixes both corpora) and the last :data:`HELD_OUT` are held out: they are never
+indexed and serve as queries, none of them twice in a run. The document fields and the float32
+vectors are cached under ``<cache dir>/bench-query/<key>/`` (``docs.jsonl.gz`` +
+``vectors.npy``), the key being a hash of the model's SHA-256, the vocabulary, the converter and
+the source files (name, size, mtime), so the slow part (parse ~170 s + embed ~490 s for the
+default corpus on 2 vCPUs) runs once. The default corpus gives 98,020 unique parsable equations,
+88,020 indexable. The second stage's fields (:func:`add_field_vectors`: the default profile's
+rerank encoders) are embedded once too, from the cached LaTeX, into ``extra-<model sha>.npy``.
 
-**Sizes beyond the real equations** (100k: ~2.2k replicas; 1M: ~9 replicas of each equation):
+**Sizes beyond the real equations** (100k: ~12k replicas; 1M: ~10 replicas of each equation):
 :func:`iter_documents` adds replicas whose identifiers are renamed
 (:mod:`mathsearch.opensearch.latex_renaming`). The renamed LaTeX is featurised again, so the
 replica's
@@ -62,6 +64,7 @@ __all__ = [
     "REPLICA_VECTORS",
     "BenchCorpus",
     "ReplicaStats",
+    "add_field_vectors",
     "default_query_sources",
     "default_sources",
     "iter_documents",
@@ -70,11 +73,12 @@ __all__ = [
     "read_topics",
 ]
 
-#: Corpus equations held out of every index, used as queries.
-HELD_OUT = 200
+#: Corpus equations held out of every index, used as queries: enough that no query repeats in a
+#: run (``bench query``: modes x (warm-up + 2 x timed); ``bench serve``: rate x seconds).
+HELD_OUT = 10_000
 SHUFFLE_SEED = 2003
 #: Bump when the cached corpus layout or its content rules change.
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 #: Replicas are renamed, parsed and (``embed``) embedded this many at a time (and cached so).
 REPLICA_CHUNK = 8192
 REPLICA_VECTORS = ("embed", "copy")
@@ -125,7 +129,9 @@ def default_query_sources() -> list[str]:
 
 @dataclass
 class BenchCorpus:
-    """The unique real equations: document fields and vectors (shuffled), plus held-out ones."""
+    """The unique real equations: document fields and vectors (shuffled), plus held-out ones;
+    ``extra`` holds the indexable equations' vectors of other encoders by field (a second
+    stage's exact-only fields: :func:`add_field_vectors`)."""
 
     docs: list[dict[str, Any]]
     vectors: np.ndarray
@@ -133,9 +139,78 @@ class BenchCorpus:
     stats: dict[str, Any]
     cache_dir: Path
     key: str
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.docs)
+
+
+def _records(docs: Sequence[dict[str, Any]]) -> list[Any]:
+    """The equations of cached documents as records to featurise again."""
+    from mathsearch.indexer.records import EquationRecord
+
+    return [
+        EquationRecord(
+            eq_id=doc["eq_id"], doc_id=doc["doc_id"], position=int(doc.get("position", 0)),
+            latex=doc.get("latex") or None,
+            mathml=(doc.get("mathml") or None) if not doc.get("latex") else None,
+        )
+        for doc in docs
+    ]  # fmt: skip
+
+
+def add_field_vectors(
+    corpus: BenchCorpus, embedders: Sequence[Any], *, progress: bool = True
+) -> dict[str, float]:
+    """Give ``corpus.extra`` each embedder's vectors of the indexable equations (a second
+    stage's fields), from ``extra-<model sha>.npy`` in the corpus cache, else by featurising
+    the cached LaTeX again and embedding it (then cached). Returns the embedding seconds of
+    each field that was computed now."""
+    from mathsearch.indexer.parse import Featuriser
+    from mathsearch.indexer.records import Failure
+
+    spent: dict[str, float] = {}
+    todo = []
+    for embedder in embedders:
+        path = corpus.cache_dir / f"extra-{embedder.card.sha256[:16]}.npy"
+        if path.is_file():
+            vectors = np.load(path)
+            if len(vectors) == len(corpus.docs):
+                corpus.extra[embedder.vector_field] = vectors
+                continue
+        todo.append((embedder, path))
+    if not todo:
+        return spent
+    featuriser = Featuriser()
+    parts: dict[str, list[np.ndarray]] = {e.vector_field: [] for e, _ in todo}
+    spent = {e.vector_field: 0.0 for e, _ in todo}
+    records = _records(corpus.docs)
+    with progress_bar(
+        progress, total=len(records), desc="embed second-stage fields", unit="eq"
+    ) as bar:
+        try:
+            for start in range(0, len(records), _EMBED_BATCH):
+                parsed = featuriser.parse_batch(records[start : start + _EMBED_BATCH])
+                bad = [item for item in parsed if isinstance(item, Failure)]
+                if bad:
+                    raise MathsearchOpenSearchError(
+                        f"cached equation {bad[0].eq_id} no longer parses ({bad[0].reason}): "
+                        f"delete the corpus cache {corpus.cache_dir}"
+                    )
+                for embedder, _ in todo:
+                    tick = time.perf_counter()
+                    vectors = np.asarray(vectors_of(embedder, parsed), dtype=np.float32)
+                    spent[embedder.vector_field] += time.perf_counter() - tick
+                    parts[embedder.vector_field].append(vectors)
+                bar.update(len(parsed))
+        finally:
+            featuriser.close()
+    for embedder, path in todo:
+        vectors = np.concatenate(parts[embedder.vector_field]).astype(np.float32)
+        np.save(path.with_suffix(".tmp.npy"), vectors)
+        path.with_suffix(".tmp.npy").replace(path)
+        corpus.extra[embedder.vector_field] = vectors
+    return {name: round(seconds, 1) for name, seconds in spent.items()}
 
 
 def _corpus_key(sources: Sequence[str], fmt: str | None, encoder: Any, converter: str) -> str:
@@ -330,8 +405,10 @@ def _replica_chunk(
     encoder: Any,
     replica_vectors: str,
     stats: ReplicaStats,
-) -> Iterator[tuple[dict[str, Any], np.ndarray]]:
-    """Replica ``replica`` of the corpus equations ``start : start + REPLICA_CHUNK``."""
+    extra: Sequence[Any] = (),
+) -> Iterator[tuple[dict[str, Any], np.ndarray, dict[str, np.ndarray]]]:
+    """Replica ``replica`` of the corpus equations ``start : start + REPLICA_CHUNK``, with
+    the ``extra`` encoders' vectors too."""
     from mathsearch.indexer.records import EquationRecord, Failure
 
     mapping = letter_permutation(replica)
@@ -355,26 +432,37 @@ def _replica_chunk(
         if isinstance(item, Failure):
             stats.skipped += 1
             stats.failures[f"{item.stage}/{item.reason}"] += 1
-    if replica_vectors == "copy":
-        vectors = corpus.vectors[start : start + REPLICA_CHUNK][good]
-    else:
-        cached = corpus.cache_dir / f"replica-r{replica}-c{start // REPLICA_CHUNK}.npy"
+
+    def chunk_vectors(model: Any, copied: np.ndarray, suffix: str) -> np.ndarray:
+        if replica_vectors == "copy":
+            return copied[start : start + REPLICA_CHUNK][good]
+        name = f"replica-r{replica}-c{start // REPLICA_CHUNK}{suffix}.npy"
+        cached = corpus.cache_dir / name
         if cached.is_file():
             vectors = np.load(cached)
         else:
             tick = time.perf_counter()
-            vectors = np.asarray(vectors_of(encoder, [parsed[i] for i in good]), dtype=np.float32)
+            vectors = np.asarray(vectors_of(model, [parsed[i] for i in good]), dtype=np.float32)
             stats.embed_s += time.perf_counter() - tick
             np.save(cached.with_suffix(".tmp.npy"), vectors)
             cached.with_suffix(".tmp.npy").replace(cached)
         if len(vectors) != len(good):
             raise MathsearchOpenSearchError(f"replica vector cache {cached} is stale: delete it")
+        return vectors
+
+    vectors = chunk_vectors(encoder, corpus.vectors, "")
+    others = {
+        model.vector_field: chunk_vectors(
+            model, corpus.extra[model.vector_field], f"-{model.card.sha256[:16]}"
+        )
+        for model in extra
+    }
     for row, index in enumerate(good):
         item = parsed[index]
         doc = _doc_fields(item)
         if item.math_tokens == rename_tokens(bases[index].get("math_tokens") or [], mapping):
             stats.consistent += 1
-        yield doc, vectors[row]
+        yield doc, vectors[row], {name: column[row] for name, column in others.items()}
 
 
 def iter_documents(
@@ -384,13 +472,17 @@ def iter_documents(
     encoder: Any,
     replica_vectors: str,
     stats: ReplicaStats,
-) -> Iterator[tuple[dict[str, Any], np.ndarray]]:
-    """``size`` documents: the corpus equations, then renamed replicas (module docstring)."""
+    extra: Sequence[Any] = (),
+) -> Iterator[tuple[dict[str, Any], np.ndarray, dict[str, np.ndarray]]]:
+    """``size`` documents: the corpus equations, then renamed replicas (module docstring);
+    each with its vector and the ``extra`` encoders' vectors by field (``corpus.extra`` for
+    the real ones: :func:`add_field_vectors`)."""
     from mathsearch.indexer.parse import Featuriser
 
     real = min(size, len(corpus))
+    fields = [model.vector_field for model in extra]
     for i in range(real):
-        yield corpus.docs[i], corpus.vectors[i]
+        yield corpus.docs[i], corpus.vectors[i], {name: corpus.extra[name][i] for name in fields}
     left = size - real
     if left <= 0:
         return
@@ -399,7 +491,7 @@ def iter_documents(
         replica = 1
         while left > 0:
             for start in range(0, len(corpus), REPLICA_CHUNK):
-                for doc, vector in _replica_chunk(
+                for doc, vector, others in _replica_chunk(
                     corpus,
                     replica,
                     start,
@@ -407,8 +499,9 @@ def iter_documents(
                     encoder=encoder,
                     replica_vectors=replica_vectors,
                     stats=stats,
+                    extra=extra,
                 ):
-                    yield doc, vector
+                    yield doc, vector, others
                     stats.documents += 1
                     left -= 1
                     if left <= 0:

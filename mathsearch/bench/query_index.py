@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -53,23 +53,33 @@ def bench_alias(prefix: str, size: int) -> str:
 
 
 def _index_actions(
-    concrete: str, documents: Iterable[tuple[dict[str, Any], np.ndarray]], field_name: str
+    concrete: str,
+    documents: Iterable[tuple[dict[str, Any], np.ndarray, dict[str, np.ndarray]]],
+    field_name: str,
+    storage: str,
 ) -> Iterator[dict[str, Any]]:
+    """Index actions; the extra (second-stage) fields encoded as ``storage`` (float16 / int8),
+    as the workers write them."""
     from mathsearch.export.embedder_base import written_vector
     from mathsearch.opensearch.documents import equation_source, now_iso
+    from mathsearch.opensearch.stored_vectors import VectorStorage, encode_vector
 
+    kept = VectorStorage.parse(storage)
     stamp = now_iso()
-    for parsed, vector in documents:
-        source = equation_source(parsed, {field_name: written_vector(vector)})
+    for parsed, vector, extra in documents:
+        vectors: dict[str, Any] = {field_name: written_vector(vector)}
+        vectors.update({name: encode_vector(v, kept) for name, v in extra.items()})
+        source = equation_source(parsed, vectors)
         source["indexed_at"] = stamp
         yield {"_op_type": "index", "_index": concrete, "_id": source["eq_id"], "_source": source}
 
 
 def _bench_meta(
-    corpus: BenchCorpus, size: int, replica_vectors: str, settings: Any
+    corpus: BenchCorpus, size: int, replica_vectors: str, settings: Any, extra: dict[str, str]
 ) -> dict[str, Any]:
-    """What a reusable bench index must match: corpus, size, model and the HNSW graph's
-    parameters (``MATHSEARCH_HNSW_M`` / ``_EF_CONSTRUCTION``: another value rebuilds it)."""
+    """What a reusable bench index must match: corpus, size, model, the second stage's fields
+    (field -> model SHA-256 and storage) and the HNSW graph's parameters
+    (``MATHSEARCH_HNSW_M`` / ``_EF_CONSTRUCTION``: another value rebuilds it)."""
     return {
         "equations": size,
         "corpus_key": corpus.key,
@@ -77,6 +87,7 @@ def _bench_meta(
         "replica_vectors": replica_vectors if size > len(corpus) else None,
         "hnsw_m": settings.hnsw_m,
         "hnsw_ef_construction": settings.hnsw_ef_construction,
+        "rerank_fields": extra,
     }
 
 
@@ -148,15 +159,22 @@ def build_index(
     rebuild: bool,
     force_merge: bool,
     progress: bool,
+    extra: Sequence[Any] = (),
+    storage: str = "float16",
 ) -> dict[str, Any]:
-    """Build (or reuse) ``<prefix>-bench-<size>``; what it holds and how long it took."""
+    """Build (or reuse) ``<prefix>-bench-<size>``; what it holds and how long it took.
+
+    ``extra`` embedders (the default profile's rerank encoders, their vectors in
+    ``corpus.extra``) fill exact-only fields kept as ``storage``, as ``mathsearch index``
+    writes them."""
     from opensearchpy import helpers
 
     from mathsearch.opensearch.equation_index import ensure_equation_index
     from mathsearch.opensearch.schema import VectorSpec, index_meta, resolve_alias
 
     alias = bench_alias(settings.index_prefix, size)
-    wanted = _bench_meta(corpus, size, replica_vectors, settings)
+    fields = {e.vector_field: f"{e.card.sha256[:16]}/{storage}" for e in extra}
+    wanted = _bench_meta(corpus, size, replica_vectors, settings, fields)
     concrete = resolve_alias(client, alias)
     if concrete is not None and not rebuild:
         meta = index_meta(client, alias)
@@ -179,19 +197,20 @@ def build_index(
         logger.info("%s does not hold this corpus at this size: rebuilding", alias)
     drop_bench_index(client, alias, settings.index_prefix)
     spec = VectorSpec.from_card(encoder.card)
-    concrete = ensure_equation_index(client, alias, [spec], settings)
+    specs = [spec, *(VectorSpec.from_card(e.card, storage) for e in extra)]
+    concrete = ensure_equation_index(client, alias, specs, settings)
     client.indices.put_settings(index=concrete, body={"index": {"refresh_interval": "-1"}})
     stats = ReplicaStats()
     started = time.perf_counter()
     documents = iter_documents(
-        corpus, size, encoder=encoder, replica_vectors=replica_vectors, stats=stats
+        corpus, size, encoder=encoder, replica_vectors=replica_vectors, stats=stats, extra=extra
     )
     errors: Counter[str] = Counter()
     written = 0
     with progress_bar(progress, total=size, desc=f"bulk load {size:,}", unit="eq") as bar:
         for ok, item in helpers.parallel_bulk(
             client,
-            _index_actions(concrete, documents, spec.field),
+            _index_actions(concrete, documents, spec.field, storage),
             thread_count=2,
             queue_size=4,
             chunk_size=_BULK_CHUNK,

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from mathsearch.bench.query import GOAL_P50_MS, GOAL_P99_MS
+from mathsearch.bench.query import DEFAULT_GOAL, FIRST_STAGE_GOAL, GOAL_P50_MS, GOAL_P99_MS
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +79,45 @@ def _goal_lines(size: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _stage_lines(size: Mapping[str, Any]) -> list[str]:
+    """Each row's p50 against kNN's, the second stage's share, and the issue's goals."""
+    lines = []
+    against = size.get("against_knn") or {}
+    ratios = against.get("rows") or {}
+    if ratios:
+        parts = [
+            f"{mode} {r.get('end_to_end', 0):.2f}x/{r.get('cluster', 0):.2f}x"
+            for mode, r in ratios.items()
+            if mode != "knn"
+        ]
+        lines.append(f"  p50 against knn (end to end / cluster): {', '.join(parts)}")
+    for row in size["modes"]:
+        stages = row.get("stages_ms")
+        if stages:
+            lines.append(
+                f"  {row['mode']}: p50 query {stages['query']:.1f} ms + first stage "
+                f"{stages['first_stage']:.1f} ms + second stage {stages['second_stage']:.1f} ms; "
+                f"the second stage's median share {stages['second_stage_share']:.0%}"
+            )
+    default = against.get("default")
+    if default:
+        verdict = "met" if default["met"] else "NOT met"
+        lines.append(
+            f"  default profile end to end {default['end_to_end_ratio']:.2f}x knn p50, p99 "
+            f"{default['p99_ms']:.1f} ms (goal <= {DEFAULT_GOAL['ratio_p50']:g}x, <= "
+            f"{DEFAULT_GOAL['p99_ms']:g} ms): {verdict}"
+        )
+    first = against.get("first_stage")
+    if first:
+        verdict = "met" if first["met"] else "NOT met"
+        lines.append(
+            f"  first stage {first['mode']} cluster {first['cluster_ratio']:.2f}x knn p50, p99 "
+            f"{first['p99_ms']:.1f} ms (goal <= {FIRST_STAGE_GOAL['ratio_p50']:g}x, <= "
+            f"{FIRST_STAGE_GOAL['p99_ms']:g} ms): {verdict}"
+        )
+    return lines
+
+
 def format_bench_query(report: Mapping[str, Any]) -> str:
     """The report as tables a person reads: one per index size."""
     model = report["model"]
@@ -91,7 +130,11 @@ def format_bench_query(report: Mapping[str, Any]) -> str:
         f"heap {_mib(env['heap_bytes'])}; HNSW m={env['hnsw_m']} "
         f"ef_construction={env['hnsw_ef_construction']}",
         f"k={report['k']}{_token_cuts(report)}; per mode {report['warmup']} warm-up + "
-        f"{report['queries_per_mode']} timed queries, sequential, one client",
+        f"{report['queries_per_mode']} timed queries, sequential, one client; no query sent "
+        "twice",
+        f"default: {report.get('default_profile', '-')}; second-stage fields "
+        f"{', '.join((report.get('rerank_fields') or {}).get('fields') or []) or 'none'} "
+        f"({(report.get('rerank_fields') or {}).get('storage', '-')}, no ANN graph)",
         f"corpus: {corpus['unique']:,} unique real equations ({corpus['extracted']:,} extracted, "
         f"{corpus['duplicates']:,} duplicates; {corpus['failed']:,} records failed extraction "
         f"or parsing), {corpus['held_out']} held out as queries, "
@@ -149,6 +192,7 @@ def format_bench_query(report: Mapping[str, Any]) -> str:
                 f"{_triple(row['cluster'])} {_qps(row['cluster'])} | {took_text:>13} | "
                 f"{split:>11} {row['errors']:>4}"
             )
+        lines.extend(_stage_lines(size))
         lines.extend(_goal_lines(size))
     for note in report.get("notes") or []:
         lines.append(f"note: {note}")

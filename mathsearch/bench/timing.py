@@ -11,7 +11,7 @@ and ``rrf``, the side that fuses the BM25 and kNN lists:
   one ``_msearch``, the same fusion math as the plugin, then one ``ids`` search for the k sources).
 
 Each mode runs ``warmup`` queries untimed, then ``count`` timed ones, sequentially from a single
-client:
+client, every pass with queries no earlier pass of the run sent (:class:`QueryDraw`):
 
 * *cluster*: each query's :class:`~mathsearch.opensearch.searcher.QueryFeatures` are computed once
   beforehand, and a :class:`~mathsearch.opensearch.searcher.Searcher` whose encoder returns them
@@ -43,6 +43,7 @@ from mathsearch.opensearch.queries import Mode
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "DEFAULT",
     "MODES",
     "VARIANTS",
     "BenchQuery",
@@ -67,6 +68,8 @@ class Variant:
     #: the second stage's encoders (``<mode>+rerank``; empty: the first stage alone)
     rerank: tuple[str, ...] = ()
     rerank_window: int = 50
+    #: ``default``: the shipped default profile's request, every parameter as a user gets it
+    profile: bool = False
 
     def request(
         self,
@@ -81,6 +84,10 @@ class Variant:
         (``depth``: hits per subquery of fusion / rrf, raised to ``k`` as a profile raises it)."""
         from mathsearch.opensearch.search_request import SearchRequest
 
+        if self.profile:
+            from mathsearch.opensearch.search_profile import SearchProfile
+
+            return SearchProfile.default().request(latex, k=k)
         extra: dict[str, Any] = {}
         if depth:
             extra["depth"] = max(depth, k)
@@ -107,9 +114,12 @@ def _variants() -> dict[str, Variant]:
         for mode, spec in SEARCH_MODES.items()
         if spec.fused
     ]
+    out.append(Variant(DEFAULT, Mode.FUSION, profile=True))
     return {variant.name: variant for variant in out}
 
 
+#: The bench mode of the shipped default profile (its mode, parameters and second stage).
+DEFAULT = "default"
 VARIANTS: dict[str, Variant] = _variants()
 MODES = tuple(VARIANTS)
 #: The suffix of a bench mode whose hits a second stage re-ranks (``fusion-client+rerank``).
@@ -125,6 +135,8 @@ def variant_of(name: str, rerank: Sequence[str] = (), rerank_window: int = 50) -
             without encoders.
     """
     base = name.removesuffix(RERANK_SUFFIX)
+    if base == DEFAULT and base != name:
+        raise ValueError(f"{name}: the default profile brings its own second stage")
     if base not in VARIANTS:
         raise ValueError(f"unknown mode {name!r}: use {', '.join(MODES)} (+rerank)")
     variant = VARIANTS[base]
@@ -211,10 +223,11 @@ class BenchQuery:
 
 
 def query_features(
-    queries: Sequence[BenchQuery], encoder: Any
+    queries: Sequence[BenchQuery], encoder: Any, extra: Sequence[str] = ()
 ) -> tuple[list[BenchQuery], dict[str, Any], list[float], Counter[str]]:
-    """The queries ``encoder`` can featurise (with tokens), their features by LaTeX, the
-    featurisation times (ms) and the failures by kind."""
+    """The queries ``encoder`` can featurise (with tokens), their features by LaTeX (with the
+    ``extra`` second-stage encoders' vectors too), the featurisation times (ms) and the
+    failures by kind."""
     from mathsearch.core.errors import QueryError
 
     ok: list[BenchQuery] = []
@@ -224,7 +237,11 @@ def query_features(
     for query in queries:
         tick = time.perf_counter()
         try:
-            found = encoder.features(query.latex)
+            found = (
+                encoder.features(query.latex, extra=extra)
+                if extra
+                else encoder.features(query.latex)
+            )
         except QueryError as exc:
             failed[query.kind] += 1
             logger.debug("query %s skipped: %s", query.name, exc)
@@ -248,13 +265,15 @@ def interleave(first: Sequence[BenchQuery], second: Sequence[BenchQuery]) -> lis
 
 @dataclass
 class Timed:
-    """One sequential run: per query its latency (ms; ``None`` when it failed) and took."""
+    """One sequential run: per query its latency (ms; ``None`` when it failed) and took, and
+    each answered query's :attr:`~mathsearch.opensearch.results.SearchResponse.stages_ms`."""
 
     latencies: list[float | None]
     tooks: list[float]
     wall_s: float
     hits: int
     fused: Counter[str] = field(default_factory=Counter)  # who fused, per response
+    stages: list[dict[str, float]] = field(default_factory=list)
 
     @property
     def ok(self) -> list[float]:
@@ -278,6 +297,7 @@ def time_searches(
     latencies: list[float | None] = []
     tooks: list[float] = []
     fused: Counter[str] = Counter()
+    stages: list[dict[str, float]] = []
     hits = 0
     clock = time.perf_counter
     wall = clock()
@@ -294,13 +314,14 @@ def time_searches(
             bar.update(1)
             continue
         latencies.append((clock() - tick) * 1000)
+        stages.append(dict(response.stages_ms))
         hits += len(response.hits)
         if response.fused:
             fused[response.fused] += 1
         if took is not None:
             tooks.append(took.took)
         bar.update(1)
-    return Timed(latencies, tooks, clock() - wall, hits, fused)
+    return Timed(latencies, tooks, clock() - wall, hits, fused, stages)
 
 
 def _without_qps(stats: dict[str, Any]) -> dict[str, Any]:
@@ -315,6 +336,43 @@ def _by_kind(run: Timed, kinds: Sequence[str]) -> dict[str, Any]:
         values = [ms for ms, k in zip(run.latencies, kinds, strict=True) if k == kind and ms]
         out[kind] = _without_qps(latency_summary(values, 0.0))
     return out
+
+
+def stage_summary(stages: Sequence[Mapping[str, float]]) -> dict[str, Any] | None:
+    """p50 of each stage (ms) and the second stage's median share of a search's time, over
+    the searches that had a second stage (None when none had)."""
+    second = [row for row in stages if "second_stage" in row]
+    if not second:
+        return None
+    out: dict[str, Any] = {
+        name: round(percentile([row.get(name, 0.0) for row in second], 50), 2)
+        for name in ("query", "first_stage", "second_stage")
+    }
+    shares = [row["second_stage"] / (sum(row.values()) or 1.0) for row in second]
+    out["second_stage_share"] = round(percentile(shares, 50), 3)
+    return out
+
+
+class QueryDraw:
+    """Queries drawn in order from a pool, none twice until the pool is spent (then it starts
+    again and counts the repeats): a run of several modes never times a query that an earlier
+    pass already sent (cold caches, as a user's queries are)."""
+
+    def __init__(self, pool: Sequence[BenchQuery]) -> None:
+        if not pool:
+            raise ValueError("no queries")
+        self.pool = list(pool)
+        self.used = 0
+
+    @property
+    def repeats(self) -> int:
+        """How many drawn queries had been drawn before."""
+        return max(0, self.used - len(self.pool))
+
+    def take(self, count: int) -> list[BenchQuery]:
+        out = [self.pool[(self.used + i) % len(self.pool)] for i in range(count)]
+        self.used += count
+        return out
 
 
 def time_modes(
@@ -336,14 +394,13 @@ def time_modes(
     rerank_window: int = 50,
 ) -> list[dict[str, Any]]:
     """One row per mode of ``modes`` (names of :data:`VARIANTS`, or of hybrid ones with
-    :data:`RERANK_SUFFIX`, re-ranked by ``rerank``): the timings on ``alias``. A rerank row's
-    searchers keep their vectors of candidates between queries, as a serving process does."""
+    :data:`RERANK_SUFFIX`, re-ranked by ``rerank``): the timings on ``alias``. Every pass (a
+    mode's warm-up, its cluster-side and its end-to-end queries) draws queries no earlier pass
+    sent (:class:`QueryDraw`; a row says how many repeated when the pool ran out). A row
+    whose searches had a second stage adds ``stages_ms`` (:func:`stage_summary`, end to end)."""
     from mathsearch.opensearch.searcher import Searcher
 
-    chosen = [pool[i % len(pool)] for i in range(count)]
-    timed = [query.latex for query in chosen]
-    kinds = [query.kind for query in chosen]
-    warm = [pool[-1 - (i % len(pool))].latex for i in range(warmup)]
+    draw = QueryDraw(pool)
     took = _TookClient(client)
     cluster = Searcher(took, alias, encoder=_CachedEncoder(features))  # type: ignore[arg-type]
     end_to_end = Searcher(client, alias, encoder=model_encoder)
@@ -359,20 +416,25 @@ def time_modes(
             def make(latex: str, variant: Variant = variant) -> Any:
                 return variant.request(latex, k=k, max_df=max_df, max_terms=max_terms, depth=depth)
 
-            time_searches(cluster, None, make, warm, bar)
-            side = time_searches(cluster, took, make, timed, bar)
-            e2e = time_searches(end_to_end, None, make, timed, bar)
+            before = draw.repeats
+            time_searches(cluster, None, make, [q.latex for q in draw.take(warmup)], bar)
+            chosen = draw.take(count)
+            side = time_searches(cluster, took, make, [q.latex for q in chosen], bar)
+            e2e = time_searches(end_to_end, None, make, [q.latex for q in draw.take(count)], bar)
             fused = side.fused + e2e.fused
-            rows.append(
-                {
-                    "mode": name,
-                    "fused": "+".join(sorted(fused)) or None,
-                    "end_to_end": latency_summary(e2e.ok, e2e.wall_s),
-                    "cluster": latency_summary(side.ok, side.wall_s),
-                    "took": _without_qps(latency_summary(side.tooks, 0.0)),
-                    "cluster_by_query_kind": _by_kind(side, kinds),
-                    "errors": side.errors + e2e.errors,
-                    "mean_hits": round(side.hits / max(len(side.ok), 1), 2),
-                }
-            )
+            row = {
+                "mode": name,
+                "fused": "+".join(sorted(fused)) or None,
+                "end_to_end": latency_summary(e2e.ok, e2e.wall_s),
+                "cluster": latency_summary(side.ok, side.wall_s),
+                "took": _without_qps(latency_summary(side.tooks, 0.0)),
+                "cluster_by_query_kind": _by_kind(side, [q.kind for q in chosen]),
+                "errors": side.errors + e2e.errors,
+                "mean_hits": round(side.hits / max(len(side.ok), 1), 2),
+                "repeated_queries": draw.repeats - before,
+            }
+            stages = stage_summary(e2e.stages)
+            if stages is not None:
+                row["stages_ms"] = stages
+            rows.append(row)
     return rows

@@ -162,11 +162,13 @@ class SearchOut(BaseModel):
     vector_field: str | None
     vector_fields: list[str] | None = None
     took_ms: float
+    stages_ms: dict[str, float] = Field(default_factory=dict)
     fused: str | None = None
     parameters: dict[str, Any]
     query_tokens: list[str] = Field(default_factory=list)
     hits: list[Hit]
     groups: list[DocumentGroup] | None = None
+    warnings: list[str] = Field(default_factory=list)
 
 
 class ErrorDetail(BaseModel):

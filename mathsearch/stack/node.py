@@ -122,6 +122,12 @@ class NodeSpec:
             f"path.data: {self.folder / 'data'}",
             f"path.logs: {self.folder / 'logs'}",
             "action.destructive_requires_name: false",
+            # The local stack shares its disk with everything else on the machine: watermarks
+            # in free bytes, not percent, so a large, mostly full disk does not turn the
+            # indexes read-only while gigabytes are still free.
+            "cluster.routing.allocation.disk.watermark.low: 3gb",
+            "cluster.routing.allocation.disk.watermark.high: 2gb",
+            "cluster.routing.allocation.disk.watermark.flood_stage: 1gb",
         ]
         if self.cluster_size == 1:
             lines.append("discovery.type: single-node")

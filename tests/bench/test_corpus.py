@@ -22,6 +22,8 @@ def test_read_topics(tmp_path) -> None:
 
 
 def test_iter_documents_adds_renamed_replicas(tmp_path) -> None:
+    from types import SimpleNamespace
+
     featuriser = Featuriser()
     docs = []
     for i, latex in enumerate([r"x^2 + \frac{a}{b} = c", r"\sqrt{p^2 + m^2} \leq E", "f(t)"]):
@@ -39,15 +41,23 @@ def test_iter_documents_adds_renamed_replicas(tmp_path) -> None:
         )
     featuriser.close()
     vectors = np.arange(12, dtype=np.float32).reshape(3, 4)
-    corpus = BenchCorpus(docs, vectors, [], {}, tmp_path, "key")
+    extra = {"vec_x": np.arange(6, dtype=np.float32).reshape(3, 2)}
+    corpus = BenchCorpus(docs, vectors, [], {}, tmp_path, "key", extra=extra)
     stats = ReplicaStats()
-    out = list(iter_documents(corpus, 7, encoder=None, replica_vectors="copy", stats=stats))
-    assert [doc["eq_id"] for doc, _ in out] == [
+    card = SimpleNamespace(sha256="c" * 64)
+    models = [SimpleNamespace(vector_field="vec_x", card=card)]  # an extra encoder, unused
+    out = list(
+        iter_documents(corpus, 7, encoder=None, replica_vectors="copy", stats=stats, extra=models)
+    )
+    assert [doc["eq_id"] for doc, _, _ in out] == [
         "e0", "e1", "e2", "e0~r1", "e1~r1", "e2~r1", "e0~r2",
     ]  # fmt: skip
     assert out[3][0]["latex"] == rename_latex(docs[0]["latex"], letter_permutation(1))
     assert out[6][0]["latex"] == rename_latex(docs[0]["latex"], letter_permutation(2))
     assert np.array_equal(out[4][1], vectors[1])  # "copy": the original's vector
+    # a replica keeps its original's second-stage vectors (renaming letters changes no field)
+    assert np.array_equal(out[4][2]["vec_x"], extra["vec_x"][1])
+    assert np.array_equal(out[0][2]["vec_x"], extra["vec_x"][0])
     assert (stats.documents, stats.skipped, stats.consistent) == (4, 0, 4)
     assert stats.to_dict("copy")["tokens_consistent"] == 1.0
 

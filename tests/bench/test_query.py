@@ -139,10 +139,14 @@ def test_a_bench_index_built_with_other_hnsw_parameters_is_not_reused() -> None:
             return 100
 
     settings = OpenSearchSettings()
-    wanted = _bench_meta(Corpus(), 100, "embed", settings)  # type: ignore[arg-type]
+    fields = {"vec_gcn_v8": "a" * 64 + " float16"}
+    wanted = _bench_meta(Corpus(), 100, "embed", settings, fields)  # type: ignore[arg-type]
     assert (wanted["hnsw_m"], wanted["hnsw_ef_construction"]) == (16, 128)
     other = with_values(settings, hnsw_m=32)
-    assert _bench_meta(Corpus(), 100, "embed", other) != wanted  # type: ignore[arg-type]
+    assert _bench_meta(Corpus(), 100, "embed", other, fields) != wanted  # type: ignore[arg-type]
+    # other second-stage fields (another model, another storage): another index
+    int8 = {"vec_gcn_v8": "a" * 64 + " int8"}
+    assert _bench_meta(Corpus(), 100, "embed", settings, int8) != wanted  # type: ignore[arg-type]
 
 
 def test_the_size_after_a_force_merge_is_read_once_it_has_settled(

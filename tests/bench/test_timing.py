@@ -9,13 +9,16 @@ import numpy as np
 import pytest
 
 from mathsearch.bench.timing import (
+    DEFAULT,
     MODES,
     VARIANTS,
     BenchQuery,
+    QueryDraw,
     _TookClient,
     interleave,
     latency_summary,
     percentile,
+    stage_summary,
     time_searches,
 )
 from mathsearch.core.errors import QueryError
@@ -58,7 +61,9 @@ def test_latency_summary() -> None:
 def test_variants_cover_every_mode_and_both_fusion_sides() -> None:
     assert MODES == (
         "knn", "bm25", "rescore", "knn-rescore", "fusion", "rrf", "fusion-client", "rrf-client",
+        "default",
     )  # fmt: skip
+    assert VARIANTS[DEFAULT].profile  # the shipped profile's request, not a bare mode
     assert {VARIANTS[name].mode for name in MODES} == set(Mode)
     for name, mode, side in [
         ("fusion", Mode.FUSION, "server"),
@@ -109,7 +114,7 @@ class _FakeSearcher:
             raise QueryError("refused")
         self.took.msearch(index="i", body=[])
         self.took.mget(index="i", body={"ids": []})
-        return SimpleNamespace(hits=[1, 2], fused="client")
+        return SimpleNamespace(hits=[1, 2], fused="client", stages_ms={"query": 1.0})
 
 
 def test_time_searches_sums_msearch_took_and_counts_fused_sides() -> None:
@@ -124,3 +129,29 @@ def test_time_searches_sums_msearch_took_and_counts_fused_sides() -> None:
     assert run.tooks == [4.0, 4.0]  # one _msearch took per query; the mget has none
     assert run.hits == 4
     assert run.fused == {"client": 2}
+
+
+def test_a_query_draw_never_repeats_until_the_pool_is_spent() -> None:
+    pool = [BenchQuery(f"e{i}", f"q{i}", "held") for i in range(5)]
+    draw = QueryDraw(pool)
+    first, second = draw.take(3), draw.take(2)
+    assert {q.latex for q in first} | {q.latex for q in second} == {f"q{i}" for i in range(5)}
+    assert draw.repeats == 0
+    again = draw.take(2)  # the pool is spent: the draw starts again and counts the repeats
+    assert [q.latex for q in again] == ["q0", "q1"] and draw.repeats == 2
+    with pytest.raises(ValueError):
+        QueryDraw([])
+
+
+def test_the_stage_summary_reads_only_searches_with_a_second_stage() -> None:
+    assert stage_summary([{"query": 1.0, "first_stage": 4.0}]) is None
+    rows = [
+        {"query": 2.0, "first_stage": 6.0, "second_stage": 2.0},
+        {"query": 1.0, "first_stage": 4.0, "second_stage": 5.0},
+        {"query": 3.0, "first_stage": 8.0, "second_stage": 9.0},
+        {"query": 1.0, "first_stage": 3.0},  # no second stage: left out
+    ]
+    summary = stage_summary(rows)
+    assert summary is not None
+    assert (summary["query"], summary["first_stage"], summary["second_stage"]) == (2.0, 6.0, 5.0)
+    assert summary["second_stage_share"] == 0.45  # shares 0.2, 0.5, 0.45: the median

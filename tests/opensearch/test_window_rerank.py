@@ -290,6 +290,44 @@ def test_stored_fields_rank_as_the_query_time_path_and_no_candidate_is_embedded(
 
 
 @pytest.mark.services
+def test_a_client_side_fusion_reads_the_stored_fields_with_its_lists(
+    client: OpenSearch,
+    two_indexes: tuple[str, str],
+    demo_parsed: list[ParsedEquation],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fused fast path (the vectors and exact BM25 come with the fusion's lists) ranks
+    and scores as the generic second stage (a server-side first stage, then the window's own
+    search), explains both stages, and groups."""
+    with_field, _ = two_indexes
+    fast, generic = Searcher(client, with_field), Searcher(client, with_field)
+
+    def no_window_search(*_: object, **__: object) -> None:
+        raise AssertionError("the fused path needs no window search of its own")
+
+    monkeypatch.setattr(fast, "window_scores", no_window_search)
+    for n in (5, 40, 77):
+        request = SearchRequest(
+            demo_parsed[n].record.latex, mode=Mode.FUSION, k=10, rerank=(HEAVY,),
+            rerank_window=20, explain=True,
+        )  # fmt: skip
+        got = fast.search(request)
+        want = generic.search(replace(request, fusion_side="server"))
+        assert got.fused == "client" and want.fused == "server"
+        assert [h.eq_id for h in got.hits] == [h.eq_id for h in want.hits]
+        for mine, theirs in zip(got.hits, want.hits, strict=True):
+            assert mine.score == pytest.approx(theirs.score, abs=1e-6)
+            assert mine.latex == theirs.latex and mine.doc_id == theirs.doc_id
+        top = got.hits[0].explanation
+        assert top is not None and top.second_stage is not None and top.first_stage is not None
+        assert top.second_stage.fields[0].field == "gcn-v9"
+        assert got.stages_ms.keys() == {"query", "first_stage", "second_stage"}
+        grouped = fast.search(replace(request, group=True, explain=False))
+        assert grouped.groups and grouped.groups[0].doc_id == got.hits[0].doc_id
+    assert fast.rerank_vectors.embedded == 0
+
+
+@pytest.mark.services
 def test_models_add_backfills_a_rerank_field_on_a_live_index(
     client: OpenSearch, settings: OpenSearchSettings, demo_parsed: list[ParsedEquation]
 ) -> None:

@@ -282,7 +282,10 @@ def test_the_profiles_second_stage_is_served_and_a_body_can_turn_it_off(
     data = api.post("/search", json={"latex": indexed["latex"], "k": 5, "explain": True}).json()
     assert data["parameters"]["rerank"] == ["gcn"] and data["parameters"]["rerank_window"] == 20
     assert data["hits"][0]["eq_id"] == indexed["eq_id"]
-    assert data["hits"][0]["explanation"]["formula"].startswith("rerank of the rrf top 20")
+    explanation = data["hits"][0]["explanation"]
+    assert explanation["formula"].startswith("second stage: rerank of the rrf top 20")
+    assert explanation["second_stage"]["formula"].startswith("rerank of the rrf top 20")
+    assert explanation["first_stage"]["formula"].startswith("sum over subqueries of 1 / (60")
     off = api.post("/search", json={"latex": indexed["latex"], "k": 5, "rerank_window": 0})
     assert off.status_code == 200 and "rerank" not in off.json()["parameters"]
     bad = api.post("/search", json={"latex": "x", "rerank_alpha": 2})

@@ -82,7 +82,7 @@ def test_inline_job_with_two_encoders_writes_both_fields_and_reruns_change_nothi
 ) -> None:
     encoders = ["gcn", str(int8_model)]
     report = run_index(records, alias, inline=True, batch_size=32, progress=False,
-                       encoders=encoders)  # fmt: skip
+                       encoders=encoders, rerank=())  # fmt: skip
     assert report.complete and report.vector_fields == FIELDS
     indexed, _ = accounted(client, alias, settings, records)
     assert report.written == len(indexed) > 80 and report.refusals == {}
@@ -102,7 +102,8 @@ def test_inline_job_with_two_encoders_writes_both_fields_and_reruns_change_nothi
     assert some[DEFAULT_FIELD] != some[DEFAULT_INT8_FIELD]  # two real models, two vectors
     before = {h["_id"]: h["_version"] for h in client.search(
         index=alias, body={"size": 200, "version": True})["hits"]["hits"]}  # fmt: skip
-    run_index(records, alias, inline=True, batch_size=32, progress=False, encoders=encoders)
+    run_index(records, alias, inline=True, batch_size=32, progress=False, encoders=encoders,
+              rerank=())  # fmt: skip
     after = {h["_id"]: h["_version"] for h in client.search(
         index=alias, body={"size": 200, "version": True})["hits"]["hits"]}  # fmt: skip
     assert after == before
@@ -165,7 +166,8 @@ def test_a_worker_with_two_encoders_embeds_both(
     try:
         items = records[:40]
         report = run_index(items, alias, worker_settings=pipeline["settings"], batch_size=16,
-                           progress=False, encoders=["gcn", str(int8_model)])  # fmt: skip
+                           progress=False, encoders=["gcn", str(int8_model)],
+                           rerank=())  # fmt: skip
         assert report.mode == "workers" and report.complete and report.failed == 0
         indexed, _ = accounted(client, alias, settings, items)
         found = client.search(index=alias, body={"size": 100, "_source": ["model_versions"]})
