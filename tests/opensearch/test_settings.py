@@ -67,6 +67,8 @@ def test_node_config_single_and_three_nodes(tmp_path: Path) -> None:
     single = NodeSpec(1, 1, 9200, 9300, tmp_path).opensearch_yml()
     assert "discovery.type: single-node" in single
     assert "network.host: 127.0.0.1" in single
+    # a shared, mostly full disk must not turn the test indexes read-only: watermarks in bytes
+    assert "cluster.routing.allocation.disk.watermark.flood_stage: 1gb" in single
     third = NodeSpec(3, 3, 9200, 9300, tmp_path)
     yml = third.opensearch_yml()
     assert third.http_port == 9202 and third.transport_port == 9302
