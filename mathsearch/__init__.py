@@ -12,7 +12,8 @@ neither OpenSearch, Celery nor torch):
 >>> records = mathsearch.extract(["paper.tex"], "tex")       # equations of documents
 >>> embedder = mathsearch.load_embedder("gcn")               # the shipped ONNX model
 >>> searcher = mathsearch.Searcher(client, "mathsearch-equations")
->>> searcher.search(mathsearch.SearchRequest(r"x^{-1}", mode="rrf"))
+>>> searcher.search(mathsearch.SearchProfile.default().request(r"x^{-1}"))  # as the CLI
+>>> searcher.search(mathsearch.SearchRequest(r"x^{-1}", mode="rrf"))     # bare defaults
 >>> mathsearch.run_index(records, index="mathsearch-equations")   # the Celery index job
 """
 
@@ -28,11 +29,20 @@ _LAZY = {
     "load_embedder": "mathsearch.export.embedders",
     "Searcher": "mathsearch.opensearch.searcher",
     "SearchRequest": "mathsearch.opensearch.search_request",
+    "SearchProfile": "mathsearch.opensearch.search_profile",
     "run_index": "mathsearch.workers.index_job",
     "IndexReport": "mathsearch.workers.index_job",
 }
 
-__all__ = ["IndexReport", "SearchRequest", "Searcher", "extract", "load_embedder", "run_index"]
+__all__ = [
+    "IndexReport",
+    "SearchProfile",
+    "SearchRequest",
+    "Searcher",
+    "extract",
+    "load_embedder",
+    "run_index",
+]
 __all__ += ["Featuriser", "__version__"]
 
 

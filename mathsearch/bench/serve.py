@@ -3,9 +3,16 @@
 The server is a ``mathsearch serve`` process (:class:`ServeProcess`, started by the bench with
 the rate limit, in-flight bound and API keys asked for, or one already running at ``--url``);
 the load comes from this process: ``clients`` closed-loop asyncio clients (httpx), each sending
-``POST /search`` with real formula queries (ARQMath 2020-2022 Task 2 and NTCIR-12 topics,
-:func:`mathsearch.bench.corpus.read_topics`) over the modes, one after the other, for
-``duration`` seconds. A client does not wait after a 429 / 503 (the worst case for the server).
+``POST /search`` with real formula queries for ``duration`` seconds. A client does not wait after
+a 429 / 503 (the worst case for the server).
+
+By default every request runs the server's search profile (``mode`` ``default``: the body
+carries only ``latex`` and ``k``, so the shipped profile's first and second stage run, as for a
+user), and no query is sent twice while the pool lasts: the pool is the ARQMath 2020-2022 Task 2
+and NTCIR-12 topics (:func:`mathsearch.bench.corpus.read_topics`) followed by the unique
+equations of the shared hep-th corpus in a fixed random order (:func:`bench_queries`), drawn in
+order by every client together; the report counts the requests that repeated a query
+(``queries.repeated``) once the pool is spent.
 
 With per-client API keys (the default for a spawned server), each simulated client is one
 client of the rate limiter (its own bucket); with a shared key or none they all share one bucket
@@ -26,6 +33,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 import secrets
@@ -52,6 +60,7 @@ from mathsearch.opensearch.queries import Mode
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "DEFAULT",
     "HYBRID",
     "LoadResult",
     "ServeError",
@@ -70,7 +79,10 @@ __all__ = [
 ]
 
 REPO = SOURCE_ROOT
-#: Modes cycled by default (``--mode mix``).
+#: The server's own search profile (the shipped default unless it was started with
+#: ``--profile``): the request names no mode (``--mode default``, the default).
+DEFAULT = "default"
+#: Modes cycled by ``--mode mix``.
 MIX = tuple(mode.value for mode in Mode)
 #: The hybrid modes (BM25 and vectors both): ``--mode hybrid``.
 HYBRID = tuple(m.value for m, spec in MODES.items() if spec.hybrid)
@@ -199,16 +211,59 @@ def write_keys(count: int, folder: Path) -> tuple[Path, list[str]]:
     return path, keys
 
 
-def bench_queries(paths: Sequence[str] | None = None, limit: int | None = None) -> list[str]:
-    """Real formula queries: the LaTeX of the ARQMath / NTCIR topic files (default: those beside
-    the clone, or the demo's queries when there are none; given files may yield none)."""
+def bench_queries(
+    paths: Sequence[str] | None = None,
+    limit: int | None = None,
+    *,
+    equations: Sequence[str] = (),
+    fmt: str | None = None,
+    seed: int = 0,
+) -> list[str]:
+    """Real formula queries, each once: the LaTeX of the ARQMath / NTCIR topic files (default:
+    those beside the clone, or the demo's queries when there are none; given files may yield
+    none), then the unique equations of ``equations`` (any source ``mathsearch extract`` reads,
+    in ``fmt``) shuffled by ``seed``; ``limit`` keeps the first."""
     topics = read_topics(paths if paths is not None else default_query_sources())
     latex = [text for _, text in topics]
-    if not latex and paths is None:
+    if not latex and paths is None and not equations:
         from mathsearch.stack.demo import QUERIES
 
         latex = list(QUERIES)
+    if equations:
+        latex += equation_queries(equations, fmt, seed=seed, skip=set(latex))
+    latex = list(dict.fromkeys(latex))
     return latex[:limit] if limit else latex
+
+
+def equation_queries(
+    sources: Sequence[str], fmt: str | None = None, *, seed: int = 0, skip: set[str] | None = None
+) -> list[str]:
+    """The unique LaTeX of the equations of ``sources`` (failure records skipped), in a random
+    order fixed by ``seed``."""
+    import random
+
+    from mathsearch.indexer.extract import extract
+    from mathsearch.indexer.records import EquationRecord
+
+    seen = set(skip or ())
+    out: list[str] = []
+    for record in extract(list(sources), fmt):
+        if isinstance(record, EquationRecord):
+            latex = record.latex.strip()
+            if latex and latex not in seen:
+                seen.add(latex)
+                out.append(latex)
+    random.Random(seed).shuffle(out)
+    return out
+
+
+def default_equation_sources() -> list[str]:
+    """The shared hep-th equations (``equation.txt``) when they are beside the clone, else
+    none: the query pool of ``bench serve`` beyond the topics."""
+    from mathsearch.core.paths import SHARED_DATA
+
+    path = SHARED_DATA / "hepth2003" / "equation.txt"
+    return [str(path)] if path.is_file() else []
 
 
 def ensure_bench_index(client: Any, settings: Any, index: str | None = None) -> tuple[str, str]:
@@ -255,6 +310,8 @@ class LoadResult:
     modes: tuple[str, ...] = ()
     errors: Counter[str] = field(default_factory=Counter)
     offered_per_s: float | None = None  # open loop (run_rate): the rate requests were sent at
+    pool: int = 0  # distinct queries available
+    repeated: int = 0  # requests whose query an earlier request of the run had sent
 
 
 async def run_load(
@@ -263,27 +320,27 @@ async def run_load(
     *,
     clients: int,
     duration: float,
-    modes: Sequence[str] = MIX,
+    modes: Sequence[str] = (DEFAULT,),
     keys: Sequence[str] = (),
     k: int = 10,
     timeout: float = REQUEST_TIMEOUT_S,
 ) -> LoadResult:
     """``clients`` closed-loop clients posting ``/search`` for ``duration`` seconds; client
-    ``i`` uses ``keys[i % len(keys)]`` when keys are given."""
+    ``i`` uses ``keys[i % len(keys)]`` when keys are given. The clients draw the requests in
+    order from one sequence (:func:`_search_body`), so no query repeats while they last."""
     if not queries:
         raise ValueError("no queries to send")
-    result = LoadResult(clients=clients, modes=tuple(modes))
+    result = LoadResult(clients=clients, modes=tuple(modes), pool=len(queries))
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    spots = itertools.count()
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=timeout) as http:
         started = time.perf_counter()
         stop = started + duration
 
         async def client(number: int) -> None:
             headers = _auth(keys, number)
-            sent = number * 7919  # spread the clients over the queries and modes
             while time.perf_counter() < stop:
-                body = _search_body(queries, modes, sent, k)
-                sent += 1
+                body = _search_body(queries, modes, next(spots), k)
                 began = time.perf_counter()
                 status = await _post(http, body, headers, result)
                 result.answers.append((status, time.perf_counter() - began))
@@ -292,12 +349,24 @@ async def run_load(
 
         await asyncio.gather(*(client(i) for i in range(clients)))
         result.wall_s = time.perf_counter() - started
+    result.repeated = max(0, len(result.answers) - len(queries))
     return result
 
 
 def _search_body(queries: Sequence[str], modes: Sequence[str], spot: int, k: int) -> dict[str, Any]:
-    """The ``spot``-th request of a run: queries and modes cycled."""
-    return {"latex": queries[spot % len(queries)], "mode": modes[spot % len(modes)], "k": k}
+    """The ``spot``-th request of a run: queries in order (cycled once spent), modes cycled;
+    the :data:`DEFAULT` mode sends no ``mode`` (the server's profile decides).
+
+    >>> _search_body(["a", "b", "c"], ["default"], 4, 10)
+    {'latex': 'b', 'k': 10}
+    >>> _search_body(["a", "b"], ["knn", "bm25"], 1, 5)
+    {'latex': 'b', 'k': 5, 'mode': 'bm25'}
+    """
+    body: dict[str, Any] = {"latex": queries[spot % len(queries)], "k": k}
+    mode = modes[spot % len(modes)]
+    if mode != DEFAULT:
+        body["mode"] = mode
+    return body
 
 
 def _auth(keys: Sequence[str], number: int) -> dict[str, str]:
@@ -326,21 +395,23 @@ async def run_rate(
     *,
     rate: float,
     duration: float,
-    modes: Sequence[str] = MIX,
+    modes: Sequence[str] = (DEFAULT,),
     keys: Sequence[str] = (),
     k: int = 10,
     timeout: float = REQUEST_TIMEOUT_S,
     max_connections: int = 256,
+    offset: int = 0,
 ) -> LoadResult:
     """Open loop: request ``i`` is due at ``i / rate`` seconds whatever the earlier ones do, as
     independent users send them, and its latency counts from when it was due (a server that
     falls behind shows it in the percentiles instead of slowing the load down: no coordinated
-    omission). Request ``i`` uses ``keys[i % len(keys)]`` when keys are given."""
+    omission). Request ``i`` uses ``keys[i % len(keys)]`` when keys are given and the query
+    ``offset + i`` of ``queries`` (a ladder's later runs go on where the earlier stopped)."""
     if not queries:
         raise ValueError("no queries to send")
     if rate <= 0 or duration <= 0:
         raise ValueError(f"rate and duration must be positive, not {rate} and {duration}")
-    result = LoadResult(modes=tuple(modes), offered_per_s=rate)
+    result = LoadResult(modes=tuple(modes), offered_per_s=rate, pool=len(queries))
     total = max(1, round(rate * duration))
     limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=64)
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=timeout) as http:
@@ -349,12 +420,13 @@ async def run_rate(
         async def one(number: int) -> None:
             due = started + number / rate
             await asyncio.sleep(max(0.0, due - time.perf_counter()))
-            body = _search_body(queries, modes, number * 7919, k)
+            body = _search_body(queries, modes, offset + number, k)
             status = await _post(http, body, _auth(keys, number), result)
             result.answers.append((status, time.perf_counter() - due))
 
         await asyncio.gather(*(one(i) for i in range(total)))
         result.wall_s = time.perf_counter() - started
+    result.repeated = max(0, offset + total - max(offset, len(queries)))
     return result
 
 
@@ -406,8 +478,11 @@ async def run_ladder(
     """Open-loop runs at each rate, lowest first, stopping after the first that misses the
     bound (the rates above it would only pile up); one summary per run."""
     rows: list[dict[str, Any]] = []
+    offset = 0
     for rate in sorted(rates):
-        row = summarize(await run_rate(url, queries, rate=rate, duration=duration, **load))
+        run = await run_rate(url, queries, rate=rate, duration=duration, offset=offset, **load)
+        offset += len(run.answers)
+        row = summarize(run)
         row["meets"] = meets(row, p99_ms=p99_ms)
         rows.append(row)
         logger.info("offered %.1f/s: %s q/s, p99 %s ms, meets %s", rate, row["queries_per_s"],
@@ -460,6 +535,8 @@ def summarize(result: LoadResult) -> dict[str, Any]:
         "error_kinds": dict(result.errors),
         "error_rate": round((server_errors + connection + timeouts) / sent, 4) if sent else None,
         "shed_rate": round(shed / sent, 4) if sent else None,
+        "queries_pool": result.pool,
+        "repeated": result.repeated,
     }
 
 
@@ -487,7 +564,7 @@ def bench_serve(
     index: str | None = None,
     clients: int = 50,
     duration: float = 60.0,
-    mode: str = "mix",
+    mode: str = DEFAULT,
     queries: Sequence[str] | None = None,
     keys: str = "per-client",
     api_key: str | None = None,
@@ -515,7 +592,7 @@ def bench_serve(
     ``workers``: the spawned server's processes (``MATHSEARCH_SERVE_WORKERS``; ``auto``: one per
     core).
     """
-    latex = list(queries) if queries else bench_queries()
+    latex = list(queries) if queries else bench_queries(equations=default_equation_sources())
     modes = tuple(iter_modes(mode))
     if rates and rate is None:
         rate = 0.0  # capacity is the server's, not the rate limiter's
@@ -540,7 +617,10 @@ def bench_serve(
 
     report: dict[str, Any] = {
         "machine": {"cpu_count": os.cpu_count(), "python": sys.version.split()[0]},
-        "queries": {"count": len(latex), "source": "given" if queries else "mathir-topics"},
+        "queries": {
+            "count": len(latex),
+            "source": "given" if queries else "mathir-topics + hep-th equations",
+        },
     }
     if url:
         headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
@@ -580,5 +660,6 @@ def bench_serve(
 
 
 def iter_modes(mode: str) -> Iterator[str]:
-    """The modes of ``--mode`` (``mix``: all; ``hybrid``: those with BM25 and vectors)."""
+    """The modes of ``--mode`` (``default``: the server's profile; ``mix``: every mode;
+    ``hybrid``: those with BM25 and vectors)."""
     yield from MIX if mode == "mix" else HYBRID if mode == "hybrid" else (mode,)

@@ -17,7 +17,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["add_bench_fuzz_api", "add_bench_serve", "run_bench_fuzz_api", "run_bench_serve"]
 
-_MODES = ("mix", "hybrid", *(mode.value for mode in Mode))
+_MODES = ("default", "mix", "hybrid", *(mode.value for mode in Mode))
 
 
 def _rates(text: str) -> list[float]:
@@ -39,7 +39,10 @@ def add_bench_serve(bench_cmds: Any) -> None:
         "p50/p99, status counts, error and shed rates",
         description="Start `mathsearch serve` in its own process (or target one at --url) and "
         "load it from this process over loopback: CLIENTS closed-loop clients post real "
-        "formula queries (ARQMath / NTCIR topics) to /search for DURATION seconds. Reports "
+        "formula queries to /search for DURATION seconds. By default each request runs the "
+        "server's search profile (the shipped default: first stage and second stage), and no "
+        "query is sent twice while the pool lasts (the ARQMath / NTCIR topics, then the "
+        "shared hep-th equations in a fixed random order; the report counts repeats). Reports "
         "queries/s, latency percentiles, answers by status, the error rate ((5xx + connection "
         "errors) / sent) and the shed rate ((429 + 503) / sent), /health before and after. "
         "A spawned server gets one API key per client by default, so each client has its own "
@@ -49,6 +52,8 @@ def add_bench_serve(bench_cmds: Any) -> None:
         epilog=textwrap.dedent("""\
             examples:
               mathsearch bench serve --clients 10 --duration 10          quick run
+              mathsearch bench serve --rates 10,25,50,100 --duration 20 --workers auto
+              mathsearch bench serve --equations ../shared/data/hepth2003/eqnarray.txt
               mathsearch bench serve --clients 50 --duration 60 --report serve-rate.json
               mathsearch bench serve --clients 50 --duration 60 --rate 0 --inflight 8
               mathsearch bench serve --url http://127.0.0.1:8080 --api-key "$KEY" --json
@@ -63,8 +68,9 @@ def add_bench_serve(bench_cmds: Any) -> None:
     parser.add_argument("--clients", type=positive_int, default=50, help="concurrent clients (50)")
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of load (60)")
     parser.add_argument(
-        "--mode", choices=_MODES, default="mix",
-        help="search mode (mix: all; hybrid: those with BM25 and vectors)",
+        "--mode", choices=_MODES, default="default",
+        help="default: the server's search profile, as a user's request without a mode "
+        "(default); mix: every mode in turn; hybrid: those with BM25 and vectors; or one mode",
     )  # fmt: skip
     parser.add_argument(
         "--rates", metavar="R1,R2", type=_rates,
@@ -78,8 +84,16 @@ def add_bench_serve(bench_cmds: Any) -> None:
     parser.add_argument("--k", type=positive_int, default=10, help="hits per query (10)")
     parser.add_argument(
         "--queries", metavar="FILE", action="append", help="topic file(s) ID<TAB>LaTeX "
-        "(default: ../shared/data/mathir-topics/*.txt)",
+        "(default: ../shared/data/mathir-topics/*.txt, then the equations of --equations)",
     )  # fmt: skip
+    parser.add_argument(
+        "--equations", metavar="SOURCE", action="append", help="more queries, each once: the "
+        "unique equations of these sources in a fixed random order (default: "
+        "../shared/data/hepth2003/equation.txt when there and no --queries)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--format", dest="fmt", help="format of --equations (default: from the file name)"
+    )
     parser.add_argument(
         "--keys", choices=("per-client", "shared", "none"), default="per-client",
         help="API keys of a spawned server: one per client (default), one shared, or no auth",
@@ -102,14 +116,20 @@ def run_bench_serve(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch bench serve``."""
     from mathsearch.bench.serve import bench_queries, bench_serve
     from mathsearch.core.errors import MathsearchOpenSearchError
+    from mathsearch.indexer.errors import IndexerError
 
     if args.duration <= 0:
         return fail(f"--duration must be positive, not {args.duration}")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
     try:
-        queries = bench_queries(args.queries) if args.queries else None
-        if args.queries and not queries:
-            return fail(f"no ID<TAB>LaTeX lines in {', '.join(args.queries)}")
+        queries = None
+        if args.queries or args.equations:
+            queries = bench_queries(
+                args.queries or [], equations=args.equations or (), fmt=args.fmt
+            )
+            if not queries:
+                given = [*(args.queries or []), *(args.equations or [])]
+                return fail(f"no queries in {', '.join(given)}")
         report = bench_serve(
             url=args.url, index=args.index, clients=args.clients, duration=args.duration,
             mode=args.mode, queries=queries, keys=args.keys, api_key=args.api_key,
@@ -117,7 +137,7 @@ def run_bench_serve(args: argparse.Namespace) -> int:
             queue_timeout=args.queue_timeout, k=args.k, rates=args.rates, p99_ms=args.p99_ms,
             workers=args.workers,
         )  # fmt: skip
-    except (MathsearchOpenSearchError, OSError, ValueError) as exc:
+    except (IndexerError, MathsearchOpenSearchError, OSError, ValueError) as exc:
         return fail(str(exc))
     emit_report(args, report, format_bench_serve)
     return 0
@@ -152,7 +172,10 @@ def format_bench_serve(report: Mapping[str, Any]) -> str:
         f"load     open loop, the highest rate held ({load.get('offered_per_s')}/s) below"
         if "ladder" in report
         else f"load     {load['clients']} clients x {load['duration_s']} s, modes "
-        f"{','.join(load['modes'])}, {report['queries']['count']} queries"
+        f"{','.join(load['modes'])}"
+    )
+    repeated = sum(row.get("repeated", 0) for row in report.get("ladder", [])) or load.get(
+        "repeated", 0
     )
     return "\n".join([*ladder,
         f"server   {server['url']} ({'spawned' if server['spawned'] else 'given'}"
@@ -161,6 +184,8 @@ def format_bench_serve(report: Mapping[str, Any]) -> str:
         f"limits   rate {limits.get('rate_per_s')}/s burst {limits.get('burst')}, in flight "
         f"{limits.get('max_inflight')}, queue wait {limits.get('queue_timeout_s')} s",
         load_line,
+        f"queries  {report['queries']['count']} distinct ({report['queries']['source']}); "
+        f"{repeated} requests repeated a query",
         f"sent     {load['sent']}  completed {load['completed']}  ok {load['ok']}  "
         f"-> {load['queries_per_s']} queries/s ({load['answers_per_s']} answers/s)",
         f"200s ms  {triple(ok)}",

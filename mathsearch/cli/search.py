@@ -48,9 +48,12 @@ def add_search(commands: Any) -> None:
         "is featurised once and embedded by each encoder; every mode then uses each encoder's "
         "vector field (fusion / rrf: one hybrid query of BM25 + one kNN per field; knn: the "
         "weighted sum of the per-field kNN scores; rescore: BM25 + the weighted exact cosines). "
-        "The hybrid modes then re-rank their top --rerank-window hits with the profile's "
-        "--rerank encoders at query time (a second stage; --no-rerank: the first stage alone). "
-        "See docs/encoders.md and docs/tuning.md.",
+        "Without --profile the shipped default profile runs (opensearch/profiles/default.json): "
+        "fusion of BM25 (the 32 most informative query tokens) and gcn-v7's kNN at alpha 0.4, "
+        "then a second stage that re-ranks the top 50 by BM25 and gcn-v8 + gcn-v9 + gcn-v10 at "
+        "rerank alpha 0.4, reading those encoders' vectors from the index (the workers write "
+        "them; an index without them is embedded at query time, with a warning). --no-rerank: "
+        "the first stage alone. See docs/opensearch.md and docs/tuning.md.",
         epilog=textwrap.dedent("""\
             examples:
               mathsearch search '\\frac{1}{2} m^2 \\phi^2' --mode fusion
@@ -68,8 +71,9 @@ def add_search(commands: Any) -> None:
               mathsearch search 'x^2+y^2' --rerank gcn-v8.onnx,gcn-v9.onnx --rerank-window 50
               mathsearch search 'x^2+y^2' --no-rerank                     (the first stage alone)
 
-            Without --profile every ranking parameter has the default shown; with it, the
-            profile's value (a flag given explicitly still wins).
+            Every ranking flag left out takes the profile's value (without --profile the
+            shipped default profile's: mode fusion, alpha 0.4, depth 100, max_terms 32, the
+            second stage above); a flag given explicitly wins.
             """)
         + _modes_help(),
         formatter_class=RAW_HELP,
@@ -100,9 +104,11 @@ def add_search(commands: Any) -> None:
         default=0,
         help="skip the first N results (the next page: --offset 10 -k 10; default 0)",
     )
-    parser.add_argument("--alpha", type=float, help="the vector's share, 0..1 (default 0.5)")
+    parser.add_argument("--alpha", type=float, help="the vector's share, 0..1 (profile: 0.4)")
     parser.add_argument("--window", type=int, help="rescore window (default 100, as the seed)")
-    parser.add_argument("--depth", type=int, help="hits per subquery in fusion / rrf (default 100)")
+    parser.add_argument(
+        "--depth", type=int, help="hits per subquery in fusion / rrf (profile: 100)"
+    )
     parser.add_argument(
         "--normalization",
         choices=[n.value for n in Normalization],

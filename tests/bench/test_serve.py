@@ -14,17 +14,22 @@ from opensearchpy import OpenSearch
 
 from mathsearch.bench.fuzz_api import fuzz_requests, is_crash
 from mathsearch.bench.serve import (
+    DEFAULT,
     HYBRID,
     LoadResult,
+    _search_body,
     bench_queries,
     bench_serve,
     capacity,
     ensure_bench_index,
+    equation_queries,
+    iter_modes,
     meets,
     summarize,
 )
 from mathsearch.cli.bench_serve import format_bench_serve
 from mathsearch.cli.main import main
+from mathsearch.core.paths import SOURCE_ROOT
 from mathsearch.opensearch import OpenSearchSettings
 from tests.opensearch.conftest import drop_alias
 
@@ -91,7 +96,30 @@ def test_bad_input_is_one_line_and_exit_1(
     empty = tmp_path / "topics.txt"
     empty.write_text("no tabs here\n")
     assert main(["bench", "serve", "--queries", str(empty)]) == 1
-    assert "no ID<TAB>LaTeX lines" in capsys.readouterr().err
+    assert "no queries in" in capsys.readouterr().err
+    assert main(["bench", "serve", "--equations", str(empty), "--format", "nope"]) == 1
+    assert "unknown format 'nope'" in capsys.readouterr().err
+
+
+def test_requests_run_the_servers_profile_and_draw_each_query_once() -> None:
+    queries = ["a", "b", "c", "d"]
+    bodies = [_search_body(queries, (DEFAULT,), spot, 10) for spot in range(6)]
+    assert all("mode" not in body for body in bodies)  # the server's profile decides
+    assert [b["latex"] for b in bodies] == ["a", "b", "c", "d", "a", "b"]
+    mixed = [_search_body(queries, ("knn", "bm25"), spot, 5) for spot in range(2)]
+    assert [b.get("mode") for b in mixed] == ["knn", "bm25"]
+    assert list(iter_modes("default")) == [DEFAULT]
+
+
+def test_equation_queries_are_unique_and_in_a_fixed_random_order() -> None:
+    sample = str(SOURCE_ROOT / "indexer" / "resources" / "hepth2003-sample.txt")
+    first = equation_queries([sample], "hepth", seed=1)
+    assert len(first) > 20 and len(set(first)) == len(first)
+    assert first == equation_queries([sample], "hepth", seed=1)
+    assert first != equation_queries([sample], "hepth", seed=2)
+    assert sorted(first) == sorted(equation_queries([sample], "hepth", seed=2))
+    pool = bench_queries([], equations=[sample], fmt="hepth", seed=1)
+    assert pool == first  # no topic files given: the equations alone
 
 
 @pytest.mark.services
@@ -127,6 +155,22 @@ def test_an_open_loop_ladder_sends_each_rate_and_reports_the_capacity(
     held = [row["offered_per_s"] for row in ladder if row["meets"]]
     assert report["capacity_per_s"] == (max(held) if held else None)
     assert "capacity" in format_bench_serve(report)
+    assert [row["repeated"] for row in ladder] == [0, 0]  # 24 requests, 30 queries
+
+
+@pytest.mark.services
+def test_by_default_the_load_runs_the_servers_profile_without_repeating_a_query(
+    equation_alias: str,
+) -> None:
+    queries = bench_queries(limit=8)
+    report = bench_serve(
+        index=equation_alias, duration=2.0, rates=[6], p99_ms=60_000, queries=queries
+    )
+    row = report["ladder"][0]
+    assert row["modes"] == [DEFAULT] and row["sent"] == 12
+    assert row["by_status"] == {"200": 12}  # the shipped profile, second stage included
+    assert row["queries_pool"] == len(queries) == 8 and row["repeated"] == 4
+    assert "4 requests repeated a query" in format_bench_serve(report)
 
 
 @pytest.mark.services

@@ -6,6 +6,7 @@ import argparse
 
 import pytest
 
+from mathsearch.bench.query import DEFAULT_MODES
 from mathsearch.bench.timing import MODES
 from mathsearch.cli.bench_query import _check, add_bench_query, run_bench_query
 from mathsearch.cli.main import _parser
@@ -17,7 +18,9 @@ def test_parser_defaults_and_help() -> None:
     add_bench_query(commands)
     args = parser.parse_args(["query"])
     assert args.sizes == "10000,100000,1000000"
-    assert args.modes.split(",") == list(MODES)
+    # the first-stage peers and the shipped default profile, not every variant
+    assert args.modes.split(",") == list(DEFAULT_MODES)
+    assert set(DEFAULT_MODES) <= set(MODES) and "default" in DEFAULT_MODES
     assert (args.queries, args.warmup, args.k) == (200, 20, 10)
     assert args.keep is True and args.rebuild is False and args.json is False
     assert args.replica_vectors == "embed"
