@@ -111,8 +111,16 @@ def test_requests_run_the_servers_profile_and_draw_each_query_once() -> None:
     assert list(iter_modes("default")) == [DEFAULT]
 
 
+SAMPLE = str(SOURCE_ROOT / "indexer" / "resources" / "hepth2003-sample.txt")
+
+
+def _sample_queries(count: int) -> list[str]:
+    """``count`` distinct queries from the bundled hep-th sample (no ../shared/data needed)."""
+    return bench_queries([], count, equations=[SAMPLE], fmt="hepth")
+
+
 def test_equation_queries_are_unique_and_in_a_fixed_random_order() -> None:
-    sample = str(SOURCE_ROOT / "indexer" / "resources" / "hepth2003-sample.txt")
+    sample = SAMPLE
     first = equation_queries([sample], "hepth", seed=1)
     assert len(first) > 20 and len(set(first)) == len(first)
     assert first == equation_queries([sample], "hepth", seed=1)
@@ -145,7 +153,7 @@ def test_an_open_loop_ladder_sends_each_rate_and_reports_the_capacity(
 ) -> None:
     report = bench_serve(
         index=equation_alias, duration=2.0, mode="bm25", rates=[4, 8], p99_ms=10_000,
-        queries=bench_queries(limit=30),
+        queries=_sample_queries(30),
     )  # fmt: skip
     ladder = report["ladder"]
     # open loop: every due request was sent, whatever the answers took
@@ -162,7 +170,7 @@ def test_an_open_loop_ladder_sends_each_rate_and_reports_the_capacity(
 def test_by_default_the_load_runs_the_servers_profile_without_repeating_a_query(
     equation_alias: str,
 ) -> None:
-    queries = bench_queries(limit=8)
+    queries = _sample_queries(8)
     report = bench_serve(
         index=equation_alias, duration=2.0, rates=[6], p99_ms=60_000, queries=queries
     )
