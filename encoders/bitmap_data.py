@@ -2,11 +2,10 @@
 
 Every equation record of the sources (:func:`mathsearch.indexer.extract.extract`) is rendered with
 :func:`mathsearch.indexer.bitmap.render_bitmap` and cut to the seed's centre rectangle
-(:func:`mathsearch.indexer.bitmap.centre_crop`): the one featurisation of DESIGN.md rule 2, shared
-with the
-runtime (:mod:`mathsearch.export.bitmap_runtime`). Equations that cannot be drawn (unknown user
-macros,
-mathtext syntax, blank images - the seed's cleaning) are dropped and counted by reason.
+(:func:`mathsearch.indexer.bitmap.centre_crop`): the one featurisation of docs/architecture.md, rule
+2, shared with the runtime (:mod:`mathsearch.export.bitmap_runtime`). Equations that cannot be drawn
+(unknown user macros, mathtext syntax, blank images - the seed's cleaning) are dropped and counted
+by reason.
 
 For the proxy tasks each crop keeps its paper (``doc_id``: document context), its LaTeX (symbol
 labels) and the text the source gives it (``context`` of .tex records; keyword labels). hep-th

@@ -1,10 +1,9 @@
 """The training corpus of the graph CNN: papers -> sections -> featurised equations.
 
 KDD 2020 seed, sections 4.2 and 6: triplets are sampled by paper, section and citation, and the
-train/test split is by paper. :class:`EquationCorpus` holds every equation's graph (featurised
-once with :class:`mathsearch.indexer.parse.Featuriser`, the one featurisation of DESIGN.md rule 2),
-the
-paper and section it comes from, and optional citation edges between papers.
+train/test split is by paper. :class:`EquationCorpus` holds every equation's graph (featurised once
+with :class:`mathsearch.indexer.parse.Featuriser`, the one featurisation of docs/architecture.md,
+rule 2), the paper and section it comes from, and optional citation edges between papers.
 
 * ``paper`` is the record's ``doc_id``; ``section`` its section title. Records without one (all
   hep-th record files, equations before the first ``\\section`` of a .tex file) have section

@@ -1,6 +1,6 @@
-"""The torch settings and checkpoint reads the command line asks for, kept here so that torch
-is imported only under ``encoders/`` and ``export/`` (DESIGN.md rule 1): threads, seeds, the
-device, availability, a checkpoint's family."""
+"""The torch settings and checkpoint reads the command line asks for, kept here so that torch is
+imported only under ``encoders/`` and ``export/`` (docs/architecture.md, rule 1): threads, seeds,
+the device, availability, a checkpoint's family."""
 
 from __future__ import annotations
 

@@ -1,18 +1,14 @@
 """ONNX runtime of the bitmap CNN (ECML 2019 seed): LaTeX -> rendered crop -> 64-d unit vector.
 
 :class:`BitmapEmbedder` has the :class:`~mathsearch.export.embedders.Embedder` interface. For every
-item it
-renders ``item["latex"]`` with :func:`mathsearch.indexer.bitmap.render_bitmap` (the one
-featurisation,
-DESIGN.md rule 2), cuts the seed's 333x32 centre (:func:`mathsearch.indexer.bitmap.centre_crop`),
-runs the
-exported network on batches of crops and returns L2-normalised float32 ``(64,)`` vectors (the
-seed compares embeddings by dot product, so the card's ``similarity`` is ``dot``). An equation
-that cannot be drawn gets an :class:`~mathsearch.export.embedders.EmbedRefusal` whose ``reason`` is
-the
+item it renders ``item["latex"]`` with :func:`mathsearch.indexer.bitmap.render_bitmap` (the one
+featurisation, docs/architecture.md, rule 2), cuts the seed's 333x32 centre
+(:func:`mathsearch.indexer.bitmap.centre_crop`), runs the exported network on batches of crops and
+returns L2-normalised float32 ``(64,)`` vectors (the seed compares embeddings by dot product, so the
+card's ``similarity`` is ``dot``). An equation that cannot be drawn gets an
+:class:`~mathsearch.export.embedders.EmbedRefusal` whose ``reason`` is the
 :class:`~mathsearch.indexer.bitmap.RenderError`'s (``unknown-macro``, ``syntax``, ``blank``, ...);
-nothing
-raises for one bad item.
+nothing raises for one bad item.
 
 The model input is the grey crop as float32 ``(B, 1, 32, 333)`` (255 = paper, 0 = ink); the
 network turns it into ink coverage itself, so the runtime only casts. The card's ``vocab_hash``

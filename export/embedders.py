@@ -12,11 +12,11 @@ the same way::
     # out[i] is a float32 (dim,) vector, or an EmbedRefusal(reason, detail) for that item
 
 Items are the JSON form of a featurised equation
-(:meth:`mathsearch.indexer.parse.ParsedEquation.to_dict`:
-``latex``, ``graph``, ``math_tokens``, optionally ``prefix``), or of a figure for the
-``figure`` family. A family takes what it needs (the graph, the LaTeX to render, the SymPy
-prefix tokens) and refuses, item by item, what it cannot embed (rule 3 of DESIGN.md: errors are
-data) - an equation SymPy cannot read has no ``seq2seq`` vector but keeps its others.
+(:meth:`mathsearch.indexer.parse.ParsedEquation.to_dict`: ``latex``, ``graph``, ``math_tokens``,
+optionally ``prefix``), or of a figure for the ``figure`` family. A family takes what it needs (the
+graph, the LaTeX to render, the SymPy prefix tokens) and refuses, item by item, what it cannot embed
+(docs/architecture.md, rule 3: errors are data) - an equation SymPy cannot read has no ``seq2seq``
+vector but keeps its others.
 
 Nothing here imports torch. Families are imported lazily from :data:`FAMILY_RUNTIMES`.
 """

@@ -5,7 +5,7 @@ item it
 takes ``item["prefix"]`` (a list of tokens or one space-separated string) when present, else
 computes it from ``item["latex"]`` with :func:`mathsearch.indexer.prefix.latex_to_prefix` under the
 SymPy
-time limit (the one featurisation, DESIGN.md rule 2). Items become
+time limit (the one featurisation, docs/architecture.md, rule 2). Items become
 :class:`~mathsearch.export.embedders.EmbedRefusal` - never an exception - when:
 
 * SymPy cannot read the LaTeX (``sympy-unparsable``, ``timeout``, ``too-large``: the

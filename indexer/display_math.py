@@ -6,7 +6,8 @@ Found: ``equation``, ``align``, ``gather``, ``multline``, ``eqnarray``, ``flalig
 ``verbatim``-like environments, ``\\verb`` and the bodies of macro definitions (so
 ``\\newcommand{\\be}{\\begin{equation}}`` is not an equation). ``$..$``, ``$$..$$`` and
 ``\\[..\\]`` end at a blank line, as TeX would complain there; an environment without its end
-is skipped.
+is skipped (:func:`iter_displays` can list what it skipped, which the LaTeX reader records as
+``unterminated-environment`` failures).
 
 Rows: ``align``, ``gather``, ``eqnarray``, ``flalign`` and ``alignat`` hold one equation per row
 (``\\\\`` at the top level; rows inside braces or nested environments such as ``aligned``,
@@ -158,10 +159,26 @@ def _close(pattern: re.Pattern[str], text: str, pos: int, end: int) -> re.Match[
     return None
 
 
-def iter_displays(text: str, start: int = 0, end: int | None = None) -> Iterator[RawDisplay]:
-    """The display math of ``text[start:end]`` in order (comments should be masked first)."""
+def iter_displays(
+    text: str,
+    start: int = 0,
+    end: int | None = None,
+    *,
+    unterminated: list[RawDisplay] | None = None,
+) -> Iterator[RawDisplay]:
+    """The display math of ``text[start:end]`` in order (comments should be masked first).
+
+    A display environment without its ``\\end`` (none, or another display opens first) and a
+    ``\\[`` or ``$$`` not closed before a blank line are skipped; with ``unterminated`` each is
+    appended there (``end`` is where its opening ends, ``body`` the next 200 characters).
+    """
     end = len(text) if end is None else end
     pos = start
+
+    def skipped(env: str, at: int, after: int) -> None:
+        if unterminated is not None:
+            unterminated.append(RawDisplay(env, at, after, text[after : min(end, after + 200)]))
+
     while (match := _TEXT.search(text, pos, end)) is not None:
         pos = match.end()
         env = match.group("env")
@@ -169,6 +186,7 @@ def iter_displays(text: str, start: int = 0, end: int | None = None) -> Iterator
             closing = re.compile(rf"\\end\s*\{{{re.escape(env)}\}}").search(text, pos, end)
             if closing is None or re.search(_DISPLAY_BEGIN, text[pos : closing.start()]):
                 logger.debug("skipping \\begin{%s} without its end at %d", env, match.start())
+                skipped(env, match.start(), pos)
                 continue
             body = text[pos : closing.start()]
             if env.startswith("alignat"):
@@ -189,9 +207,10 @@ def iter_displays(text: str, start: int = 0, end: int | None = None) -> Iterator
         elif match.group("bracket") or match.group("dollars"):
             pattern = _CLOSE_BRACKET if match.group("bracket") else _CLOSE_DOLLARS
             closing = _close(pattern, text, pos, end)
-            if closing is None:
-                continue
             delimiter = "\\[" if match.group("bracket") else "$$"
+            if closing is None:
+                skipped(delimiter, match.start(), pos)
+                continue
             yield RawDisplay(delimiter, match.start(), closing.end(), text[pos : closing.start()])
             pos = closing.end()
         elif match.group("dollar"):

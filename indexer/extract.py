@@ -33,18 +33,72 @@ class UnknownFormat(IndexerError):  # noqa: N818 - reads better at the call site
     reason = "unknown-format"
 
 
+class SourceError(IndexerError):
+    """A source that does not exist or cannot be read (found before anything is extracted)."""
+
+    reason = "missing-source"
+
+
 def guess_format(source: str) -> str:
-    """The format of a path from its name: .tex/.tar.gz -> tex, .jsonl -> jsonl, ..."""
+    """The format of a path from its name: .tex/.tar.gz -> tex, .jsonl -> jsonl, ...; a
+    ``.txt`` is hep-th only when its start holds a ``->YEAR/PAPER.tex`` source marker (a
+    missing or unreadable one is left to the reader, which records why).
+
+    Raises:
+        UnknownFormat: a name of no known format, or a ``.txt`` that is not a hep-th record file.
+    """
     name = source.lower()
     if name.endswith((".jsonl", ".jsonl.gz", ".ndjson")):
         return "jsonl"
     if name.endswith((".xml", ".xml.gz", ".nxml")):
         return "jats"
     if name.endswith((".txt", ".txt.xz")):
+        from mathsearch.indexer.hepth import looks_like_hepth
+
+        if looks_like_hepth(source) is False:
+            raise UnknownFormat(
+                f"{source} is not a hep-th record file (no ->YEAR/PAPER.tex source marker in "
+                f"its first lines): pass --format (one of {', '.join(FORMATS)})"
+            )
         return "hepth"
     if name.endswith((".tex", ".tar.gz", ".tgz", ".gz")) or Path(source).is_dir():
         return "tex"
     raise UnknownFormat(f"cannot tell the format of {source!r}: pass --format")
+
+
+def check_sources(sources: Sequence[str], fmt: str | None = None) -> dict[str, str]:
+    """Each source's format, every source checked before anything is read or written: a job
+    over a mistyped path stops here with one error instead of indexing nothing.
+
+    Index names (``fmt="opensearch"``) are not checked here (the cluster says).
+
+    Raises:
+        SourceError: a source that does not exist or cannot be read.
+        UnknownFormat: ``fmt`` is not one of :data:`FORMATS`, or a source's format cannot be
+            told from its name (see :func:`guess_format`).
+    """
+    if fmt is not None and fmt not in FORMATS:
+        raise UnknownFormat(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
+    formats: dict[str, str] = {}
+    for source in sources:
+        if fmt == "opensearch":
+            formats[source] = fmt
+            continue
+        path = Path(source)
+        if not path.exists():
+            raise SourceError(f"{source}: no such file or folder")
+        try:
+            if path.is_dir():
+                next(path.iterdir(), None)
+            else:
+                with path.open("rb") as handle:
+                    handle.read(1)
+        except OSError as exc:
+            raise SourceError(
+                f"{source}: cannot be read ({exc.strerror or exc})", "unreadable-source"
+            ) from exc
+        formats[source] = fmt or guess_format(source)
+    return formats
 
 
 def extract(

@@ -99,6 +99,25 @@ def open_lines(path: str | os.PathLike[str]) -> Iterator[str]:
             yield _decode(line)
 
 
+#: How much of a ``.txt`` :func:`looks_like_hepth` reads for a source marker (bytes).
+SNIFF_BYTES = 1 << 20
+
+
+def looks_like_hepth(path: str | os.PathLike[str], limit: int = SNIFF_BYTES) -> bool | None:
+    """Whether the first ``limit`` bytes of ``path`` hold a ``->YEAR/PAPER.tex`` source
+    marker (a hep-th record file's first record ends with one); ``None`` when the file is
+    empty or cannot be read (the reader then records why)."""
+    opener = lzma.open if str(path).endswith(".xz") else open
+    try:
+        with opener(path, "rb") as handle:
+            head = handle.read(limit)
+    except (OSError, EOFError, lzma.LZMAError):
+        return None
+    if not head.strip():
+        return None
+    return any(_RECORD_END.match(_decode(line)) for line in head.splitlines())
+
+
 def read_records(
     lines: Iterable[str], *, max_chars: int | None = None, trailing: bool = False
 ) -> Iterator[HepthRecord]:

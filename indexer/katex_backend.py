@@ -9,18 +9,17 @@ batches::
         results = katex.convert_batch([r"\\frac{a}{b}", r"\\foo"])
     # ['<math ...>...</math>', KatexError('... Undefined control sequence: \\foo ...')]
 
-Each input gives the ``<math>`` element (``<semantics>`` with the TeX annotation inside) or an
-error object with a stable ``reason`` (DESIGN.md rule 3, errors are data): a :class:`KatexError`
-(a :class:`~mathsearch.indexer.errors.ConversionError`) with ``unknown-macro``,
-``unknown-environment``,
-``unbalanced-braces``, ``unbalanced-delimiters``, ``katex-parse-error``,
+Each input gives the ``<math>`` element (``<semantics>`` with the TeX annotation inside) or an error
+object with a stable ``reason`` (docs/architecture.md, rule 3, errors are data): a
+:class:`KatexError` (a :class:`~mathsearch.indexer.errors.ConversionError`) with ``unknown-macro``,
+``unknown-environment``, ``unbalanced-braces``, ``unbalanced-delimiters``, ``katex-parse-error``,
 ``katex-internal-error``, ``katex-timeout``, ``katex-crashed`` or ``bad-input``, or a
 :class:`~mathsearch.indexer.errors.LimitExceeded` with ``too-large``, ``too-deep`` or
-``too-many-expansions``. A node that hangs or dies is restarted and the batch goes on; only a
-node that cannot start at all raises :class:`KatexUnavailable`. The install lives in
+``too-many-expansions``. A node that hangs or dies is restarted and the batch goes on; only a node
+that cannot start at all raises :class:`KatexUnavailable`. The install lives in
 :mod:`mathsearch.indexer.katex_install`, the node process wrapper in
-:mod:`mathsearch.indexer.katex_process`;
-:func:`ensure_katex`, :class:`KatexUnavailable` and :data:`RESOURCE_FILES` are re-exported here.
+:mod:`mathsearch.indexer.katex_process`; :func:`ensure_katex`, :class:`KatexUnavailable` and
+:data:`RESOURCE_FILES` are re-exported here.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The in-memory Presentation MathML tree every featurisation works on.
 
-Both the LaTeX converters and the MathML reader produce :class:`MathNode` trees, so the graph,
-the BoW vector, the math tokens and the symbols are computed from one structure whatever the
-source was (DESIGN.md rule 2, one featurisation). Token elements (``mi``, ``mn``, ``mo``,
+Both the LaTeX converters and the MathML reader produce :class:`MathNode` trees, so the graph, the
+BoW vector, the math tokens and the symbols are computed from one structure whatever the source was
+(docs/architecture.md, rule 2, one featurisation). Token elements (``mi``, ``mn``, ``mo``,
 ``mtext``, ``ms``) carry ``text``; layout elements carry ``children``.
 """
 

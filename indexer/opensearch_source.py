@@ -38,6 +38,7 @@ from opensearchpy import OpenSearch
 from opensearchpy.exceptions import ConnectionError as OSConnectionError
 from opensearchpy.exceptions import OpenSearchWarning, TransportError
 
+from mathsearch.core.cluster_faults import client_url, cluster_fault
 from mathsearch.core.errors import (
     ClusterUnavailableError,
     MathsearchOpenSearchError,
@@ -181,7 +182,8 @@ def _call(method: Any, what: str, **kwargs: Any) -> Any:
     try:
         return method(**kwargs)
     except OSConnectionError as exc:
-        raise ClusterUnavailableError(f"{what}: the cluster does not answer ({exc})") from exc
+        line = cluster_fault(exc, client_url(getattr(method, "__self__", None)))
+        raise ClusterUnavailableError(f"{what}: {line or exc}") from exc
     except TransportError as exc:
         raise MathsearchOpenSearchError(f"{what}: {transport_reason(exc)}") from exc
 

@@ -1,6 +1,6 @@
 """The parse stage: an equation record -> MathML tree, graph, BoW, math tokens, symbols.
 
-This is the one featurisation (DESIGN.md rule 2) that training (encoders/), indexing
+This is the one featurisation (docs/architecture.md, rule 2) that training (encoders/), indexing
 (workers/) and querying call::
 
     featuriser = Featuriser()                       # default vocabulary, MATHSEARCH_CONVERTER

@@ -2,7 +2,7 @@
 
 Every stage (extract, convert, graph, tokens, render, prefix) either returns its output or a
 :class:`Failure` with the stage and a short reason code; nothing raises out of a batch
-(DESIGN.md, rule 3 "errors are data").
+(docs/architecture.md, rule 3 "errors are data").
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ def storable_id(eq_id: str, limit: int = MAX_ID_BYTES) -> str:
 
 
 def make_eq_id(doc_id: str, position: int | str) -> str:
-    """The idempotent equation id of ``(document id, position)`` (DESIGN.md rule 4), made
-    :func:`storable_id` (a document id of hundreds of characters is shortened with a hash).
+    """The idempotent equation id of ``(document id, position)`` (docs/architecture.md, rule 4),
+    made :func:`storable_id` (a document id of hundreds of characters is shortened with a hash).
 
     >>> make_eq_id("hep-th0301001", 3)
     'hep-th0301001#3'

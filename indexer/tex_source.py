@@ -48,7 +48,7 @@ from mathsearch.indexer.display_math import (
     mask_iffalse,
     split_display,
 )
-from mathsearch.indexer.errors import LimitExceeded
+from mathsearch.indexer.errors import ExtractionError, LimitExceeded
 from mathsearch.indexer.latex_macros import (
     blank_definitions,
     collect_macros,
@@ -78,6 +78,11 @@ _DROPPED = re.compile(
 )
 _CONTROL = re.compile(r"\\(?:[A-Za-z@]+\*?|.)", re.DOTALL)
 _MAX_INPUT_DEPTH = 16
+#: Bytes no LaTeX file holds: C0 controls but tab, line feed, vertical tab, form feed, carriage
+#: return, ^Z (old DOS end of file) and escape.
+_CONTROL_BYTES = bytes([*range(0, 9), *range(14, 26), *range(28, 32)])
+#: How much of a file :func:`binary_reason` looks at.
+_SNIFF_BYTES = 8192
 
 
 def _decode(data: bytes) -> str:
@@ -87,6 +92,24 @@ def _decode(data: bytes) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         return data.decode("latin-1")
+
+
+def binary_reason(data: bytes) -> str | None:
+    """Why ``data`` is not a text file, or ``None`` when it may be LaTeX: a NUL byte, or more
+    than one control byte in ten, in its first 8 KiB.
+
+    >>> binary_reason("x^2 + y^2 = z^2, café".encode("latin-1")) is None
+    True
+    >>> binary_reason(b"\\x7fELF\\x02\\x01\\x00")
+    'binary data (NUL bytes), not LaTeX'
+    """
+    head = data[:_SNIFF_BYTES]
+    if b"\x00" in head:
+        return "binary data (NUL bytes), not LaTeX"
+    controls = len(head) - len(head.translate(None, _CONTROL_BYTES))
+    if controls * 10 > len(head):
+        return f"binary data ({controls} control bytes in the first {len(head)}), not LaTeX"
+    return None
 
 
 def doc_id_of(name: str) -> str:
@@ -224,10 +247,24 @@ def extract_document(
     upper = lower + finish.start() if finish else len(text)
     titles = section_titles(text)
     offsets = [offset for offset, _ in titles]
-    displays = list(iter_displays(text, lower, upper))
+    unterminated: list[RawDisplay] = []
+    displays = list(iter_displays(text, lower, upper, unterminated=unterminated))
     prose = _without_displays(text, displays)
     position = 0
-    for raw in displays:
+    skipped = {id(raw) for raw in unterminated}
+    for raw in sorted([*displays, *unterminated], key=lambda item: item.start):
+        if id(raw) in skipped:  # not read as an equation: a failure in its place
+            yield Failure(
+                make_eq_id(doc_id, position),
+                doc_id,
+                "extract",
+                "unterminated-environment",
+                _unterminated_detail(raw),
+                source,
+                excerpt(text[raw.start : raw.end] + raw.body),
+            )
+            position += 1
+            continue
         at = bisect.bisect_right(offsets, raw.start) - 1
         section = titles[at][1] if at >= 0 else ""
         context = _context(prose, (raw.start, raw.end), (lower, upper), settings.context_chars)
@@ -266,6 +303,13 @@ def extract_document(
             position += 1
 
 
+def _unterminated_detail(raw: RawDisplay) -> str:
+    if raw.env in {"\\[", "$$"}:
+        closing = "\\]" if raw.env == "\\[" else "$$"
+        return f"{raw.env} without its {closing} before a blank line or the next display"
+    return f"\\begin{{{raw.env}}} without its \\end{{{raw.env}}} (or another display opens first)"
+
+
 def _document_failure(doc_id: str, source: str, reason: str, detail: str) -> Failure:
     return Failure(make_eq_id(doc_id, "*"), doc_id, "extract", reason, detail, source)
 
@@ -275,6 +319,9 @@ def _read_file(path: Path, limit: int) -> bytes:
         data = handle.read(limit + 1)
     if len(data) > limit:
         raise LimitExceeded(f"{path} is over {limit} bytes", "too-large")
+    why = binary_reason(data)
+    if why is not None:
+        raise ExtractionError(f"{path}: {why}", "binary-source")
     return data
 
 
@@ -297,6 +344,9 @@ def _archive_files(path: Path, limit: int) -> dict[str, str]:
                 data = handle.read(limit + 1)
             if len(data) > limit:
                 raise LimitExceeded(f"decompressed {path.name} is over {limit} bytes", "too-large")
+            why = binary_reason(data)
+            if why is not None:
+                raise ExtractionError(f"decompressed {path.name}: {why}", "binary-source")
             return {f"{doc_id_of(path.name)}.tex": _decode(data)}
     files: dict[str, str] = {}
     seen = read = 0
@@ -334,7 +384,7 @@ def _iter_archive(path: Path, settings: IndexerSettings) -> Iterator[EquationRec
     doc_id, source = doc_id_of(path.name), str(path)
     try:
         files = _archive_files(path, settings.max_document_bytes)
-    except LimitExceeded as exc:
+    except (LimitExceeded, ExtractionError) as exc:
         yield _document_failure(doc_id, source, exc.reason, str(exc))
         return
     except (tarfile.TarError, OSError, EOFError, zlib.error, ValueError) as exc:
@@ -356,7 +406,7 @@ class _DiskFiles:
 
     def __init__(self, root: Path, limit: int) -> None:
         self.root, self.limit = root.resolve(), limit
-        self.errors: dict[str, LimitExceeded | OSError] = {}
+        self.errors: dict[str, ExtractionError | LimitExceeded | OSError] = {}
         self.read = functools.lru_cache(maxsize=64)(self._read)
 
     def _read(self, name: str) -> str | None:
@@ -365,7 +415,7 @@ class _DiskFiles:
             if not (file.is_file() and file.resolve().is_relative_to(self.root)):
                 return None
             return _decode(_read_file(file, self.limit))
-        except (OSError, LimitExceeded) as exc:
+        except (OSError, LimitExceeded, ExtractionError) as exc:
             logger.warning("cannot read %s: %s", file, exc)
             self.errors[name] = exc
             return None
@@ -416,7 +466,7 @@ def iter_tex(
     doc_id, source = doc_id_of(path.name), str(path)
     try:
         _read_file(path, settings.max_document_bytes)
-    except LimitExceeded as exc:
+    except (LimitExceeded, ExtractionError) as exc:
         yield _document_failure(doc_id, source, exc.reason, str(exc))
         return
     except OSError as exc:
@@ -437,5 +487,9 @@ def iter_tex_bytes(
         yield _document_failure(
             doc_id, source, "too-large", f"{len(data)} bytes > {settings.max_document_bytes}"
         )
+        return
+    why = binary_reason(data)
+    if why is not None:
+        yield _document_failure(doc_id, source, "binary-source", f"{source or doc_id}: {why}")
         return
     yield from extract_document(_decode(data), doc_id, source, settings)

@@ -20,8 +20,8 @@ An element with several attribute symbols gets the one with the best vocabulary 
 frequent); symbols outside the vocabulary map to the unknown slot, an element without attributes
 to "none" (id -1, an all-zero segment). Fitting counts every symbol of every element.
 
-The :attr:`Vocabulary.content_hash` (SHA-256 of the canonical JSON of the three lists and the
-sizes) is what a model card records; the runtime refuses a model whose hash differs (DESIGN.md,
+The :attr:`Vocabulary.content_hash` (SHA-256 of the canonical JSON of the three lists and the sizes)
+is what a model card records; the runtime refuses a model whose hash differs (docs/architecture.md,
 rule 2). :func:`default_vocabulary` loads ``indexer/resources/vocabulary-v1.json``, which the
 project owner produces with :func:`fit_default` over the hep-th corpus.
 """

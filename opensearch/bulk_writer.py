@@ -33,6 +33,7 @@ from opensearchpy import OpenSearch, helpers
 from opensearchpy.exceptions import ConnectionError as OSConnectionError
 from opensearchpy.exceptions import TransportError
 
+from mathsearch.core.cluster_faults import client_url, cluster_fault
 from mathsearch.core.errors import WriteError
 from mathsearch.opensearch.settings import OpenSearchSettings
 
@@ -113,6 +114,8 @@ class BulkWriter:
         self.settings = settings or OpenSearchSettings.from_env()
         self.refresh = refresh or self.settings.refresh
         self._sleep = sleep
+        #: the exception of the last request that failed as a whole (unreachable cluster)
+        self._request_error: BaseException | None = None
 
     def write(self, actions: Iterable[dict[str, Any]]) -> WriteReport:
         """Write every action; transient refusals are retried, permanent ones reported.
@@ -143,6 +146,13 @@ class BulkWriter:
             statuses = ", ".join(sorted({str(status) for _, status in retry}))
             if attempt >= self.settings.bulk_max_retries:
                 ids = ", ".join(str(a.get("_id")) for a, _ in retry[:5])
+                error = self._request_error
+                fault = cluster_fault(error, client_url(self.client)) if error else None
+                if fault:  # the cluster cannot be reached: say where and what to change
+                    raise WriteError(
+                        f"{len(retry)} actions not written after {attempt} retries (first ids: "
+                        f"{ids}): {fault}"
+                    )
                 raise WriteError(
                     f"{len(retry)} actions still refused after {attempt} retries "
                     f"(status {statuses}; first ids: {ids})"
@@ -165,6 +175,7 @@ class BulkWriter:
     ) -> list[tuple[dict[str, Any], int | str]]:
         by_key = {(a.get("_index"), str(a.get("_id"))): a for a in actions}
         retry: list[tuple[dict[str, Any], int | str]] = []
+        self._request_error = None
         refresh = "false" if self.refresh == "end" else self.refresh
         results = helpers.streaming_bulk(
             self.client,
@@ -180,6 +191,8 @@ class BulkWriter:
             info = next(iter(item.values()))
             index, doc_id = info.get("_index"), str(info.get("_id"))
             status = info.get("status", "N/A")
+            if isinstance(info.get("exception"), BaseException):  # the whole request failed
+                self._request_error = info["exception"]
             if ok:
                 touched.add(str(index))
                 result = info.get("result")
@@ -210,7 +223,12 @@ class BulkWriter:
             except (OSConnectionError, TransportError) as exc:
                 status = getattr(exc, "status_code", None)
                 if not is_transient(status) or attempt == self.settings.bulk_max_retries:
-                    raise WriteError(f"OpenSearch refused the request: {exc}") from exc
+                    fault = cluster_fault(exc, client_url(self.client))
+                    raise WriteError(
+                        f"{fault} (after {attempt} retries)"
+                        if fault
+                        else f"OpenSearch refused the request: {exc}"
+                    ) from exc
                 self._sleep(self._delay(attempt))
         return None
 

@@ -1,8 +1,8 @@
 """Removing documents' equations: revised documents (``index --prune``) and withdrawn ones.
 
-Equation ids are the document id and the equation's position (DESIGN.md rule 4), so indexing a
-revised document again overwrites the positions it still has and leaves the ones it lost: a
-paper that went from 40 equations to 35 keeps five stale ones. Two ways out:
+Equation ids are the document id and the equation's position (docs/architecture.md, rule 4), so
+indexing a revised document again overwrites the positions it still has and leaves the ones it lost:
+a paper that went from 40 equations to 35 keeps five stale ones. Two ways out:
 
 * :class:`ProducedIds` records what one indexing run produced for each document it read (its
   equations and its per-equation failure records); :func:`remove_equations` with ``keep`` then

@@ -1,11 +1,11 @@
 """Bulk actions for equations and failure records: deterministic ids, re-runs that change nothing.
 
-An equation is written as an ``update`` with ``upsert``: the first write inserts the whole
-document (with ``indexed_at``), a later write of the same content merges identical values and
-OpenSearch answers ``noop`` - version, sequence number and source stay as they were, so running
-the same job twice leaves the index identical. The id is the equation id (document id and
-position, DESIGN.md rule 4). New vectors of another model version are partial updates of their
-own field (and of ``model_versions``), which leave every other field alone.
+An equation is written as an ``update`` with ``upsert``: the first write inserts the whole document
+(with ``indexed_at``), a later write of the same content merges identical values and OpenSearch
+answers ``noop`` - version, sequence number and source stay as they were, so running the same job
+twice leaves the index identical. The id is the equation id (document id and position,
+docs/architecture.md, rule 4). New vectors of another model version are partial updates of their own
+field (and of ``model_versions``), which leave every other field alone.
 
 A failure record's id is the equation id too, so each failed equation is in the failures index
 exactly once, with the stage and reason of its last failure.

@@ -9,6 +9,8 @@ mappings are untouched; put-mapping can only add):
 ``math.equation_count`` integer
 ``math.eq_ids``        keyword: the equation ids (they join to the equation index)
 ``math.model``         keyword: the vector field the document vector comes from
+``math.index``         keyword: the equation index the ids live in (a job's; the library search
+                       reads it to show which equations matched)
 ``math.vector``        knn_vector: the mean of the equation vectors (HNSW when the index has
                        ``index.knn``; otherwise exact scoring only - ``index.knn`` is static)
 =====================  ==========================================================
@@ -61,7 +63,9 @@ class DocumentMath:
         if vector is not None:
             self.vectors.append(vector)
 
-    def to_math(self, model_field: str | None) -> dict[str, Any]:
+    def to_math(
+        self, model_field: str | None, equations_index: str | None = None
+    ) -> dict[str, Any]:
         math: dict[str, Any] = {
             "equation_count": len(self.eq_ids),
             "eq_ids": list(self.eq_ids),
@@ -72,6 +76,8 @@ class DocumentMath:
             mean = np.asarray(self.vectors, dtype=np.float64).mean(axis=0)
             math["vector"] = [round(float(x), 6) for x in mean]
             math["model"] = model_field
+        if equations_index:
+            math["index"] = equations_index
         return math
 
 
@@ -83,6 +89,7 @@ def math_mapping(spec: VectorSpec | None, *, knn_index: bool) -> dict[str, Any]:
         "equation_count": {"type": "integer"},
         "eq_ids": {"type": "keyword"},
         "model": {"type": "keyword"},
+        "index": {"type": "keyword"},
     }
     if spec is not None:
         vector: dict[str, Any] = {"type": "knn_vector", "dimension": spec.dimension}
@@ -129,9 +136,14 @@ def ensure_math_mapping(client: OpenSearch, index: str, spec: VectorSpec | None 
 
 
 def enrichment_actions(
-    index: str, documents: Iterable[DocumentMath], *, model_field: str | None = None
+    index: str,
+    documents: Iterable[DocumentMath],
+    *,
+    model_field: str | None = None,
+    equations_index: str | None = None,
 ) -> Iterator[dict[str, Any]]:
     """One partial update (``doc`` = ``{"math": ...}``) per document; nothing else is sent.
+    ``equations_index``: the equation index the documents' ``eq_ids`` live in (``math.index``).
 
     A document whose ``math`` already holds these values is a no-op (``detect_noop``). A
     document that no longer exists is a per-item failure (``document_missing_exception``),
@@ -142,7 +154,7 @@ def enrichment_actions(
             "_op_type": "update",
             "_index": index,
             "_id": document.doc_id,
-            "doc": {MATH_FIELD: document.to_math(model_field)},
+            "doc": {MATH_FIELD: document.to_math(model_field, equations_index)},
             "retry_on_conflict": 3,
         }
 

@@ -24,8 +24,10 @@ Example::
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import date
 from enum import StrEnum
 from typing import Any
 
@@ -35,6 +37,7 @@ from mathsearch.opensearch.search_fields import (
     EQUIVALENT_BOOST,
     FILTER_FIELDS,
     RANGE_FIELDS,
+    RANGE_TYPES,
     SearchFields,
 )
 
@@ -50,6 +53,68 @@ __all__ = [
 
 #: The neural-search ``hybrid`` query takes at most this many subqueries (BM25 + 4 fields).
 MAX_HYBRID_SUBQUERIES = 5
+#: An ``integer`` field's bounds (OpenSearch refuses a range bound outside them).
+_INT_RANGE = (-(2**31), 2**31 - 1)
+_INTEGER = re.compile(r"[+-]?\d+")
+#: ``strict_date_optional_time`` (a date, optionally with a time and zone), what ``date``
+#: fields parse by default besides epoch milliseconds.
+_ISO_DATE = re.compile(
+    r"(?P<y>\d{4})(?:-(?P<m>\d{2})(?:-(?P<d>\d{2})"
+    r"(?:T\d{2}(?::\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?)?(?:Z|[+-]\d{2}(?::?\d{2})?)?)?)?)?"
+)
+#: Date math after ``now`` or after an anchor's ``||`` (``now-7d/d``, ``2003-01-01||+1M``).
+_DATE_MATH = re.compile(r"(?:[+-]\d+[yMwdhHms])*(?:/[yMwdhHms])?")
+
+
+def _date_error(value: str) -> bool:
+    """Whether ``value`` is not a date a ``date`` field's range accepts."""
+    if _INTEGER.fullmatch(value):
+        return False  # epoch milliseconds (or a year)
+    anchor, bar, math = value.partition("||")
+    if anchor == "now" or (not bar and anchor.startswith("now")):
+        math = value[3:] if not bar else math
+        return _DATE_MATH.fullmatch(math) is None
+    found = _ISO_DATE.fullmatch(anchor)
+    if found is None or (bar and _DATE_MATH.fullmatch(math) is None):
+        return True
+    try:
+        date(int(found["y"]), int(found["m"] or 1), int(found["d"] or 1))
+    except ValueError:  # month 13, February 30
+        return True
+    return False
+
+
+def check_range_bound(name: str, value: Any) -> None:
+    """Refuse a range bound the field's type cannot take before the cluster sees it
+    (``None`` is an open bound; a field of no known type is left to :meth:`Filters.clauses`).
+
+    >>> check_range_bound("position", "a")
+    Traceback (most recent call last):
+    ...
+    mathsearch.core.errors.QueryError: range on position: 'a' is not an integer
+
+    Raises:
+        QueryError: a bound of the wrong type or out of the field's range.
+    """
+    kind = RANGE_TYPES.get(name)
+    if value is None or kind is None:
+        return
+    if kind == "integer":
+        number = value if isinstance(value, int) and not isinstance(value, bool) else None
+        if isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
+            number = int(value)
+        if number is None:
+            raise QueryError(f"range on {name}: {value!r} is not an integer")
+        if not _INT_RANGE[0] <= number <= _INT_RANGE[1]:
+            raise QueryError(f"range on {name}: {value!r} is out of the integer range")
+        return
+    if isinstance(value, int) and not isinstance(value, bool):
+        return  # epoch milliseconds
+    if not isinstance(value, str) or _date_error(value.strip()):
+        raise QueryError(
+            f"range on {name}: {value!r} is not a date (YYYY-MM-DD[THH:MM:SS[Z]], epoch "
+            "milliseconds or date math such as now-7d)"
+        )
 
 
 class Mode(StrEnum):
@@ -77,6 +142,12 @@ class Filters:
     terms: dict[str, tuple[str, ...]] = field(default_factory=dict)
     ranges: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     exclude_ids: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        """Raises :class:`QueryError` for a range bound its field's type cannot take."""
+        for name, bounds in self.ranges.items():
+            for value in bounds:
+                check_range_bound(name, value)
 
     def clauses(self, fields: SearchFields = EQUATION_FIELDS) -> list[dict[str, Any]]:
         """The filter clauses (empty when nothing is restricted) on ``fields``' index."""

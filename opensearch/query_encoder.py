@@ -1,15 +1,12 @@
 """Query featurisation for search: the same math tokens and model vectors as indexing.
 
 :class:`ModelQueryEncoder` runs :class:`mathsearch.indexer.parse.Featuriser` once per query and then
-every
-requested encoder on that one featurisation (rule 2 of DESIGN.md: one featurisation): the ONNX
-:class:`mathsearch.export.runtime.Encoder` of the graph CNN by default, or any families / ``.onnx``
-models
-through :func:`mathsearch.export.embedders.load_embedder` (each loaded once, on first use). Anything
-with a
-``features(latex) -> QueryFeatures`` method can stand in (e.g. a cache in benchmarks). A search in
-a mode without vectors (``bm25``) asks for the tokens alone (``embed=False``) when the encoder
-takes that keyword, so it runs no model.
+every requested encoder on that one featurisation (docs/architecture.md, rule 2: one featurisation):
+the ONNX :class:`mathsearch.export.runtime.Encoder` of the graph CNN by default, or any families /
+``.onnx`` models through :func:`mathsearch.export.embedders.load_embedder` (each loaded once, on
+first use). Anything with a ``features(latex) -> QueryFeatures`` method can stand in (e.g. a cache
+in benchmarks). A search in a mode without vectors (``bm25``) asks for the tokens alone
+(``embed=False``) when the encoder takes that keyword, so it runs no model.
 
 Example::
 

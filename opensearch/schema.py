@@ -1,19 +1,18 @@
 """Index mappings: the versioned equation index behind its alias, vector fields, failures index.
 
-The equation index is ``<alias>-000001`` (then ``-000002`` ... when it is rebuilt) behind the
-alias ``<alias>`` (default ``<prefix>-equations``); readers and writers only ever use the alias.
-Every version is created from the index template ``<alias>-template`` (pattern
-``<alias>-0*``), which holds the settings and the current mapping.
-Fields (DESIGN.md): ``eq_id``, ``doc_id``, ``section``, ``position``, ``latex``, ``mathml``
-(stored, not indexed), ``math_tokens`` and ``canon_tokens`` (normal forms that equivalent
-formulas share, :mod:`mathsearch.indexer.canonical_form`; both whitespace analyzer, BM25),
-``symbols`` and
-``keywords`` (keyword), ``context`` (text), one ``knn_vector`` per encoder and model version
-(lucene HNSW, space type from the model card) or, for a field a second stage only reads back,
-one ``binary`` doc-values field (float16 or int8 bytes, no ANN graph:
-:mod:`mathsearch.opensearch.stored_vectors`), ``model_versions`` (the fields the equation has a
-vector in), ``embed_refusals`` (keyword, ``<field>:<reason>`` for each encoder of a
-several-encoder job that refused the equation) and ``indexed_at``.
+The equation index is ``<alias>-000001`` (then ``-000002`` ... when it is rebuilt) behind the alias
+``<alias>`` (default ``<prefix>-equations``); readers and writers only ever use the alias. Every
+version is created from the index template ``<alias>-template`` (pattern ``<alias>-0*``), which
+holds the settings and the current mapping. Fields (docs/opensearch.md, "The equation index"):
+``eq_id``, ``doc_id``, ``section``, ``position``, ``latex``, ``mathml`` (stored, not indexed),
+``math_tokens`` and ``canon_tokens`` (normal forms that equivalent formulas share,
+:mod:`mathsearch.indexer.canonical_form`; both whitespace analyzer, BM25), ``symbols`` and
+``keywords`` (keyword), ``context`` (text), one ``knn_vector`` per encoder and model version (lucene
+HNSW, space type from the model card) or, for a field a second stage only reads back, one ``binary``
+doc-values field (float16 or int8 bytes, no ANN graph: :mod:`mathsearch.opensearch.stored_vectors`),
+``model_versions`` (the fields the equation has a vector in), ``embed_refusals`` (keyword,
+``<field>:<reason>`` for each encoder of a several-encoder job that refused the equation) and
+``indexed_at``.
 
 The index's ``_meta`` records the schema version, the vector fields with their models, and the
 default vector field that search uses (see :mod:`mathsearch.opensearch.vector_fields`);

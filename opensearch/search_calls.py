@@ -18,6 +18,7 @@ from opensearchpy import OpenSearch
 from opensearchpy.exceptions import ConnectionError as OSConnectionError
 from opensearchpy.exceptions import ConnectionTimeout, NotFoundError, TransportError
 
+from mathsearch.core.cluster_faults import client_url, cluster_fault, connection_reason
 from mathsearch.core.errors import (
     ClusterUnavailableError,
     MappingError,
@@ -65,9 +66,10 @@ class SearchCalls:
         except NotFoundError as exc:
             raise MappingError(f"no index {self.index}: {transport_reason(exc)}") from exc
         except ConnectionTimeout as exc:
-            raise ClusterBusyError(f"OpenSearch timed out: {exc}") from exc
+            raise ClusterBusyError(f"OpenSearch timed out: {connection_reason(exc)}") from exc
         except OSConnectionError as exc:
-            raise ClusterUnavailableError(f"OpenSearch does not answer: {exc}") from exc
+            line = cluster_fault(exc, client_url(self.client))
+            raise ClusterUnavailableError(line or f"OpenSearch does not answer: {exc}") from exc
         except TransportError as exc:
             busy = cluster_busy_reason(exc.status_code, exc.info)
             if busy:

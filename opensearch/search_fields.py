@@ -23,6 +23,9 @@ from mathsearch.core.errors import QueryError
 #: Fields a filter may name (keyword / numeric / date fields of the equation index).
 FILTER_FIELDS = ("doc_id", "eq_id", "section", "symbols", "keywords", "model_versions", "source")
 RANGE_FIELDS = ("position", "indexed_at")
+#: The type of each field a range may name (both indexes map them alike): its bounds are
+#: checked against it before a request is sent.
+RANGE_TYPES = {"position": "integer", "indexed_at": "date"}
 #: Boost of the ``canon_tokens`` match (``term:`` and ``vars:`` tokens: partial credit).
 CANONICAL_BOOST = 10.0
 #: Constant score of a hit that shares the query's whole normal form (``form:``): the formulas

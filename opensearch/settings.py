@@ -46,6 +46,7 @@ MATHSEARCH_SERVE_QUEUE_TIMEOUT     seconds one waits for a slot, then 503      1
 MATHSEARCH_SERVE_API_KEYS_FILE     API keys, one a line (#: comment); auth on  (none: no auth)
 MATHSEARCH_SERVE_API_KEY           one API key (auth on), beside the file      (none)
 MATHSEARCH_SERVE_WORKERS           server processes (``auto``: one per core)   1
+MATHSEARCH_SERVE_LIBRARIES         library indexes POST /search may name       (none)
 MATHSEARCH_RERANK_CACHE            (encoder, equation) vectors the second      50000
                                    stage keeps per searcher (0: none)
 =================================  ==========================================  =====================
@@ -151,6 +152,9 @@ class OpenSearchSettings:
     serve_api_keys_file: Path | None = None
     serve_api_key: str | None = field(default=None, repr=False)
     serve_workers: int = 1
+    #: library indexes (enriched with ``math.*``) that ``POST /search`` may name beside the
+    #: served equation index (``MATHSEARCH_SERVE_LIBRARIES``, comma-separated; ``serve --library``)
+    serve_libraries: tuple[str, ...] = ()
     #: (encoder, equation) vectors a searcher's second stage keeps (``window_rerank``)
     rerank_cache: int = 50_000
 
@@ -230,6 +234,11 @@ class OpenSearchSettings:
             else None,
             serve_api_key=env.get("MATHSEARCH_SERVE_API_KEY") or None,
             serve_workers=parse_serve_workers(env.get("MATHSEARCH_SERVE_WORKERS")),
+            serve_libraries=tuple(
+                name.strip()
+                for name in env.get("MATHSEARCH_SERVE_LIBRARIES", "").split(",")
+                if name.strip()
+            ),
             rerank_cache=_env_int("MATHSEARCH_RERANK_CACHE", cls.rerank_cache),
         )
         settings.validate()

@@ -246,7 +246,8 @@ class RerankVectors:
         source: dict[str, tuple[str, str]],
     ) -> dict[tuple[bool, str], Any]:
         """``(with_prefix, text) -> ParsedEquation | Failure`` of every equation some encoder
-        still needs: one featurisation per equation and prefix flavour (rule 2 of DESIGN.md)."""
+        still needs: one featurisation per equation and prefix flavour (docs/architecture.md,
+        rule 2)."""
         from mathsearch.indexer.parse import Featuriser
         from mathsearch.indexer.records import EquationRecord
 

@@ -79,3 +79,41 @@ def no_disk_monitor(client: OpenSearch) -> Iterator[None]:
     client.cluster.put_settings(body={"transient": {key: False}})
     yield
     client.cluster.put_settings(body={"transient": {key: None}})
+
+
+#: A library's own documents (tests/resources/library/README.md).
+LIBRARY_DOCUMENTS = Path(__file__).parent / "resources" / "library" / "hepth-documents.jsonl"
+
+
+@pytest.fixture(scope="session")
+def library_index(client: OpenSearch, settings: OpenSearchSettings) -> Iterator[tuple[str, str]]:
+    """``(library index, equation alias)``: twelve real hep-th papers in a library's own index
+    (``title``, ``body``), enriched with ``math.*`` by an inline job that indexed their
+    equations into the alias (no second-stage fields); both dropped afterwards."""
+    from mathsearch.indexer.opensearch_source import iter_opensearch_index
+    from mathsearch.workers.index_job import run_index
+
+    tag = uuid.uuid4().hex[:8]
+    library = f"{settings.index_prefix}-test-library-{tag}"
+    alias = f"{settings.index_prefix}-test-library-eq-{tag}"
+    mapping = {"properties": {"title": {"type": "text"}, "body": {"type": "text"}}}
+    client.indices.create(
+        index=library, body={"settings": {"number_of_replicas": 0}, "mappings": mapping}
+    )
+    try:
+        for line in LIBRARY_DOCUMENTS.read_text(encoding="utf-8").splitlines():
+            doc = json.loads(line)
+            client.index(
+                index=library, id=doc["id"], body={"title": doc["title"], "body": doc["body"]}
+            )
+        client.indices.refresh(index=library)
+        items = list(iter_opensearch_index(client, library, "body", mode="text"))
+        report = run_index(items, alias, inline=True, enrich_index=library, rerank=(),
+                           progress=False)  # fmt: skip
+        assert report.complete and report.written > 100
+        client.indices.refresh(index=f"{library},{alias}")
+        yield library, alias
+    finally:
+        client.indices.delete(index=library, ignore_unavailable=True)
+        client.indices.delete(index=f"{alias}-0*", ignore_unavailable=True)
+        client.indices.delete_index_template(name=f"{alias}-template", ignore=404)

@@ -124,7 +124,7 @@ def test_arrows_point_down_only() -> None:
 
 
 def test_torch_is_imported_only_in_encoders_and_export() -> None:
-    """DESIGN.md rule 1: training and export import torch; the inference path never does."""
+    """docs/architecture.md, rule 1: torch in training and export, never on the inference path."""
     found = []
     for name, path in MODULES.items():
         if _room(name) in {"encoders", "export"}:

@@ -18,12 +18,11 @@ the document (``embed_refusals: ["vec_seq2seq_v1:sympy-parse"]``), counted in th
 ``done`` entry (``refusals``). The parse stage computes SymPy prefix tokens only when a
 ``seq2seq`` encoder is in the job.
 
-Every equation of a batch ends in exactly one place: the equation index, or the failures index
-with its stage and reason (DESIGN.md rule 3). :func:`write_outcome` keeps that true across
+Every equation of a batch ends in exactly one place: the equation index, or the failures index with
+its stage and reason (docs/architecture.md, rule 3). :func:`write_outcome` keeps that true across
 re-runs: an equation that is written has its stale failure record removed, and a failure is not
 recorded for an equation the index already holds. Transient trouble (OpenSearch refusing or away)
-raises :class:`~mathsearch.core.errors.WriteError` or a connection error, for the caller to
-retry
+raises :class:`~mathsearch.core.errors.WriteError` or a connection error, for the caller to retry
 the whole batch - safe, because every write is an upsert by equation id.
 
 Example (inline, no broker)::
@@ -324,7 +323,12 @@ def write_outcome(
             [primary[n] for n, item in enumerate(parsed) if item["eq_id"] not in refused],
         )
         enriched = writer.write(
-            enrichment_actions(job.enrich_index, documents, model_field=job.vector_field)
+            enrichment_actions(
+                job.enrich_index,
+                documents,
+                model_field=job.vector_field,
+                equations_index=job.index,
+            )
         )
         failures += [
             Failure(f"doc:{f.doc_id}", f.doc_id, "enrich", "write-refused", f"{f.status}")

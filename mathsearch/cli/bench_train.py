@@ -44,6 +44,11 @@ def add_bench_train(bench_cmds: Any) -> None:
         "(sampling, batch building, augmentation, masking, forward, backward, optimiser) and "
         "the network alone (forward + backward + optimiser on batches prepared beforehand), "
         "same batches and threads; medians over --steps steps after --warmup.",
+        epilog=textwrap.dedent("""\
+            examples:
+              mathsearch bench train gcn                          seed size 512 x 3 and 128 x 2
+              mathsearch bench train gcn --hidden 512 --legacy --json
+            """),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     kinds = parser.add_subparsers(dest="bench_train_command", required=True, metavar="ENCODER")

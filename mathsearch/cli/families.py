@@ -48,6 +48,7 @@ EVAL_MODULES: dict[str, str] = {
     "figure": "mathsearch.cli.eval_figure",
     "exact-knn": "mathsearch.cli.eval_exact_knn",
     "compare": "mathsearch.cli.eval_compare",
+    "library": "mathsearch.cli.eval_library",
 }
 
 

@@ -368,7 +368,8 @@ def check_encoders(spec: str | None) -> list[str] | None:
 def run_index_command(args: argparse.Namespace) -> int:
     from mathsearch.core.errors import MathsearchOpenSearchError
     from mathsearch.export.errors import ExportError, ModelCardError
-    from mathsearch.indexer.extract import extract
+    from mathsearch.indexer.errors import IndexerError
+    from mathsearch.indexer.extract import SourceError, check_sources, extract
     from mathsearch.opensearch.client import connect
     from mathsearch.opensearch.schema import equations_alias
     from mathsearch.opensearch.settings import OpenSearchSettings
@@ -384,6 +385,10 @@ def run_index_command(args: argparse.Namespace) -> int:
         rerank = [] if args.no_rerank else check_encoders(args.rerank)
     except (ModelCardError, ExportError) as exc:
         return fail(f"--rerank: {exc}")
+    try:  # a missing or unreadable source stops the job before anything is written
+        check_sources(args.sources, args.format)
+    except IndexerError as exc:
+        return fail(f"cannot index {exc}" if isinstance(exc, SourceError) else str(exc))
     settings = OpenSearchSettings.from_env()
     alias = equations_alias(settings, args.index)
     items = extract(

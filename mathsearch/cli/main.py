@@ -1,4 +1,4 @@
-"""The ``mathsearch`` command line (see DESIGN.md, "Command line")."""
+"""The ``mathsearch`` command line (docs/architecture.md, "Command line")."""
 
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ from mathsearch.cli.bench_serve import (
     run_bench_serve,
 )
 from mathsearch.cli.bench_train import add_bench_train, run_bench_train
+from mathsearch.cli.common import RAW_HELP, fail
+from mathsearch.cli.drop import add_drop, run_drop_command
 from mathsearch.cli.eval import add_eval, run_eval
 from mathsearch.cli.export import add_bench_embed, add_export, run_bench_embed, run_export
 from mathsearch.cli.figures import add_figures, run_figures
@@ -50,6 +52,7 @@ from mathsearch.cli.search import add_models, add_search, run_models, run_search
 from mathsearch.cli.serve import add_serve, run_serve
 from mathsearch.cli.train import add_train, run_train
 from mathsearch.cli.tune import add_tune, run_tune
+from mathsearch.core.cluster_faults import cluster_fault, refused_request
 from mathsearch.core.errors import MathsearchOpenSearchError, StackError
 from mathsearch.indexer.errors import IndexerError
 from mathsearch.opensearch.settings import OpenSearchSettings
@@ -77,6 +80,7 @@ examples:
   mathsearch index revised/ --index papers --prune     re-index revised papers, drop lost equations
   mathsearch delete 0301001 --index papers             remove a withdrawn paper's equations
   mathsearch failures --index papers                   what failed, by stage and reason
+  mathsearch drop papers --yes                         remove an equation index entirely
   mathsearch stack up --secure        an OpenSearch node with TLS + auth (docs/security.md)
   mathsearch bench outage             index hep_array on 3 nodes while one is stopped
   mathsearch bench serve --clients 50 --duration 60   load on `mathsearch serve`
@@ -95,6 +99,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="on an error, show its traceback instead of the one-line message",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     stack = commands.add_parser(
@@ -117,7 +126,14 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     stack_cmds = stack.add_subparsers(dest="stack_command", required=True, metavar="ACTION")
-    up = stack_cmds.add_parser("up", help="provision (first time) and start the stack")
+    up = stack_cmds.add_parser(
+        "up",
+        help="provision (first time) and start the stack",
+        epilog="examples:\n  mathsearch stack up                one node on 9200, Redis on 6379\n"
+        "  mathsearch stack up --nodes 3 --no-redis\n"
+        "  mathsearch stack up --version 3.6.0\n  mathsearch stack up --secure",
+        formatter_class=RAW_HELP,
+    )
     up.add_argument("--nodes", type=int, default=1, help="OpenSearch nodes (default 1)")
     up.add_argument("--no-redis", action="store_true", help="start OpenSearch only")
     secure_help = "the secure profile: one TLS + basic-auth node on https://127.0.0.1:9240"
@@ -127,7 +143,12 @@ def _parser() -> argparse.ArgumentParser:
         "MATHSEARCH_OPENSEARCH_VERSION, else 2.19.1"
     )
     up.add_argument("--version", dest="opensearch_version", metavar="V", help=version_help)
-    down = stack_cmds.add_parser("down", help="stop the local nodes and our Redis")
+    down = stack_cmds.add_parser(
+        "down",
+        help="stop the local nodes and our Redis",
+        epilog="examples:\n  mathsearch stack down\n  mathsearch stack down --secure",
+        formatter_class=RAW_HELP,
+    )
     down.add_argument("--secure", action="store_true", help="stop only the secure node")
     status = stack_cmds.add_parser(
         "status",
@@ -135,14 +156,26 @@ def _parser() -> argparse.ArgumentParser:
         description="Health, nodes, plugins and versions of the cluster at "
         "MATHSEARCH_OPENSEARCH_URL (local or not) and Redis. Exits 0 only when the cluster is "
         "green, opensearch-knn and opensearch-neural-search are installed and Redis answers.",
+        epilog="examples:\n  mathsearch stack status\n  mathsearch stack status --json\n"
+        "  mathsearch stack status --secure",
+        formatter_class=RAW_HELP,
     )
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.add_argument("--secure", action="store_true", help="the secure node (no Redis check)")
-    node = stack_cmds.add_parser("node", help="stop or start one node of the local cluster")
+    node = stack_cmds.add_parser(
+        "node",
+        help="stop or start one node of the local cluster",
+        epilog="examples:\n  mathsearch stack node stop 2\n  mathsearch stack node start 2",
+        formatter_class=RAW_HELP,
+    )
     node.add_argument("action", choices=["stop", "start"])
     node.add_argument("index", type=int, help="node number, 1-based")
     assemble = stack_cmds.add_parser(
-        "assemble", help="only build the OpenSearch home; print its path"
+        "assemble",
+        help="only build the OpenSearch home; print its path",
+        epilog="examples:\n  mathsearch stack assemble\n"
+        "  mathsearch stack assemble --version 3.6.0",
+        formatter_class=RAW_HELP,
     )
     assemble.add_argument("--version", dest="opensearch_version", metavar="V", help=version_help)
 
@@ -202,6 +235,7 @@ def _parser() -> argparse.ArgumentParser:
 
     add_index(commands)
     add_delete(commands)
+    add_drop(commands)
     add_failures(commands)
     add_worker(commands)
     return parser
@@ -402,6 +436,7 @@ def main(argv: list[str] | None = None) -> int:
         "worker": run_worker,
         "index": run_index_command,
         "delete": run_delete_command,
+        "drop": run_drop_command,
         "failures": run_failures_command,
         "extract": run_extract,
         "parse": run_parse,
@@ -418,11 +453,27 @@ def main(argv: list[str] | None = None) -> int:
     }
     try:
         return handlers[args.command](args)
-    except (MathsearchOpenSearchError, IndexerError, OSError) as exc:
-        print(f"mathsearch: error: {exc}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        line = error_line(exc)
+        if line is None or args.debug:  # a bug (or --debug): the traceback
+            raise
+        return fail(line)
+
+
+def error_line(exc: BaseException) -> str | None:
+    """The one line the command line prints for ``exc`` instead of a traceback; ``None`` for
+    an exception that is not an expected failure (a bug, shown with its traceback).
+
+    An unreachable cluster, refused credentials, failed TLS (opensearch-py's errors, however
+    deep in a command they were raised) name the URL and the setting to change
+    (:func:`~mathsearch.core.cluster_faults.cluster_fault`); the typed errors are their
+    message, on one line.
+    """
+    if isinstance(exc, MathsearchOpenSearchError | IndexerError | OSError):
+        return " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
+    return cluster_fault(exc) or refused_request(exc)
 
 
 if __name__ == "__main__":

@@ -101,12 +101,27 @@ def add_commands(commands: Any) -> None:
         formatter_class=_RAW,
     )
     vocab_cmds = vocab.add_subparsers(dest="vocab_command", required=True, metavar="ACTION")
-    fit = vocab_cmds.add_parser("fit", help="fit tag/attribute/character slots by frequency")
+    fit = vocab_cmds.add_parser(
+        "fit",
+        help="fit tag/attribute/character slots by frequency",
+        epilog=textwrap.dedent("""\
+            examples:
+              mathsearch vocab fit ../shared/data/hepth2003/*.txt -o vocabulary.json
+              mathsearch vocab fit paper.tex --format tex -o vocabulary.json
+            """),
+        formatter_class=_RAW,
+    )
     fit.add_argument("sources", nargs="+", metavar="SRC")
     fit.add_argument("--format", choices=FORMATS)
     fit.add_argument("-o", "--output", required=True)
     fit.add_argument("--converter", choices=CONVERTERS)
-    show = vocab_cmds.add_parser("show", help="print a vocabulary and its content hash")
+    show = vocab_cmds.add_parser(
+        "show",
+        help="print a vocabulary and its content hash",
+        epilog="examples:\n  mathsearch vocab show                      the shipped vocabulary\n"
+        "  mathsearch vocab show vocabulary.json",
+        formatter_class=_RAW,
+    )
     show.add_argument("path", nargs="?", help="vocabulary JSON (default: the shipped one)")
 
 

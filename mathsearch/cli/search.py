@@ -9,6 +9,7 @@ import textwrap
 from typing import Any
 
 from mathsearch.cli.common import RAW_HELP, emit, fail
+from mathsearch.cli.library_search import add_library_flags
 from mathsearch.core.errors import MappingError, MathsearchOpenSearchError
 from mathsearch.opensearch.fusion import Combination, Normalization
 from mathsearch.opensearch.modes import MODES
@@ -70,10 +71,20 @@ def add_search(commands: Any) -> None:
               mathsearch search 'E = mc^2' --k 10 --offset 10                (the second page)
               mathsearch search 'x^2+y^2' --rerank gcn-v8.onnx,gcn-v9.onnx --rerank-window 50
               mathsearch search 'x^2+y^2' --no-rerank                     (the first stage alone)
+              mathsearch search 'E = mc^2' --index papers                 (a library's documents)
+              mathsearch search 'A_\\mu' --index papers --text 'gauge theory' --text-field body
 
             Every ranking flag left out takes the profile's value (without --profile the
             shipped default profile's: mode fusion, alpha 0.4, depth 100, max_terms 32, the
             second stage above); a flag given explicitly wins.
+
+            A library's own index, enriched by `mathsearch index papers --format opensearch
+            --field body --mode text --index papers-eq`, is searched by its documents' math:
+            BM25 over math.tokens and kNN over math.vector (the mean of the document's
+            equation vectors), fused as the equation modes are (fusion, rrf, bm25 or knn; the
+            profile's alpha and depth), with --text as a third list over --text-field. Each hit
+            shows the document's id, its title field and its best-matching equations (from the
+            equation index the enrichment wrote).
             """)
         + _modes_help(),
         formatter_class=RAW_HELP,
@@ -188,9 +199,14 @@ def add_search(commands: Any) -> None:
     parser.add_argument(
         "--rerank-alpha", type=float, metavar="A", help="the rerank encoders' share, 0..1"
     )
-    parser.add_argument("--index", help="equation index alias (default <prefix>-equations)")
+    parser.add_argument(
+        "--index",
+        help="equation index alias (default <prefix>-equations), or a library's own index "
+        "enriched with math.*: its documents ranked by their math (see below)",
+    )
     parser.add_argument("--model", help="ONNX model for the query (default MATHSEARCH_MODEL)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    add_library_flags(parser)
 
 
 def parse_filters(docs: list[str], terms: list[str], ranges: list[str]) -> Filters:
@@ -256,6 +272,7 @@ def parse_weights(text: str | None) -> tuple[float, ...] | None:
 
 def run_search(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch search``."""
+    from mathsearch.cli.library_search import library_or_none, run_library
     from mathsearch.export.embedders import parse_encoders
     from mathsearch.opensearch.client import connect
     from mathsearch.opensearch.schema import equations_alias
@@ -269,8 +286,12 @@ def run_search(args: argparse.Namespace) -> int:
         filters = parse_filters(args.doc, args.filter, args.range)
         settings = OpenSearchSettings.from_env()
         alias = equations_alias(settings, args.index)
-        searcher = Searcher(connect(settings), alias, encoder=ModelQueryEncoder(args.model))
+        client = connect(settings)
         profile = SearchProfile.load(args.profile) if args.profile else SearchProfile.default()
+        library = library_or_none(client, alias, args) if args.index and not args.like else None
+        if library is not None:  # the library's own documents, enriched with math.*
+            return run_library(args, client, library, profile, ranking_flags(args))
+        searcher = Searcher(client, alias, encoder=ModelQueryEncoder(args.model))
         # --encoders replaces the profile's encoders; without it the profile's are kept
         named: dict[str, Any] = (
             {"encoders": tuple(parse_encoders(args.encoders))} if args.encoders else {}
@@ -305,11 +326,33 @@ def run_search(args: argparse.Namespace) -> int:
         raise
     for warning in response.warnings:  # stderr: --json's stdout stays one document
         sys.stderr.write(f"warning: {warning}\n")
+    used = {"profile": args.profile or profile.label, "models": models_used(response, request)}
     if args.json:
-        emit(json.dumps(response.to_dict(), indent=2, ensure_ascii=False))
+        emit(json.dumps({**response.to_dict(), **used}, indent=2, ensure_ascii=False))
     else:
         emit(format_response(response, explain=args.explain))
+        emit(f"profile {used['profile']}; models {', '.join(used['models']) or 'none'}")
     return 0
+
+
+def models_used(response: Any, request: Any) -> list[str]:
+    """The models a search ran: the vector fields' (``vec_gcn_v7`` -> ``gcn-v7``), then the
+    second stage's encoders.
+
+    >>> from types import SimpleNamespace as N
+    >>> models_used(N(vector_fields=["vec_gcn_v7"], vector_field=None),
+    ...             N(rerank=("gcn-v8.onnx",), rerank_window=50))
+    ['gcn-v7', 'gcn-v8']
+    """
+    from pathlib import Path
+
+    fields = list(
+        response.vector_fields or ([response.vector_field] if response.vector_field else [])
+    )
+    names = [f.removeprefix("vec_").replace("_v", "-v", 1).replace("_", "-") for f in fields]
+    if request.rerank and request.rerank_window:
+        names += [Path(name).name.removesuffix(".onnx") for name in request.rerank]
+    return list(dict.fromkeys(names))
 
 
 def _demo_hint(settings: Any, index: str | None) -> str:
@@ -323,8 +366,9 @@ def _demo_hint(settings: Any, index: str | None) -> str:
 
 
 def format_response(response: Any, *, explain: bool = False) -> str:
-    """A person's view of a :class:`~mathsearch.opensearch.results.SearchResponse`."""
-    params = ", ".join(f"{k}={v}" for k, v in response.parameters.items())
+    """A person's view of a :class:`~mathsearch.opensearch.results.SearchResponse`: scores
+    and parameters rounded to 4 decimals (``--json`` keeps them whole)."""
+    params = ", ".join(f"{k}={_param(v)}" for k, v in response.parameters.items())
     where = f", fused {response.fused}-side" if response.fused else ""
     fields = response.vector_fields or ([response.vector_field] if response.vector_field else [])
     field = f", vectors {', '.join(fields)}" if fields else ""
@@ -389,6 +433,19 @@ def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
+def _param(value: Any) -> str:
+    """A ranking parameter for the text output: floats to 4 significant digits.
+
+    >>> _param(0.30000000000000004), _param([0.3333333333333333, 0.6666666666666666]), _param(10)
+    ('0.3', '[0.3333, 0.6667]', '10')
+    """
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_param(item) for item in value) + "]"
+    return str(value)
+
+
 def add_models(commands: Any) -> None:
     """Register ``models`` (vector fields of the equation index) on the subparsers."""
     parser = commands.add_parser(
@@ -410,8 +467,24 @@ def add_models(commands: Any) -> None:
         formatter_class=RAW_HELP,
     )
     sub = parser.add_subparsers(dest="models_command", required=True, metavar="ACTION")
-    listing = sub.add_parser("list", help="vector fields, their models and the default")
-    add = sub.add_parser("add", help="add a model version's field and re-embed every equation")
+    listing = sub.add_parser(
+        "list",
+        help="vector fields, their models and the default",
+        epilog="examples:\n  mathsearch models list\n"
+        "  mathsearch models list --index papers --json",
+        formatter_class=RAW_HELP,
+    )
+    add = sub.add_parser(
+        "add",
+        help="add a model version's field and re-embed every equation",
+        epilog=textwrap.dedent("""\
+            examples:
+              mathsearch models add models/gcn-v6.onnx        fill vec_gcn_v6 beside the old field
+              mathsearch models add models/gcn-v6.onnx --use  ... and search it by default
+              mathsearch models add gcn-v8.onnx --rerank int8 --index papers
+            """),
+        formatter_class=RAW_HELP,
+    )
     add.add_argument("model", metavar="MODEL.onnx", help="the ONNX model (its card beside it)")
     add.add_argument("--use", action="store_true", help="make it the default when done")
     add.add_argument(
@@ -424,9 +497,21 @@ def add_models(commands: Any) -> None:
         "graph (float16 unless int8 is given); what `index` writes for the profile's rerank "
         "encoders",
     )
-    use = sub.add_parser("use", help="make FIELD the default vector field")
+    use = sub.add_parser(
+        "use",
+        help="make FIELD the default vector field",
+        epilog="examples:\n  mathsearch models use vec_gcn_v6\n"
+        "  mathsearch models use vec_gcn_v6 --index papers --json",
+        formatter_class=RAW_HELP,
+    )
     use.add_argument("field", metavar="FIELD")
-    drop = sub.add_parser("drop", help="rebuild the index without FIELD, swap the alias")
+    drop = sub.add_parser(
+        "drop",
+        help="rebuild the index without FIELD, swap the alias",
+        epilog="examples:\n  mathsearch models drop vec_gcn_v5\n"
+        "  mathsearch models drop vec_gcn_v5 --index papers --json",
+        formatter_class=RAW_HELP,
+    )
     drop.add_argument("field", metavar="FIELD")
     for action in (listing, add, use, drop):
         action.add_argument("--index", help="equation index alias (default <prefix>-equations)")

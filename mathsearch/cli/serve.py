@@ -49,6 +49,9 @@ def add_serve(commands: Any) -> None:
               mathsearch serve --index mathsearch-demo-equations --port 9000
               mathsearch serve --profile report/best_profile.json --host 0.0.0.0
               mathsearch serve --workers auto                    one process per core
+              mathsearch serve --index papers-eq --library papers  a library's own index too
+              curl -s localhost:8080/search -H 'content-type: application/json' \\
+                  -d '{"latex": "E = mc^2", "index": "papers", "text_field": "body"}'
               curl -s localhost:8080/search -H 'content-type: application/json' \\
                   -d '{"latex": "E = mc^2", "mode": "rrf", "k": 5}'
               MATHSEARCH_SERVE_API_KEYS_FILE=keys.txt mathsearch serve
@@ -64,6 +67,14 @@ def add_serve(commands: Any) -> None:
         "--profile", metavar="P", help="search profile (JSON from `mathsearch tune`)"
     )
     parser.add_argument("--model", help="ONNX model for the queries (default MATHSEARCH_MODEL)")
+    parser.add_argument(
+        "--library",
+        metavar="INDEX",
+        action="append",
+        default=[],
+        help="a library index enriched with math.* that POST /search may name in `index` "
+        "(repeat; default MATHSEARCH_SERVE_LIBRARIES)",
+    )
     parser.add_argument(
         "--workers",
         metavar="N",
@@ -93,6 +104,10 @@ def run_serve(args: argparse.Namespace) -> int:
             settings = replace(settings, serve_host=args.host)
         if args.port is not None:
             settings = replace(settings, serve_port=args.port)
+        if args.library:
+            libraries = tuple(dict.fromkeys(args.library))
+            settings = replace(settings, serve_libraries=libraries)
+            os.environ["MATHSEARCH_SERVE_LIBRARIES"] = ",".join(libraries)  # worker processes
         profile = load_profile(args.profile)
         index = equations_alias(settings, args.index)
         app = served_app(settings, index, profile, args.model)

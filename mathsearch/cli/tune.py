@@ -57,8 +57,11 @@ def add_tune(commands: Any) -> None:
               mathsearch search 'E = mc^2' --profile report/best_profile.json
 
             grid keys: mode (or all), alpha, normalization, combination, window, k, depth,
-            rank_constant, max_df; values V1,V2 or START:STOP:STEP (inclusive); each mode
-            combines only the keys it uses. Default grid: every mode, alpha 0.1:0.9:0.1,
+            rank_constant, max_df, max_terms (0: every query token), rerank_window and
+            rerank_alpha (the second stage of a profile with rerank encoders; 0: off); values
+            V1,V2 or START:STOP:STEP (inclusive); each mode combines only the keys it uses.
+            A key left out keeps the shipped default profile's value for max_df, max_terms,
+            rerank_window and rerank_alpha. Default grid: every mode, alpha 0.1:0.9:0.1,
             normalization min_max,l2,z_score, combination arithmetic_mean, window 100, k 100.
             """),
         formatter_class=RAW_HELP,

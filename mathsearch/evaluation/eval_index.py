@@ -32,6 +32,7 @@ from opensearchpy import OpenSearch
 from opensearchpy.exceptions import ConnectionError as OSConnectionError
 from opensearchpy.exceptions import TransportError
 
+from mathsearch.core.cluster_faults import client_url, cluster_fault
 from mathsearch.core.errors import ClusterUnavailableError, MappingError
 from mathsearch.evaluation.relevance_sets import CollectionEquation
 from mathsearch.opensearch.schema import index_meta, resolve_alias, template_name
@@ -187,7 +188,8 @@ def ensure_eval_index(
         _mark(client, alias, {"fingerprint": print_, "equations": count, "model": card.name})
         built.seconds = time.perf_counter() - started
     except OSConnectionError as exc:
-        raise ClusterUnavailableError(f"OpenSearch does not answer: {exc}") from exc
+        line = cluster_fault(exc, client_url(client))
+        raise ClusterUnavailableError(line or f"OpenSearch does not answer: {exc}") from exc
     except TransportError as exc:
         raise MappingError(f"cannot build the eval index {alias}: {exc}") from exc
     if built.failed:

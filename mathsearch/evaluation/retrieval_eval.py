@@ -50,6 +50,7 @@ from typing import Any
 from opensearchpy import OpenSearch
 from tqdm import tqdm
 
+from mathsearch.core.cluster_faults import cluster_fault
 from mathsearch.core.errors import ClusterUnavailableError, EvaluationError
 from mathsearch.core.redact import redact_url
 from mathsearch.evaluation.eval_index import EvalIndex, ensure_eval_index, eval_alias, fingerprint
@@ -202,8 +203,10 @@ def check_cluster(client: OpenSearch, settings: OpenSearchSettings) -> None:
     try:
         client.info()
     except Exception as exc:  # opensearch-py raises several unrelated classes here
+        url = redact_url(settings.url)
         raise ClusterUnavailableError(
-            f"OpenSearch at {redact_url(settings.url)} does not answer ({type(exc).__name__}): "
+            cluster_fault(exc, url)
+            or f"OpenSearch at {url} does not answer ({type(exc).__name__}): "
             "start it with `mathsearch stack up` or set MATHSEARCH_OPENSEARCH_URL"
         ) from exc
 

@@ -11,11 +11,12 @@ Example::
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from mathsearch.opensearch.fusion import Combination, Normalization
+from mathsearch.opensearch.library_search import LibraryHit
 from mathsearch.opensearch.modes import MODES
 from mathsearch.opensearch.queries import Filters, Mode
 from mathsearch.opensearch.results import DocumentGroup, Hit
@@ -102,6 +103,18 @@ class SearchBody(_Strict):
     weights: list[float] | None = Field(
         None, description="each subquery's share: BM25, then one per encoder; sum 1"
     )
+    index: str | None = Field(
+        None,
+        max_length=255,
+        description="a library index the server serves (serve --library): its documents "
+        "ranked by their math (math.tokens, math.vector), the answer a LibraryOut",
+    )
+    text_field: str | None = Field(
+        None, max_length=255, description="library index: the field the text query matches"
+    )
+    text_weight: float | None = Field(
+        None, ge=0.0, lt=1.0, description="library index: the text query's share (0.5)"
+    )
 
     @field_validator("encoders")
     @classmethod
@@ -171,6 +184,22 @@ class SearchOut(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
+class LibraryOut(BaseModel):
+    """POST /search's answer for a library index (``index`` named): documents, each with the
+    equations that matched (:mod:`mathsearch.opensearch.library_search`)."""
+
+    kind: Literal["library"] = "library"
+    index: str
+    mode: str
+    profile: str | None = None
+    model: str | None = None
+    equations_index: str | None = None
+    parameters: dict[str, Any]
+    took_ms: float
+    warnings: list[str] = Field(default_factory=list)
+    hits: list[LibraryHit]
+
+
 class ErrorDetail(BaseModel):
     status: int
     reason: str
@@ -186,6 +215,7 @@ class ErrorOut(BaseModel):
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorOut, "description": text}
     for code, text in (
+        (400, "a body that is not JSON (the reason says where it breaks)"),
         (411, "POST without Content-Length"),
         (413, "body too large"),
         (422, "invalid request (the reason says which field and why)"),

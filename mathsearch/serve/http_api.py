@@ -39,6 +39,7 @@ Example::
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -88,6 +89,7 @@ from mathsearch.serve.admission import LIMITED_PREFIXES, admitted, error, refusa
 from mathsearch.serve.api_keys import ApiKeys
 from mathsearch.serve.api_schema import (
     ERROR_RESPONSES,
+    LibraryOut,
     RenderBody,
     RenderOut,
     SearchBody,
@@ -198,6 +200,19 @@ def _warm_rerank(searcher: Searcher, profile: SearchProfile) -> None:
     )
 
 
+async def _json_reason(request: Request, found: dict[str, Any]) -> str:
+    """``invalid JSON at line L column C: why`` for a body FastAPI could not decode."""
+    try:
+        json.loads(await request.body())
+    except json.JSONDecodeError as exc:
+        return f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+    except (UnicodeDecodeError, ValueError) as exc:
+        return f"invalid JSON: {exc}"
+    loc = found.get("loc", ())
+    at = f" at character {loc[-1]}" if loc and isinstance(loc[-1], int) else ""
+    return f"invalid JSON{at}: {found.get('ctx', {}).get('error', found.get('msg', ''))}"
+
+
 def create_app(
     settings: OpenSearchSettings,
     index: str,
@@ -231,7 +246,10 @@ def create_app(
     )
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        broken = next((e for e in exc.errors() if e.get("type") == "json_invalid"), None)
+        if broken is not None:  # not JSON at all: the request, not a field, is at fault
+            return error(400, await _json_reason(request, broken))
         details = [
             {"field": ".".join(str(p) for p in e.get("loc", ()) if p != "body"), "msg": e["msg"]}
             for e in exc.errors()
@@ -300,10 +318,18 @@ def create_app(
         metrics.seconds.labels(name).observe(time.perf_counter() - started)
         return response
 
-    @app.post("/search", response_model=SearchOut, responses=ERROR_RESPONSES, tags=["search"])
+    @app.post(
+        "/search",
+        response_model=SearchOut | LibraryOut,
+        responses=ERROR_RESPONSES,
+        tags=["search"],
+    )
     def search(body: SearchBody) -> dict[str, Any]:
-        """Search the equation index with a LaTeX query (and words), in any hybrid mode."""
+        """Search the equation index with a LaTeX query (and words), in any hybrid mode; with
+        ``index`` naming a served library index, that library's documents by their math."""
         _check_lengths(settings, body.latex, body.text)
+        if body.index and body.index != index:
+            return _search_library(body)
         overrides = body.overrides()
         if overrides.get("k", profile.k) > settings.serve_max_k:
             raise QueryError(f"k must be at most {settings.serve_max_k}")
@@ -313,6 +339,40 @@ def create_app(
         data = response.to_dict()
         data["query_tokens"] = response.query_tokens
         return data
+
+    libraries: dict[str, Any] = {}  # name -> LibraryIndex, described on first use
+
+    def _search_library(body: SearchBody) -> dict[str, Any]:
+        from mathsearch.opensearch.library_search import (
+            LIBRARY_MODES,
+            describe_library,
+            search_library,
+        )
+
+        name = str(body.index)
+        if name not in settings.serve_libraries:
+            served = ", ".join((index, *settings.serve_libraries))
+            raise QueryError(f"index {name!r} is not served here; served: {served}")
+        if body.like:
+            raise QueryError("like searches equations: leave out index")
+        k = body.k or profile.k
+        if k > settings.serve_max_k:
+            raise QueryError(f"k must be at most {settings.serve_max_k}")
+        if name not in libraries:
+            libraries[name] = searcher.call(lambda: describe_library(client, name))
+        mode = (body.mode or profile.mode).value
+        response = searcher.call(
+            lambda: search_library(
+                client, name, body.latex, text=body.text, text_field=body.text_field,
+                text_weight=0.5 if body.text_weight is None else body.text_weight,
+                mode=mode if body.mode else ("fusion" if mode not in LIBRARY_MODES else mode),
+                k=k, alpha=profile.alpha if body.alpha is None else body.alpha,
+                depth=body.depth or profile.depth, library=libraries[name],
+                encoder=searcher.encoder, profile=profile.label,
+            )
+        )  # fmt: skip
+        metrics.searches.labels(f"library-{response.mode}").observe(response.took_ms / 1000)
+        return response.to_dict()
 
     @app.post("/render", response_model=RenderOut, responses=ERROR_RESPONSES, tags=["search"])
     def render(body: RenderBody) -> RenderOut:
@@ -349,6 +409,7 @@ def create_app(
         """What the page needs: modes, techniques, the profile's defaults, the limits."""
         return {
             "index": index,
+            "libraries": list(settings.serve_libraries),
             "modes": [mode.value for mode in Mode],
             "mode_info": describe_modes(),
             "normalizations": [n.value for n in Normalization],

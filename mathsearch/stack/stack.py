@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from mathsearch.core.cluster_faults import cluster_fault
 from mathsearch.core.errors import ClusterUnavailableError, StackError
 from mathsearch.core.redact import redact_url
 from mathsearch.opensearch.settings import OpenSearchSettings
@@ -274,8 +275,10 @@ def cluster_status(settings: OpenSearchSettings) -> dict:
             "set MATHSEARCH_OPENSEARCH_CA_FILE to the CA that signed the cluster's certificate"
         ) from None
     except Exception as exc:
+        line = cluster_fault(exc, url)
         raise ClusterUnavailableError(
-            f"OpenSearch at {url} does not answer ({type(exc).__name__}); "
+            line
+            or f"OpenSearch at {url} does not answer ({type(exc).__name__}): "
             "start it with `mathsearch stack up` or set MATHSEARCH_OPENSEARCH_URL"
         ) from exc
     by_plugin: dict[str, dict] = {}

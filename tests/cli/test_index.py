@@ -94,6 +94,22 @@ def test_failures_lists_what_failed_and_delete_clears_it(client, alias, tmp_path
     assert set(_equations(client, alias)) == set()
 
 
+def test_binary_and_unterminated_sources_are_failure_records_not_silence(
+    alias, tmp_path: Path
+) -> None:
+    """A binary .tex gave "indexed 0 of 0" and an unclosed equation vanished, without a record."""
+    blob, open_env = tmp_path / "blob.tex", tmp_path / "open.tex"
+    blob.write_bytes(bytes(range(256)) * 4)
+    open_env.write_text(PAPER % r"\begin{equation} E = mc^2")
+    indexed = _mathsearch("index", str(blob), str(open_env), "--index", alias, "--inline", "--json")
+    assert indexed.returncode == 0, indexed.stderr
+    report = json.loads(indexed.stdout)
+    assert (report["written"], report["failed"]) == (2, 2)
+    listed = json.loads(_mathsearch("failures", "--index", alias, "--json").stdout)
+    reasons = {record["eq_id"]: record["reason"] for record in listed["records"]}
+    assert reasons == {"blob#*": "binary-source", "open#1": "unterminated-environment"}
+
+
 def test_delete_with_figures_also_removes_the_documents_figures(
     client, settings, alias, tmp_path: Path
 ) -> None:

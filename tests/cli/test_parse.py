@@ -85,6 +85,28 @@ def test_parse_of_a_missing_file_fails_with_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+def test_extract_records_binary_and_unterminated_sources_and_refuses_a_non_hepth_txt(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each used to vanish: no equation and no failure record (a .txt read as hep-th)."""
+    binary, open_env = tmp_path / "blob.tex", tmp_path / "open.tex"
+    binary.write_bytes(bytes(range(256)) * 4)
+    open_env.write_text("\\begin{equation} x^2\nand no end\n")
+    out = tmp_path / "eq.jsonl"
+    for path, reason in ((binary, "binary-source"), (open_env, "unterminated-environment")):
+        assert main(["extract", str(path), "-o", str(out)]) == 1  # nothing extracted
+        [failure] = lines(tmp_path / "eq.failures.jsonl")
+        assert (failure["stage"], failure["reason"]) == ("extract", reason)
+        assert reason in capsys.readouterr().err
+    notes = tmp_path / "notes.txt"
+    notes.write_text("meeting notes\n")
+    assert main(["extract", str(notes), "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"mathsearch: error: {notes} is not a hep-th record file")
+    assert "pass --format" in err
+
+
 def test_bench_parse_reports_every_stage(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["bench", "parse", str(SAMPLE), "--format", "hepth", "--repeat", "1", "--json"])
     assert code == 0

@@ -7,9 +7,11 @@ import lzma
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mathsearch.indexer.extract import UnknownFormat, extract, guess_format
 from mathsearch.indexer.hepth import (
     bundled_sample_lines,
     iter_hepth,
@@ -230,3 +232,23 @@ def test_array_records_cut_at_a_nested_end_are_truncated_not_equations() -> None
     whole = raw + r" \end{array}"
     [kept] = iter_hepth(lines(f"{whole}->HEP/2003/0301001.tex\n"))
     assert isinstance(kept, EquationRecord)
+
+
+def test_the_format_guess_reads_a_txt_as_hepth_only_with_source_markers(tmp_path: Path) -> None:
+    """``notes.txt`` was read as hep-th and gave one ``no-source-marker`` record."""
+    records = tmp_path / "equation.txt"
+    records.write_text("\\begin{equation}\n x = 1\n\\end{equation}->2003/0301001.tex\n")
+    packed = tmp_path / "eq.txt.xz"
+    packed.write_bytes(lzma.compress(records.read_bytes()))
+    notes = tmp_path / "notes.txt"
+    notes.write_text("shopping list\n- milk\n- eggs\n")
+    assert guess_format(str(records)) == guess_format(str(packed)) == "hepth"
+    with pytest.raises(UnknownFormat, match=r"notes.txt is not a hep-th record file.*--format"):
+        guess_format(str(notes))
+    with pytest.raises(UnknownFormat, match="--format"):
+        list(extract([str(notes)]))
+    # what cannot be looked at is left to the reader, which records why
+    assert guess_format(str(tmp_path / "missing.txt")) == "hepth"
+    # an explicit --format is obeyed: the lines become a failure record, never silence
+    [failure] = extract([str(notes)], "hepth")
+    assert isinstance(failure, Failure) and failure.reason == "no-source-marker"

@@ -249,3 +249,59 @@ def test_iffalse_blocks_are_not_extracted() -> None:
         r"\[ shown \] \iffalse \[ unclosed \]"
     )
     assert [item.latex for item in extract_document(text, "d")] == ["shown"]
+
+
+def test_binary_files_become_a_binary_source_failure(tmp_path: Path) -> None:
+    """A binary ``.tex`` was read as Latin-1 and gave no equation and no failure record."""
+    junk = bytes(range(256)) * 8
+    single = tmp_path / "blob.tex"
+    single.write_bytes(junk)
+    [failure] = iter_tex(single)
+    assert isinstance(failure, Failure)
+    assert (failure.stage, failure.reason, failure.eq_id) == ("extract", "binary-source", "blob#*")
+    assert "binary data" in failure.detail
+    gzipped = tmp_path / "0303002.gz"
+    gzipped.write_bytes(gzip.compress(b"\x7fELF\x02\x01\x01\x00" + junk))
+    [failure] = iter_tex(gzipped)
+    assert isinstance(failure, Failure) and failure.reason == "binary-source"
+    folder = tmp_path / "papers"
+    folder.mkdir()
+    (folder / "ok.tex").write_text(r"\[ a = 1 \]")
+    (folder / "photo.tex").write_bytes(junk)
+    items = list(iter_tex(folder))
+    assert [(item.doc_id, type(item).__name__) for item in items] == [
+        ("ok", "EquationRecord"), ("photo", "Failure")
+    ]  # fmt: skip
+    assert items[1].reason == "binary-source"
+    # control characters LaTeX files do hold (form feed, ^Z, tabs) are not binary
+    text = tmp_path / "old.tex"
+    text.write_bytes(b"\x0c\t\\[ b = 2 \\]\r\n\x1a")
+    assert [item.latex for item in iter_tex(text)] == ["b = 2"]
+
+
+def test_unterminated_environments_become_failures_in_their_place() -> None:
+    """``\\begin{equation}`` without its ``\\end`` (or ``\\[`` without ``\\]``) disappeared."""
+    text = (
+        r"\begin{document}\begin{equation} a = 1 \end{equation}"
+        "\n\\begin{equation} b = 2\n\\begin{align} c = 3 \\end{align}"
+        "\n\\[ d = 4\n\n\\[ e = 5 \\]\n\\begin{gather*} f = 6\n\\end{document}"
+    )
+    items = list(extract_document(text, "d"))
+    kinds = [
+        (type(item).__name__, item.reason if isinstance(item, Failure) else item.latex)
+        for item in items
+    ]
+    assert kinds == [
+        ("EquationRecord", "a = 1"),
+        ("Failure", "unterminated-environment"),
+        ("EquationRecord", "c = 3"),
+        ("Failure", "unterminated-environment"),
+        ("EquationRecord", "e = 5"),
+        ("Failure", "unterminated-environment"),
+    ]
+    assert [item.eq_id for item in items] == [f"d#{n}" for n in range(6)]
+    details = [item.detail for item in items if isinstance(item, Failure)]
+    assert details[0].startswith(r"\begin{equation} without its \end{equation}")
+    assert details[1].startswith(r"\[ without its \]")
+    assert details[2].startswith(r"\begin{gather*} without its \end{gather*}")
+    assert "b = 2" in items[1].excerpt

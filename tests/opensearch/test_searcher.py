@@ -13,8 +13,9 @@ from mathsearch.cli.main import main
 from mathsearch.core.errors import QueryError, UnknownEquationError
 from mathsearch.opensearch.queries import Filters, Mode
 from mathsearch.opensearch.results import token_kind
+from mathsearch.opensearch.search_profile import SearchProfile
 from mathsearch.opensearch.searcher import Searcher, SearchRequest
-from tests.conftest import DEFAULT_FIELD
+from tests.conftest import DEFAULT_CARD, DEFAULT_FIELD
 
 pytestmark = pytest.mark.services
 
@@ -238,9 +239,13 @@ def test_search_command_prints_json_and_text(
     data = json.loads(capsys.readouterr().out)
     assert data["mode"] == "rrf" and len(data["hits"]) == 4
     assert data["hits"][0]["eq_id"] == demo_parsed[QUERY].eq_id
+    # what ran: the shipped profile (its label) and the models, second stage included
+    assert data["profile"] == SearchProfile.default().label
+    assert data["models"][0] == DEFAULT_CARD.name and "gcn-v8" in data["models"]
     assert main([*argv, "--explain", "--group"]) == 0
     out = capsys.readouterr().out
     assert "mode rrf" in out and demo_parsed[QUERY].record.doc_id in out and "matched:" in out
+    assert f"profile {SearchProfile.default().label}; models {DEFAULT_CARD.name}" in out
     assert main(["search", r"\frac{", "--index", equation_alias]) == 1
     assert "unbalanced" in capsys.readouterr().err
     assert main(["models", "list", "--index", equation_alias]) == 0

@@ -209,6 +209,39 @@ def test_cluster_down_or_missing_index_is_503_with_the_reason(
     assert search.status_code == 503 and "no index" in search.json()["error"]["reason"]
 
 
+def test_a_body_that_is_not_json_is_400_with_where_it_breaks(unreachable: TestClient) -> None:
+    """A truncated body was a 422 naming a character offset as its ``field``."""
+    headers = {"content-type": "application/json"}
+    for body, where in (
+        ('{"latex": "x", "k":', "line 1 column 20: Expecting value"),
+        ('{"latex": "x",\n "k": 3,,}', "line 2 column 9: Expecting property name"),
+    ):
+        response = unreachable.post("/search", content=body, headers=headers)
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert error["status"] == 400
+        assert error["reason"].startswith(f"invalid JSON at {where}")
+        assert "details" not in error
+    assert "400" in unreachable.get("/openapi.json").json()["paths"]["/search"]["post"]["responses"]
+    # JSON of the wrong shape is still a 422 naming the field
+    wrong = unreachable.post("/search", json={"latex": "x", "k": "many"})
+    assert wrong.status_code == 422 and wrong.json()["error"]["reason"].startswith("k:")
+
+
+def test_a_bad_range_is_422_before_the_cluster_is_asked(unreachable: TestClient) -> None:
+    """``position: ["a", "b"]`` reached the node, which answered ``For input string: "a"``."""
+    for ranges, words in (
+        ({"position": ["a", "b"]}, "range on position: 'a' is not an integer"),
+        ({"position": [0, 2**40]}, "out of the integer range"),
+        ({"indexed_at": ["last week", None]}, "'last week' is not a date"),
+    ):
+        body = {"latex": "x", "mode": "bm25", "filters": {"ranges": ranges}}
+        response = unreachable.post("/search", json=body)
+        # 422 with the value, not the 503 of the unreachable cluster: refused before any call
+        assert response.status_code == 422, response.text
+        assert words in response.json()["error"]["reason"]
+
+
 class _Broken:
     def features(self, latex: str) -> Any:
         raise RuntimeError("a bug in the featuriser")

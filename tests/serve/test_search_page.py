@@ -475,3 +475,32 @@ def test_similar_equations_searches_like_a_hit_without_it(
     _wait(browser, lambda d: "mode bm25" in _status(d) and like not in _status(d), "a plain query")
     assert shown(browser)[0] == query_equation["eq_id"]
     assert not _script_errors(browser)
+
+
+def test_search_in_a_served_library_index_ranks_its_documents(
+    browser: WebDriver, library_index: tuple[str, str], tmp_path: Path
+) -> None:
+    """``serve --library``: "Search in" offers the library; an equation of a paper finds it."""
+    from opensearchpy import OpenSearch
+
+    from mathsearch.opensearch import OpenSearchSettings, connect
+
+    library, alias = library_index
+    client: OpenSearch = connect(OpenSearchSettings.from_env())
+    body = {"size": 10, "query": {"term": {"doc_id": "0301085"}}, "sort": [{"position": "asc"}]}
+    hits = client.search(index=alias, body=body)["hits"]["hits"]
+    latex = max((h["_source"]["latex"] for h in hits), key=len)
+    with _serve(alias, tmp_path / "serve.log", MATHSEARCH_SERVE_LIBRARIES=library) as base:
+        _open(browser, base)
+        assert browser.find_element(By.ID, "index-field").is_displayed()
+        Select(browser.find_element(By.ID, "index")).select_by_value(library)
+        _type_query(browser, latex)
+        browser.find_element(By.ID, "text").send_keys("BRST constraints")
+        browser.find_element(By.ID, "search").click()
+        _wait(browser, lambda d: f"of {library}" in _status(d), "the library's documents")
+        first = browser.find_elements(By.CSS_SELECTOR, ".library-hit")[0]
+        assert first.get_attribute("data-doc-id") == "0301085"
+        assert first.find_element(By.CSS_SELECTOR, ".library-title").text.startswith("BRST")
+        assert first.find_elements(By.CSS_SELECTOR, ".library-equations .hit")
+        assert f"index={library}" in browser.current_url  # the URL keeps the choice
+        assert not _script_errors(browser)

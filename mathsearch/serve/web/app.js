@@ -115,6 +115,9 @@
     status: $("status"),
     results: $("results"),
     indexName: $("index-name"),
+    index: $("index"),
+    indexField: $("index-field"),
+    indexHint: $("index-hint"),
     keyForm: $("key-form"),
     key: $("api-key"),
   };
@@ -293,6 +296,25 @@
     if (limits.max_text_chars) ui.text.maxLength = limits.max_text_chars;
     if (limits.max_k) ui.k.max = String(limits.max_k);
     ui.indexName.textContent = config.index ? `index ${config.index}` : "";
+    const libraries = Array.isArray(config.libraries) ? config.libraries : [];
+    const equations = document.createElement("option");
+    equations.value = "";
+    equations.textContent = `equations (${config.index || "default"})`;
+    ui.index.replaceChildren(
+      equations,
+      ...libraries.map((name) => {
+        const option = document.createElement("option");
+        option.value = name;
+        option.textContent = `documents of ${name}`;
+        return option;
+      }),
+    );
+    ui.indexField.hidden = libraries.length === 0;
+  }
+
+  /** The library index chosen in "Search in" ("" for the equation index). */
+  function libraryIndex() {
+    return ui.indexField.hidden ? "" : ui.index.value;
   }
 
   function modeInfo(mode) {
@@ -312,6 +334,7 @@
     ui.normalizationField.hidden = !shapes(mode, "normalization");
     ui.alphaValue.textContent = Number(ui.alpha.value).toFixed(2);
     ui.modeHint.textContent = modeInfo(mode).summary || "";
+    ui.indexHint.hidden = !libraryIndex();
   }
 
   function kValue() {
@@ -338,6 +361,7 @@
       state.normalization = ui.normalization.value;
     }
     if (kValue() !== Number(config.defaults.k)) state.k = String(kValue());
+    if (libraryIndex()) state.index = libraryIndex();
     return state;
   }
 
@@ -363,6 +387,8 @@
     ui.normalization.value =
       norm && (config.normalizations || []).includes(norm) ? norm : d.normalization;
     ui.k.value = params.get("k") || String(d.k);
+    const index = params.get("index") || "";
+    ui.index.value = (config.libraries || []).includes(index) ? index : "";
     syncControls();
     return Boolean(ui.latex.value.trim() || ui.text.value.trim());
   }
@@ -447,7 +473,13 @@
     if (text) body.text = text;
     if (shapes(mode, "alpha")) body.alpha = Number(ui.alpha.value);
     if (shapes(mode, "normalization")) body.normalization = ui.normalization.value;
-    if (likeId) {
+    const library = libraryIndex();
+    if (library) {
+      body.index = library; // the library's documents by their math; words go to its text
+      delete body.explain;
+      delete body.group;
+      delete body.mathml;
+    } else if (likeId) {
       body.like = likeId; // the server searches with the equation's stored LaTeX, without it
       delete body.latex;
     }
@@ -481,6 +513,10 @@
     try {
       const data = await api("search", body, searchAbort.signal);
       if (seq !== searchSeq) return;
+      if (data.kind === "library") {
+        showLibrary(data);
+        return;
+      }
       const groups = groupsOf(data);
       const hitCount = groups.reduce((n, g) => n + g.hits.length, 0);
       const took = Number(data.took_ms);
@@ -693,6 +729,44 @@
     return wrap;
   }
 
+  /** A library index's answer: documents by their math, each with its matched equations. */
+  function showLibrary(data) {
+    const took = Number(data.took_ms);
+    const timing = Number.isFinite(took) ? ` · ${Math.round(took)} ms` : "";
+    const count = (data.hits || []).length;
+    setStatus(
+      count
+        ? `${plural(count, "document")} of ${data.index} · mode ${data.mode}${timing}`
+        : `No matching documents in ${data.index} · mode ${data.mode}${timing}`,
+      "",
+    );
+    const list = el("ol", "group-list library-list");
+    for (const hit of data.hits || []) {
+      const item = el("li", "group library-hit");
+      item.dataset.docId = hit.doc_id;
+      const head = el("div", "group-head");
+      const title = el("h2", "group-title");
+      title.append(el("span", "group-rank", `${hit.rank}.`), " ");
+      title.append(el("span", "library-title", hit.title || hit.doc_id));
+      head.append(title);
+      head.append(el("span", "group-doc", hit.doc_id));
+      const score = el("span", "group-score", fmt(hit.score));
+      score.title = "document score (BM25 over its math tokens fused with its math vector)";
+      head.append(score);
+      item.append(head);
+      const equations = el("ol", "hits library-equations");
+      for (const equation of hit.equations || []) {
+        const row = el("li", "hit");
+        row.append(el("span", "hit-id", equation.eq_id), " ");
+        row.append(el("code", "hit-latex", equation.latex));
+        equations.append(row);
+      }
+      item.append(equations);
+      list.append(item);
+    }
+    ui.results.replaceChildren(list);
+  }
+
   function renderResults(groups, mode) {
     const list = el("ol", "group-list");
     for (const item of renderGroups(groups, mode)) list.append(item);
@@ -775,6 +849,7 @@
   ui.alpha.addEventListener("change", researchIfShown);
   ui.normalization.addEventListener("change", researchIfShown);
   ui.k.addEventListener("change", researchIfShown);
+  ui.index.addEventListener("change", researchIfShown);
   window.addEventListener("popstate", () => {
     const hasQuery = readUrl();
     refreshPreview();
