@@ -123,6 +123,19 @@ def ensure_math_mapping(client: OpenSearch, index: str, spec: VectorSpec | None 
     missing = {name: value for name, value in wanted.items() if name not in existing}
     if not missing:
         return knn_index
+    exact = existing.get("vector", {})
+    if exact and not exact.get("method"):
+        # Any later mapping update of an index whose math.vector has no HNSW method fails its
+        # shards on the k-NN plugin 2.19 (they re-merge the whole mapping and the plugin's
+        # builder lacks the index version): a short red index, failed searches. Such a math
+        # object keeps the fields it has (an older enrichment's lacks math.index).
+        logger.warning(
+            "%s: math.* was enriched before %s existed; left as it is (adding a field to an "
+            "exact math.vector fails the index's shards on k-NN 2.19)",
+            index,
+            ", ".join(f"math.{name}" for name in sorted(missing)),
+        )
+        return knn_index
     body = {"properties": {MATH_FIELD: {"properties": missing}}}
     try:
         client.indices.put_mapping(index=index, body=body)
@@ -133,6 +146,15 @@ def ensure_math_mapping(client: OpenSearch, index: str, spec: VectorSpec | None 
         ) from exc
     logger.info("%s: math.* mapping in place (vector: %s)", index, "hnsw" if knn_index else "exact")
     return knn_index
+
+
+def math_fields(client: OpenSearch, index: str) -> set[str]:
+    """The ``math.*`` sub-fields ``index``'s mapping holds (empty: not enriched)."""
+    fields: set[str] = set()
+    for item in client.indices.get_mapping(index=index).values():
+        math = item["mappings"].get("properties", {}).get(MATH_FIELD, {})
+        fields.update(math.get("properties", {}))
+    return fields
 
 
 def enrichment_actions(

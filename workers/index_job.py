@@ -44,7 +44,7 @@ from mathsearch.export.embedders import encoder_card
 from mathsearch.indexer.records import EquationRecord, Failure
 from mathsearch.opensearch.client import connect
 from mathsearch.opensearch.document_removal import ProducedIds, remove_equations
-from mathsearch.opensearch.enrichment import ensure_math_mapping
+from mathsearch.opensearch.enrichment import ensure_math_mapping, math_fields
 from mathsearch.opensearch.equation_index import ensure_equation_index
 from mathsearch.opensearch.schema import VectorSpec, ensure_failures_index
 from mathsearch.opensearch.settings import OpenSearchSettings
@@ -254,12 +254,17 @@ def run_index(
         queue.check_workers()
     ensure_equation_index(client, index, specs, settings)
     failures_index = ensure_failures_index(client, settings)
+    names_index = True
     if enrich_index:
         ensure_math_mapping(client, enrich_index, specs[0])
+        names_index = "index" in math_fields(client, enrich_index)
     # how the index keeps each field decides how it is written (an older kNN field stays one)
     storages = field_storages(client, index)
     stored = {name: storages[name].value for name in fields if storages[name].exact_only}
-    job = JobSpec.create(index, fields, failures_index, enrich_index=enrich_index, stored=stored)
+    job = JobSpec.create(
+        index, fields, failures_index, enrich_index=enrich_index, stored=stored,
+        enrich_names_index=names_index,
+    )  # fmt: skip
     tracker: Progress = LocalProgress() if queue is None else RedisProgress(queue.redis, job.job_id)
     report = IndexReport(
         job.job_id,

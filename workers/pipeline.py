@@ -86,6 +86,9 @@ class JobSpec:
     enrich_index: str | None = None
     vector_fields: tuple[str, ...] = field(default=())
     stored: dict[str, str] = field(default_factory=dict)
+    #: whether the library index maps ``math.index`` (an older enrichment's does not, and adding
+    #: it is left out: see :func:`~mathsearch.opensearch.enrichment.ensure_math_mapping`)
+    enrich_names_index: bool = True
 
     @classmethod
     def create(
@@ -327,7 +330,7 @@ def write_outcome(
                 job.enrich_index,
                 documents,
                 model_field=job.vector_field,
-                equations_index=job.index,
+                equations_index=job.index if job.enrich_names_index else None,
             )
         )
         failures += [

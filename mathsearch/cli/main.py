@@ -86,7 +86,7 @@ examples:
   mathsearch bench serve --clients 50 --duration 60   load on `mathsearch serve`
   mathsearch bench fuzz --inputs 100000               bad input through the whole pipeline
 
-environment: MATHSEARCH_OPENSEARCH_URL, MATHSEARCH_REDIS_URL and friends (see README.md).
+environment: MATHSEARCH_OPENSEARCH_URL, MATHSEARCH_REDIS_URL and friends (docs/configuration.md).
 """
 
 

@@ -179,3 +179,45 @@ def test_post_search_names_a_served_library_index_and_refuses_any_other(
     assert api.get("/config").json()["libraries"] == [library]
     equations = api.post("/search", json={"latex": latex, "k": 3}).json()  # the equation index
     assert "kind" not in equations and equations["hits"][0]["doc_id"] == TARGET
+
+
+@pytest.mark.services
+def test_an_index_enriched_before_math_index_is_enriched_again_without_a_mapping_update(
+    client: OpenSearch, settings: OpenSearchSettings
+) -> None:
+    """A library enriched by an older version (math.vector exact, no math.index): adding a field
+    to it would fail its shards on k-NN 2.19, so the job leaves the mapping and the field out."""
+    import uuid
+
+    from mathsearch.indexer.opensearch_source import iter_opensearch_index
+    from mathsearch.opensearch.enrichment import math_fields, math_mapping
+    from mathsearch.opensearch.schema import VectorSpec
+    from mathsearch.workers.index_job import run_index
+    from tests.conftest import DEFAULT_CARD
+
+    tag = uuid.uuid4().hex[:8]
+    library = f"{settings.index_prefix}-test-oldlib-{tag}"
+    alias = f"{settings.index_prefix}-test-oldlib-eq-{tag}"
+    old = math_mapping(VectorSpec.from_card(DEFAULT_CARD), knn_index=False)
+    old["properties"]["math"]["properties"].pop("index")
+    old["properties"]["body"] = {"type": "text"}
+    client.indices.create(index=library, body={"settings": {"number_of_replicas": 0},
+                                               "mappings": old})  # fmt: skip
+    try:
+        body = r"We have \begin{equation} E = mc^2 + \frac{a}{b} \end{equation} here."
+        client.index(index=library, id="p1", body={"body": body}, refresh=True)
+        items = list(iter_opensearch_index(client, library, "body", mode="text"))
+        report = run_index(items, alias, inline=True, enrich_index=library, rerank=(),
+                           progress=False)  # fmt: skip
+        assert report.complete and report.written == 1
+        assert client.cluster.health(index=library)["status"] == "green"
+        assert "index" not in math_fields(client, library)
+        math = client.get(index=library, id="p1")["_source"]["math"]
+        assert math["equation_count"] == 1 and "index" not in math and len(math["vector"]) > 0
+        client.indices.refresh(index=library)
+        response = search_library(client, library, "E = mc^2 + \\frac{a}{b}", k=1)
+        assert response.hits[0].doc_id == "p1" and "math.index" in response.warnings[0]
+    finally:
+        client.indices.delete(index=library, ignore_unavailable=True)
+        client.indices.delete(index=f"{alias}-0*", ignore_unavailable=True)
+        client.indices.delete_index_template(name=f"{alias}-template", ignore=404)
