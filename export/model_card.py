@@ -35,6 +35,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 from dataclasses import MISSING, asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,11 +44,37 @@ from mathsearch.export.errors import ModelCardError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SIMILARITIES", "ModelCard", "beside", "card_path", "file_sha256", "load_card"]
+__all__ = [
+    "SIMILARITIES",
+    "ModelCard",
+    "beside",
+    "card_path",
+    "file_sha256",
+    "load_card",
+    "model_name_of_field",
+]
 
 SIMILARITIES = ("dot", "cosine")
 #: OpenSearch k-NN space type for each similarity.
 _SPACE_TYPES = {"dot": "innerproduct", "cosine": "cosinesimil"}
+#: ``vec_<family>_v<version>[_<precision>]`` (:attr:`ModelCard.vector_field`).
+_FIELD = re.compile(r"vec_([a-z0-9]+)_v(\d+)(?:_([a-z0-9]+))?")
+
+
+def model_name_of_field(field: str) -> str | None:
+    """The model a vector field comes from, the inverse of :attr:`ModelCard.vector_field`:
+    ``vec_gcn_v7`` -> ``gcn-v7``, ``vec_gcn_v7_int8`` -> ``gcn-v7-int8``; None for another name.
+
+    >>> model_name_of_field("vec_gcn_v7"), model_name_of_field("vec_gcn_v7_int8")
+    ('gcn-v7', 'gcn-v7-int8')
+    >>> model_name_of_field("math.vector") is None
+    True
+    """
+    match = _FIELD.fullmatch(field)
+    if match is None:
+        return None
+    family, version, precision = match.groups()
+    return f"{family}-v{version}" + (f"-{precision}" if precision else "")
 
 
 def beside(model_path: str | os.PathLike[str], suffix: str) -> Path:

@@ -99,8 +99,26 @@ def math_mapping(spec: VectorSpec | None, *, knn_index: bool) -> dict[str, Any]:
     return {"properties": {MATH_FIELD: {"properties": properties}}}
 
 
-def ensure_math_mapping(client: OpenSearch, index: str, spec: VectorSpec | None = None) -> bool:
-    """Add the ``math`` mapping to the library's ``index``; True when it has HNSW vectors.
+def index_properties(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """The top-level properties of a ``get_mapping`` answer, every index's merged.
+
+    >>> index_properties({"i": {"mappings": {"properties": {"body": {"type": "text"}}}}})
+    {'body': {'type': 'text'}}
+    """
+    merged: dict[str, Any] = {}
+    for item in mapping.values():
+        merged.update(item.get("mappings", {}).get("properties", {}))
+    return merged
+
+
+def _math_properties(client: OpenSearch, index: str) -> dict[str, Any]:
+    properties = index_properties(client.indices.get_mapping(index=index))
+    return dict(properties.get(MATH_FIELD, {}).get("properties", {}))
+
+
+def ensure_math_mapping(client: OpenSearch, index: str, spec: VectorSpec | None = None) -> set[str]:
+    """Add the ``math`` mapping to the library's ``index``; the ``math.*`` sub-fields it maps
+    afterwards (an older enrichment's exact ``math.vector`` keeps its object as it is).
 
     Raises:
         MappingError: no such index, or ``math`` already means something else there.
@@ -114,15 +132,12 @@ def ensure_math_mapping(client: OpenSearch, index: str, spec: VectorSpec | None 
         for item in settings.values()
     )
     wanted = math_mapping(spec, knn_index=knn_index)["properties"][MATH_FIELD]["properties"]
-    existing: dict[str, Any] = {}
-    for item in client.indices.get_mapping(index=index).values():
-        math = item["mappings"].get("properties", {}).get(MATH_FIELD, {})
-        existing.update(math.get("properties", {}))
+    existing = _math_properties(client, index)
     # only the missing sub-fields: re-sending an existing knn_vector field that has no HNSW
     # method (an index without index.knn) makes the k-NN plugin 2.19 fail with a 500
     missing = {name: value for name, value in wanted.items() if name not in existing}
     if not missing:
-        return knn_index
+        return set(existing)
     exact = existing.get("vector", {})
     if exact and not exact.get("method"):
         # Any later mapping update of an index whose math.vector has no HNSW method fails its
@@ -135,7 +150,7 @@ def ensure_math_mapping(client: OpenSearch, index: str, spec: VectorSpec | None 
             index,
             ", ".join(f"math.{name}" for name in sorted(missing)),
         )
-        return knn_index
+        return set(existing)
     body = {"properties": {MATH_FIELD: {"properties": missing}}}
     try:
         client.indices.put_mapping(index=index, body=body)
@@ -145,16 +160,12 @@ def ensure_math_mapping(client: OpenSearch, index: str, spec: VectorSpec | None 
             f"another shape?): {exc}"
         ) from exc
     logger.info("%s: math.* mapping in place (vector: %s)", index, "hnsw" if knn_index else "exact")
-    return knn_index
+    return {*existing, *missing}
 
 
 def math_fields(client: OpenSearch, index: str) -> set[str]:
     """The ``math.*`` sub-fields ``index``'s mapping holds (empty: not enriched)."""
-    fields: set[str] = set()
-    for item in client.indices.get_mapping(index=index).values():
-        math = item["mappings"].get("properties", {}).get(MATH_FIELD, {})
-        fields.update(math.get("properties", {}))
-    return fields
+    return set(_math_properties(client, index))
 
 
 def enrichment_actions(

@@ -32,7 +32,6 @@ Example::
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -40,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from mathsearch.core.errors import MappingError, QueryError
-from mathsearch.opensearch.enrichment import MATH_FIELD
+from mathsearch.opensearch.enrichment import MATH_FIELD, index_properties
 from mathsearch.opensearch.fusion import Combination, Normalization, fuse, rrf
 from mathsearch.opensearch.query_encoder import QueryFeatures
 
@@ -53,8 +52,8 @@ __all__ = [
     "LibraryResponse",
     "MatchedEquation",
     "describe_library",
-    "index_properties",
     "is_library_index",
+    "library_mode",
     "math_query",
     "search_library",
 ]
@@ -152,14 +151,6 @@ class LibraryResponse:
         }
 
 
-def index_properties(mapping: Mapping[str, Any]) -> dict[str, Any]:
-    """Every index's top-level properties of a ``get_mapping`` answer, merged."""
-    merged: dict[str, Any] = {}
-    for item in mapping.values():
-        merged.update(item.get("mappings", {}).get("properties", {}))
-    return merged
-
-
 def is_library_index(properties: Mapping[str, Any]) -> bool:
     """Whether a mapping's top-level properties hold the enrichment's ``math.tokens``.
 
@@ -172,18 +163,38 @@ def is_library_index(properties: Mapping[str, Any]) -> bool:
     return "tokens" in math
 
 
-def describe_library(client: Any, index: str, *, title_field: str | None = None) -> LibraryIndex:
-    """What ``index`` offers a math search (one ``get_mapping``, one ``search`` of size 1).
+def library_mode(requested: str | None, profile_mode: str) -> str:
+    """The mode of a library search: the one asked for, else the profile's, unless that is an
+    equation-window mode (rescore, knn-rescore) with no library counterpart: then fusion.
+
+    >>> library_mode(None, "rescore"), library_mode(None, "rrf"), library_mode("knn", "fusion")
+    ('fusion', 'rrf', 'knn')
+    """
+    if requested:
+        return requested
+    return profile_mode if profile_mode in LIBRARY_MODES else "fusion"
+
+
+def describe_library(
+    client: Any,
+    index: str,
+    *,
+    title_field: str | None = None,
+    properties: Mapping[str, Any] | None = None,
+) -> LibraryIndex:
+    """What ``index`` offers a math search (one ``get_mapping`` unless its ``properties`` are
+    given, one ``search`` of size 1).
 
     Raises:
         MappingError: no such index, or it was never enriched (no ``math.tokens``).
     """
     from opensearchpy.exceptions import NotFoundError
 
-    try:
-        properties = index_properties(client.indices.get_mapping(index=index))
-    except NotFoundError as exc:
-        raise MappingError(f"no index {index}") from exc
+    if properties is None:
+        try:
+            properties = index_properties(client.indices.get_mapping(index=index))
+        except NotFoundError as exc:
+            raise MappingError(f"no index {index}") from exc
     if not is_library_index(properties):
         raise MappingError(
             f"{index} has no math.tokens: enrich it first (mathsearch index {index} "
@@ -540,12 +551,13 @@ def _model_of(model_field: str | None) -> str | None:
     >>> Path(_model_of("vec_gcn_v7") or "").name
     'gcn-v7.onnx'
     """
-    match = re.fullmatch(r"vec_([a-z0-9]+)_v(\d+)", model_field or "")
-    if match is None:
-        return None
     from mathsearch.export.embedders import shipped_or_path
+    from mathsearch.export.model_card import model_name_of_field
 
-    path = shipped_or_path(f"{match.group(1)}-v{match.group(2)}.onnx")
+    name = model_name_of_field(model_field or "")
+    if name is None:
+        return None
+    path = shipped_or_path(f"{name}.onnx")
     return path if Path(path).is_file() else None
 
 

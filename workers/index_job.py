@@ -44,7 +44,7 @@ from mathsearch.export.embedders import encoder_card
 from mathsearch.indexer.records import EquationRecord, Failure
 from mathsearch.opensearch.client import connect
 from mathsearch.opensearch.document_removal import ProducedIds, remove_equations
-from mathsearch.opensearch.enrichment import ensure_math_mapping, math_fields
+from mathsearch.opensearch.enrichment import ensure_math_mapping
 from mathsearch.opensearch.equation_index import ensure_equation_index
 from mathsearch.opensearch.schema import VectorSpec, ensure_failures_index
 from mathsearch.opensearch.settings import OpenSearchSettings
@@ -256,8 +256,7 @@ def run_index(
     failures_index = ensure_failures_index(client, settings)
     names_index = True
     if enrich_index:
-        ensure_math_mapping(client, enrich_index, specs[0])
-        names_index = "index" in math_fields(client, enrich_index)
+        names_index = "index" in ensure_math_mapping(client, enrich_index, specs[0])
     # how the index keeps each field decides how it is written (an older kNN field stays one)
     storages = field_storages(client, index)
     stored = {name: storages[name].value for name in fields if storages[name].exact_only}

@@ -48,11 +48,8 @@ def library_or_none(client: Any, index: str, args: argparse.Namespace) -> Any:
     from opensearchpy.exceptions import NotFoundError
 
     from mathsearch.core.errors import MappingError
-    from mathsearch.opensearch.library_search import (
-        describe_library,
-        index_properties,
-        is_library_index,
-    )
+    from mathsearch.opensearch.enrichment import index_properties
+    from mathsearch.opensearch.library_search import describe_library, is_library_index
 
     try:
         properties = index_properties(client.indices.get_mapping(index=index))
@@ -66,19 +63,20 @@ def library_or_none(client: Any, index: str, args: argparse.Namespace) -> Any:
             f"(mathsearch index {index} --format opensearch --field FIELD --mode text --index "
             f"{index}-eq)"
         )
-    return describe_library(client, index, title_field=getattr(args, "title_field", None))
+    return describe_library(
+        client, index, title_field=getattr(args, "title_field", None), properties=properties
+    )
 
 
 def run_library(
     args: argparse.Namespace, client: Any, library: Any, profile: Any, flags: dict[str, Any]
 ) -> int:
     """Search the library index and print the documents (``--json``: the response)."""
-    from mathsearch.opensearch.library_search import LIBRARY_MODES, search_library
+    from mathsearch.opensearch.library_search import library_mode, search_library
     from mathsearch.opensearch.query_encoder import ModelQueryEncoder
 
-    mode = str(getattr(flags.get("mode"), "value", flags.get("mode")) or profile.mode.value)
-    if "mode" not in flags and mode not in LIBRARY_MODES:
-        mode = "fusion"  # the profile's equation-window modes have no library counterpart
+    requested = flags.get("mode")
+    mode = library_mode(getattr(requested, "value", requested), profile.mode.value)
     encoder = ModelQueryEncoder(args.model) if args.model else None
     response = search_library(
         client,

@@ -346,10 +346,12 @@ def models_used(response: Any, request: Any) -> list[str]:
     """
     from pathlib import Path
 
+    from mathsearch.export.model_card import model_name_of_field
+
     fields = list(
         response.vector_fields or ([response.vector_field] if response.vector_field else [])
     )
-    names = [f.removeprefix("vec_").replace("_v", "-v", 1).replace("_", "-") for f in fields]
+    names = [model_name_of_field(f) or f.removeprefix("vec_") for f in fields]
     if request.rerank and request.rerank_window:
         names += [Path(name).name.removesuffix(".onnx") for name in request.rerank]
     return list(dict.fromkeys(names))

@@ -344,8 +344,8 @@ def create_app(
 
     def _search_library(body: SearchBody) -> dict[str, Any]:
         from mathsearch.opensearch.library_search import (
-            LIBRARY_MODES,
             describe_library,
+            library_mode,
             search_library,
         )
 
@@ -360,12 +360,12 @@ def create_app(
             raise QueryError(f"k must be at most {settings.serve_max_k}")
         if name not in libraries:
             libraries[name] = searcher.call(lambda: describe_library(client, name))
-        mode = (body.mode or profile.mode).value
+        mode = library_mode(body.mode.value if body.mode else None, profile.mode.value)
         response = searcher.call(
             lambda: search_library(
                 client, name, body.latex, text=body.text, text_field=body.text_field,
                 text_weight=0.5 if body.text_weight is None else body.text_weight,
-                mode=mode if body.mode else ("fusion" if mode not in LIBRARY_MODES else mode),
+                mode=mode,
                 k=k, alpha=profile.alpha if body.alpha is None else body.alpha,
                 depth=body.depth or profile.depth, library=libraries[name],
                 encoder=searcher.encoder, profile=profile.label,
