@@ -16,10 +16,10 @@ held-out papers), scored in memory with its NumPy BM25 and its fusion (min-max i
 100, ``(1 - alpha) bm25 + alpha knn``).
 
 For each encoder it prints nDCG@10 of exact kNN and of the fusion at each alpha, over the same
-topics, and for every encoder after the first the mean paired difference from the first with its
-95% interval (the two-tailed paired t-test of ``mathsearch.evaluation.paired_test``). The first
-line is BM25 alone.
-docs/encoders.md quotes its figures (the towers of the later H200 leases).
+topics, and for every encoder after the first the mean paired difference from the first with its 95%
+interval (the two-tailed paired t-test of ``mathsearch.evaluation.paired_test``). The first line is
+BM25 alone. docs/research/2026-12-06-gcn-training-record.md quotes its figures (the towers of the
+later H200 leases).
 """
 
 from __future__ import annotations

@@ -38,8 +38,8 @@ in memory and on every topic, nDCG@10 of:
   possible score) instead of min-max, with the cosine min-maxed or raw, and BM25 divided by its
   top score with the raw cosine; each alpha chosen on the same halves.
 
-docs/tuning.md ("Beyond a linear fusion") has the figures. Nothing here is used by the search
-path; it records why the shipped modes stay linear fusions.
+docs/research/2026-12-06-tuning-record.md ("Beyond a linear fusion") has the figures. Nothing here
+is used by the search path; it records why the shipped modes stay linear fusions.
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ zero-shot, with the towers as trained:
   held-out papers), alone, fused with the NumPy BM25 instead of the pooled cosine, and as a third
   list beside BM25 and the pooled cosine.
 
-docs/tuning.md ("Beyond a linear fusion") has the figures. Nothing here is used by the search
-path: the index holds one vector per equation and field.
+docs/research/2026-12-06-tuning-record.md ("Beyond a linear fusion") has the figures. Nothing here
+is used by the search path: the index holds one vector per equation and field.
 """
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ sub-expressions it shares with the other equations of its paper. This script mea
   ``--alpha``) as ``bench/fuse_encoders.py`` fuses them, each with its paired difference from
   the same fusion without crops and the 95% interval of the paired t-test.
 
-docs/tuning.md ("Beyond a linear fusion") has the figures. Nothing here is used by the search
-path.
+docs/research/2026-12-06-tuning-record.md ("Beyond a linear fusion") has the figures. Nothing here
+is used by the search path.
 """
 
 from __future__ import annotations

@@ -13,14 +13,14 @@ window, ``(1 - alpha) bm25 + alpha / n sum_e cosine_e`` over the ``n`` fields (t
 the heavy ones). The cost moves from every indexed equation to ``K`` candidates per query.
 
 Scored in memory on the validation papers only (the relevance set of ``bench/fusion_prototypes
-.py``: 200 topics of the default model's validation papers, never the held-out ones), nDCG@10
-with the paired 95% interval against BM25 + the first field fused at the profile's alpha 0.4
-(the served default), and against the fusion of every field over the whole collection (what
-indexing all of them would give). Each re-ranking is scored twice: with the candidates' exact
-BM25 (``bm25``, what :mod:`mathsearch.opensearch.window_rerank` ships) and with the first
-stage's fused score in its place (``first``). It prints a JSON object of ``[nDCG@10, [mean
-difference, low, high]]`` per row, and logs each row as it is scored. docs/tuning.md ("A second
-stage") quotes its figures.
+.py``: 200 topics of the default model's validation papers, never the held-out ones), nDCG@10 with
+the paired 95% interval against BM25 + the first field fused at the profile's alpha 0.4 (the served
+default), and against the fusion of every field over the whole collection (what indexing all of them
+would give). Each re-ranking is scored twice: with the candidates' exact BM25 (``bm25``, what
+:mod:`mathsearch.opensearch.window_rerank` ships) and with the first stage's fused score in its
+place (``first``). It prints a JSON object of ``[nDCG@10, [mean difference, low, high]]`` per row,
+and logs each row as it is scored. docs/research/2026-12-06-tuning-record.md ("A second stage")
+quotes its figures.
 """
 
 from __future__ import annotations

@@ -24,7 +24,8 @@ has (a fastText-style model: Joulin et al., "Bag of tricks for efficient text cl
   ``bench/fusion_prototypes.py`` (never the held-out papers): kNN alone, fused with BM25, and
   fused three ways with BM25 and the shipped graph CNN's kNN (min-max in each top 100).
 
-docs/tuning.md ("Beyond a linear fusion") has the figures. Nothing here is used by the product.
+docs/research/2026-12-06-tuning-record.md ("Beyond a linear fusion") has the figures. Nothing here
+is used by the product.
 """
 
 from __future__ import annotations

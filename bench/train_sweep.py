@@ -21,12 +21,13 @@ For every run not finished under ``--out`` it calls, in order:
    default: issue 20's figure), the same triplets (seed 0) whatever the run's ``--seed``.
 
 Each step's output lands in ``RUN/`` (``train.json``, ``model.onnx``, ``ranking.json``), so a run
-that stopped half-way resumes at the step it lacks (a run stopped during training trains again
-from the start: its budget is a few minutes), and a finished run is skipped. The summary
-(``--out/sweep.json``) gives each run's steps, items per second of training, CPU seconds and
-ranking score. Search quality and embed speed are measured afterwards over all the runs' models at
-once, so that their figures come from one sitting: ``python bench/compare_encoders.py`` and
-``mathsearch bench embed --onnx ...`` (docs/encoders.md, "A sweep at a fixed CPU budget").
+that stopped half-way resumes at the step it lacks (a run stopped during training trains again from
+the start: its budget is a few minutes), and a finished run is skipped. The summary
+(``--out/sweep.json``) gives each run's steps, items per second of training, CPU seconds and ranking
+score. Search quality and embed speed are measured afterwards over all the runs' models at once, so
+that their figures come from one sitting: ``python bench/compare_encoders.py`` and ``mathsearch
+bench embed --onnx ...`` (docs/research/2026-12-06-gcn-training-record.md, "A sweep at a fixed CPU
+budget").
 """
 
 from __future__ import annotations

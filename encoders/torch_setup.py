@@ -34,8 +34,9 @@ def keep_large_allocations(threshold: int = LARGE_ALLOCATION_THRESHOLD) -> bool:
     anew and unmaps it when freed, so a training step whose activations are just above 32 MiB
     faults every page of them in again on each step: on this machine's CPU training with a
     BM25 negative per anchor (768 graphs a step) that was 3.3x slower, with 14x the page faults
-    and more than 40% of the time in the kernel (docs/encoders.md). The same as starting the
-    process with ``MALLOC_MMAP_THRESHOLD_``. Returns whether it was applied (False off glibc).
+    and more than 40% of the time in the kernel (docs/research/2026-12-06-gcn-training-record.md,
+    "BM25-mined hard negatives"). The same as starting the process with
+    ``MALLOC_MMAP_THRESHOLD_``. Returns whether it was applied (False off glibc).
     """
     if not sys.platform.startswith("linux"):
         return False

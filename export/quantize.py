@@ -125,10 +125,11 @@ def row_scaled_int8(
     min_inner``, replaced by its row-scaled int8 form (module docstring), and how many were.
 
     The weight may be an initializer or reached through ``Identity`` nodes (the exporter merges
-    equal tensors that way). Products of two computed tensors, ``Gemm`` nodes and narrow
-    products stay float32: below ``K = 256`` the two extra passes over the rows cost more than
-    the integer product saves (gcn-v7's 128-wide towers embedded at 0.92-0.93x of float32 with
-    every product quantised; gcn-v9's 512-wide ones at 1.12-1.34x, docs/export.md, "int8").
+    equal tensors that way). Products of two computed tensors, ``Gemm`` nodes and narrow products
+    stay float32: below ``K = 256`` the two extra passes over the rows cost more than the integer
+    product saves (gcn-v7's 128-wide towers embedded at 0.92-0.93x of float32 with every product
+    quantised; gcn-v9's 512-wide ones at 1.12-1.34x,
+    docs/research/2026-12-06-embedding-runtime-record.md).
 
     Raises:
         ExportError: nothing in the graph can be quantised.

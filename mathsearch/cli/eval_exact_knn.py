@@ -2,10 +2,10 @@
 
 Plug-in of :mod:`mathsearch.cli.families` (``register`` / ``run``; no torch, no cluster). The
 relevance set is the one ``eval retrieval --task`` builds (same ``--papers``, ``--topics``,
-``--seed``, ``--held-out`` / ``--validation``); each ``--onnx`` model embeds the collection in
-ONNX Runtime and ranks it exactly (:mod:`mathsearch.evaluation.exact_knn`), beside the BoW
-cosine of the same featurisation. It is how encoders are compared before one is indexed: the
-training sweep of docs/encoders.md chose its model on ``--validation`` this way.
+``--seed``, ``--held-out`` / ``--validation``); each ``--onnx`` model embeds the collection in ONNX
+Runtime and ranks it exactly (:mod:`mathsearch.evaluation.exact_knn`), beside the BoW cosine of the
+same featurisation. It is how encoders are compared before one is indexed: the training sweep of
+docs/research/2026-12-06-gcn-training-record.md chose its model on ``--validation`` this way.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ INDEX_EXAMPLES = """\
       --encoders gcn,export/models/gcn-v8.onnx --no-pya0   (both graph CNNs' fields fused)
   M=export/models; mathsearch eval retrieval --task same-document --held-out -o eval-sd-ho-4f \\
       --topics 800 --encoders gcn,$M/gcn-v8.onnx,$M/gcn-v9.onnx,$M/gcn-v10.onnx --no-pya0
-      (four graph CNNs' fields: docs/evaluation.md, "Four graph CNN fields")
+      (four graph CNNs' fields; runs: docs/research/2026-12-06-evaluation-record.md)
   mathsearch eval retrieval --task same-document --validation -o eval-sd-v7 --topics 800 \
       --no-rerank --no-pya0   (the first stage alone, without the default profile's rerank)
   mathsearch eval retrieval --task same-document -o eval-small --papers 10 --topics 20 \\

@@ -1,13 +1,13 @@
 """The papers the default model never trained on, for ``eval retrieval --task same-document``.
 
 The model card (``MATHSEARCH_MODEL``, else the shipped default) records the paper split of its
-training run (test fraction, seed, limit) and the size of the corpus (equations, papers); a
-model trained with ``--shared-data`` records the size of the ``hepth2003`` corpus whose test side
-it held out of every source (:mod:`mathsearch.encoders.shared_corpus`). The
-corpus of the shipped model is ``../shared/data/hepth2003`` (equation.txt + eqnarray.txt,
-docs/export.md); :func:`held_out_papers` rebuilds it with the same featurisation, redoes
-:meth:`EquationCorpus.split_by_paper` and returns the test side's paper ids. A rebuilt corpus
-of another size means other sources: refused rather than guessed. No torch is imported.
+training run (test fraction, seed, limit) and the size of the corpus (equations, papers); a model
+trained with ``--shared-data`` records the size of the ``hepth2003`` corpus whose test side it held
+out of every source (:mod:`mathsearch.encoders.shared_corpus`). The corpus of the shipped model is
+``../shared/data/hepth2003`` (equation.txt + eqnarray.txt, docs/encoders.md, "The shared training
+data"); :func:`held_out_papers` rebuilds it with the same featurisation, redoes
+:meth:`EquationCorpus.split_by_paper` and returns the test side's paper ids. A rebuilt corpus of
+another size means other sources: refused rather than guessed. No torch is imported.
 
 Example::
 

@@ -2,7 +2,8 @@
 
 A grid of 66 configurations tuned on a few hundred topics always has a best, but the best is often
 within the noise of the profile users already search with: picking it then chases the topics, not
-the collection (docs/evaluation.md found 7 to 26 of 66 configurations within p >= 0.05 of the
+the collection (docs/research/2026-12-06-evaluation-record.md found 7 to 26 of 66 configurations
+within p >= 0.05 of the
 best). The rule is a pure function over a :class:`~mathsearch.evaluation.tuning.TuneResult`:
 
 * :attr:`Selection.BEST` - the configuration with the highest mean of the metric (grid order breaks

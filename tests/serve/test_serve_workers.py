@@ -34,9 +34,10 @@ async def _searches(url: str, count: int) -> list[httpx.Response]:
 
 @pytest.mark.services
 def test_two_worker_processes_serve_one_port(equation_alias: str, tmp_path: Any) -> None:
-    # the default profile's second stage embeds each query's 50 candidates on the CPU (0.35-0.7 s
-    # cold, docs/tuning.md), so twelve searches at once outlast the default 1 s queue: this test
-    # is about two processes on one port, not about shedding load
+    # the sample index has no second-stage fields, so the default profile embeds each query's
+    # 50 candidates on the CPU (0.35-0.7 s cold, docs/research/2026-12-06-tuning-record.md) and
+    # twelve searches at once outlast the default 1 s queue: this test is about two processes on
+    # one port, not about shedding load
     server = ServeProcess(
         equation_alias,
         env=serve_env(rate=0, workers=2, queue_timeout=60),
