@@ -8,8 +8,9 @@
 #   ./deploy/run.sh mathsearch ARGS...   any mathsearch command in the runtime venv, e.g.
 #                              `./deploy/run.sh mathsearch stack down`
 # Caches live outside the clone (MATHSEARCH_CACHE_DIR, default /var/cache/mathsearch as root,
-# ~/.cache/mathsearch otherwise): the venv is keyed by pyproject.toml and the Python version,
-# the assembled OpenSearch by its artifact lock; pip and Maven keep their own caches.
+# ~/.cache/mathsearch otherwise): the dependencies' venv is keyed by pyproject.toml, the Python
+# version and the flavour, each clone's overlay venv (its own editable mathsearch) by the clone's
+# path; the assembled OpenSearch by its artifact lock; pip and Maven keep their own caches.
 set -euo pipefail
 
 mode="${1:-}"
@@ -41,28 +42,65 @@ case "$mode" in
   demo|mathsearch) flavour=runtime; extras="" ;;
   *) flavour=full; extras="[dev,train]" ;;
 esac
-key="$( (cat pyproject.toml; echo "$pyver $flavour") | sha256sum | cut -c1-16)"
+# Two layers, so that no clone ever re-points another's environment and nothing is installed
+# again until pyproject.toml changes:
+# - the dependencies, in a venv shared by every clone with the same pyproject.toml (keyed by it,
+#   the Python version and the flavour); mathsearch itself is not installed there;
+# - this clone's mathsearch, in a small overlay venv keyed by the clone's path and that key: it
+#   sees the shared venv's packages through a .pth file and holds only the editable install of
+#   this clone (and the `mathsearch` command). Overlays of clones that no longer exist are removed.
+key="$( (cat pyproject.toml; echo "$pyver $flavour dependencies-only") | sha256sum | cut -c1-16)"
 venv="$MATHSEARCH_CACHE_DIR/venv/py$pyver-$flavour-$key"
-mkdir -p "$MATHSEARCH_CACHE_DIR/venv"
+clone_key="$( (echo "$repo"; echo "$key") | sha256sum | cut -c1-16)"
+overlay="$MATHSEARCH_CACHE_DIR/venv/clones/$clone_key"
+mkdir -p "$MATHSEARCH_CACHE_DIR/venv/clones"
 
-if [ ! -x "$venv/bin/mathsearch" ] || [ ! -f "$venv/.complete" ]; then
+if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
   echo "==> creating the $flavour virtualenv $venv (first run for this pyproject.toml)"
   rm -rf "$venv"
   "$python" -m venv "$venv"
-  # pip's own output (setuptools' notices on the editable install) only when it fails
-  if ! out="$("$venv/bin/pip" install -q --upgrade pip setuptools 2>&1 &&
-    "$venv/bin/pip" install -q -e ".$extras" 2>&1)"; then
+  # The requirements of pyproject.toml (the build system's too: the editable install of each
+  # clone builds without isolation), not the project.
+  "$python" - "$flavour" >"$venv/requirements.txt" <<'PY'
+import sys
+import tomllib
+
+with open("pyproject.toml", "rb") as handle:
+    meta = tomllib.load(handle)
+extras = ["dev", "train"] if sys.argv[1] == "full" else []
+requirements = [*meta["build-system"]["requires"], *meta["project"]["dependencies"]]
+for extra in extras:
+    requirements += meta["project"]["optional-dependencies"][extra]
+print("\n".join(dict.fromkeys(requirements)))
+PY
+  # pip's own output only when it fails
+  if ! out="$("$venv/bin/pip" install -q --upgrade pip 2>&1 &&
+    "$venv/bin/pip" install -q -r "$venv/requirements.txt" 2>&1)"; then
     echo "$out" >&2; exit 1
   fi
   touch "$venv/.complete"
-else
-  # The venv is shared by every clone with the same pyproject.toml: point it at this one.
-  if ! out="$("$venv/bin/pip" install -q --no-deps --no-build-isolation -e . 2>&1)"; then
+fi
+
+for stale in "$MATHSEARCH_CACHE_DIR"/venv/clones/*/; do
+  if [ -f "$stale.clone" ] && [ ! -d "$(cat "$stale.clone")" ]; then rm -rf "$stale"; fi
+done
+if [ ! -x "$overlay/bin/mathsearch" ] || [ ! -f "$overlay/.complete" ]; then
+  echo "==> installing this clone's mathsearch into $overlay"
+  rm -rf "$overlay"
+  "$python" -m venv --without-pip "$overlay"
+  site="$("$overlay/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  shared="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  # addsitedir, not a bare path: the shared venv's own .pth files are read too
+  echo "import site; site.addsitedir('$shared')" >"$site/zz_mathsearch_dependencies.pth"
+  if ! out="$("$overlay/bin/python" -m pip install -q --no-deps --no-build-isolation -e . 2>&1)"; then
     echo "$out" >&2; exit 1
   fi
+  echo "$repo" >"$overlay/.clone"
+  touch "$overlay/.complete"
 fi
-export PATH="$venv/bin:$PATH"
-export VIRTUAL_ENV="$venv"
+# The overlay first (python, mathsearch), then the shared tools (ruff, pytest, celery, ...).
+export PATH="$overlay/bin:$venv/bin:$PATH"
+export VIRTUAL_ENV="$overlay"
 
 case "$mode" in
   demo)

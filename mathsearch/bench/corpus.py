@@ -213,7 +213,9 @@ def add_field_vectors(
     return {name: round(seconds, 1) for name, seconds in spent.items()}
 
 
-def _corpus_key(sources: Sequence[str], fmt: str | None, encoder: Any, converter: str) -> str:
+def _corpus_key(
+    sources: Sequence[str], fmt: str | None, encoder: Any, converter: str, held_out: int = HELD_OUT
+) -> str:
     parts: dict[str, Any] = {
         "version": CACHE_VERSION,
         "model_sha256": encoder.card.sha256,
@@ -221,7 +223,7 @@ def _corpus_key(sources: Sequence[str], fmt: str | None, encoder: Any, converter
         "converter": converter,
         "format": fmt,
         "seed": SHUFFLE_SEED,
-        "held": HELD_OUT,
+        "held": held_out,
         "sources": [],
     }
     for source in sources:
@@ -251,15 +253,17 @@ def load_corpus(
     cache_root: Path,
     *,
     progress: bool = True,
+    held_out: int = HELD_OUT,
 ) -> BenchCorpus:
-    """The featurised, embedded unique equations of ``sources`` (from the cache when there)."""
+    """The featurised, embedded unique equations of ``sources`` (from the cache when there), the
+    last ``held_out`` of them (after the shuffle) held out as queries."""
     from mathsearch.indexer.extract import extract
     from mathsearch.indexer.parse import Featuriser
     from mathsearch.indexer.records import Failure
 
     featuriser = Featuriser()
     converter = getattr(featuriser.settings, "converter", "python")
-    key = _corpus_key(sources, fmt, encoder, converter)
+    key = _corpus_key(sources, fmt, encoder, converter, held_out)
     folder = cache_root / key
     meta_path, docs_path, vectors_path = (
         folder / "meta.json",
@@ -333,9 +337,10 @@ def load_corpus(
     finally:
         bar.close()
         featuriser.close()
-    if len(docs) <= HELD_OUT:
+    if len(docs) <= held_out:
         raise MathsearchOpenSearchError(
-            f"the sources hold {len(docs)} parsable unique equations: need more than {HELD_OUT}"
+            f"the sources hold {len(docs)} parsable unique equations: need more than {held_out} "
+            "(the held-out queries; fewer with --held-out-queries)"
         )
     vectors = np.concatenate(vector_parts).astype(np.float32)
     order = np.random.default_rng(SHUFFLE_SEED).permutation(len(docs))
@@ -352,7 +357,7 @@ def load_corpus(
         "failed": sum(failures.values()),
         "failures": dict(failures.most_common(20)),
         "unique": len(docs),
-        "held_out": HELD_OUT,
+        "held_out": held_out,
         "parse_s": round(parse_s, 1),
         "embed_s": round(embed_s, 1),
     }
@@ -366,8 +371,8 @@ def load_corpus(
     (folder / "vectors.tmp.npy").replace(vectors_path)
     meta_path.write_text(json.dumps(meta, indent=2), encoding="utf-8")
     logger.info("cached %d equations under %s", len(docs), folder)
-    held = docs[-HELD_OUT:]
-    docs = docs[:-HELD_OUT]
+    held = docs[-held_out:]
+    docs = docs[:-held_out]
     stats = {**meta, "cached": False, "indexable": len(docs)}
     return BenchCorpus(docs, vectors[: len(docs)], held, stats, folder, key)
 

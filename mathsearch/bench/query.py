@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from mathsearch.bench.corpus import (
+    HELD_OUT,
     REPLICA_VECTORS,
     add_field_vectors,
     default_query_sources,
@@ -215,6 +216,7 @@ def bench_query(
     progress: bool = True,
     rerank: Sequence[str] = (),
     rerank_window: int = 50,
+    held_out: int = HELD_OUT,
 ) -> dict[str, Any]:
     """Run the benchmark (module docstring); a JSON-able report. ``rerank`` encoders add a
     ``<mode>+rerank`` row after each hybrid mode of ``modes``: the same search with the second
@@ -246,6 +248,7 @@ def bench_query(
         encoder,
         settings.cache_dir / "bench-query",
         progress=progress,
+        held_out=held_out,
     )
     extra_s = add_field_vectors(corpus, extra, progress=progress)
     model_encoder = ModelQueryEncoder()

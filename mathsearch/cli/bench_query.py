@@ -8,11 +8,11 @@ import logging
 import textwrap
 from typing import Any
 
-from mathsearch.bench.corpus import REPLICA_VECTORS
+from mathsearch.bench.corpus import HELD_OUT, REPLICA_VECTORS
 from mathsearch.bench.query import DEFAULT_MODES, DEFAULT_SIZES, bench_query
 from mathsearch.bench.query_report import format_bench_query
 from mathsearch.bench.timing import MODES
-from mathsearch.cli.common import RAW_HELP, emit_report, fail
+from mathsearch.cli.common import RAW_HELP, emit_report, fail, positive_int
 from mathsearch.core.errors import MathsearchOpenSearchError
 from mathsearch.export.errors import ExportError
 from mathsearch.indexer.errors import IndexerError
@@ -128,6 +128,14 @@ def add_bench_query(bench_cmds: Any) -> None:
     parser.add_argument(
         "--force-merge", action="store_true", help="merge each index to one segment first"
     )
+    parser.add_argument(
+        "--held-out-queries",
+        type=positive_int,
+        default=HELD_OUT,
+        metavar="N",
+        help="corpus equations held out of every index as queries (default %(default)s; a "
+        "corpus needs more unique equations than this)",
+    )
     parser.add_argument("--report", metavar="JSON", help="also write the JSON report here")
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -193,6 +201,7 @@ def run_bench_query(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             rerank=parse_encoders(args.rerank) if args.rerank else (),
             rerank_window=args.rerank_window,
+            held_out=args.held_out_queries,
         )
     except Exception as exc:
         return _failed(exc)

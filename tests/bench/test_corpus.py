@@ -76,3 +76,5 @@ def test_the_corpus_cache_key_follows_the_sources_content_not_their_mtime(tmp_pa
     assert _corpus_key([str(source)], None, encoder, "python") == first
     source.write_text("x^2 + y^3\n")  # same size, other content
     assert _corpus_key([str(source)], None, encoder, "python") != first
+    second = _corpus_key([str(source)], None, encoder, "python")
+    assert _corpus_key([str(source)], None, encoder, "python", 40) != second  # other queries
