@@ -75,6 +75,14 @@ def write_corpus(corpus: EquationCorpus, path: str | os.PathLike[str]) -> Path:
     return path
 
 
+def _node_rows(
+    block: np.ndarray, a: int, b: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Copies of nodes ``a:b``'s five id columns (``_COLUMNS``' order) of ``block``."""
+    tag_ids, attr_ids, char_ids, positions, parents = (block[r, a:b].copy() for r in range(5))
+    return tag_ids, attr_ids, char_ids, positions, parents
+
+
 def read_corpus(path: str | os.PathLike[str], vocab_hash: str | None = None) -> dict[str, Any]:
     """The constructor arguments of the corpus in ``path`` (graphs, ids, papers, sections, ...).
 
@@ -98,8 +106,7 @@ def read_corpus(path: str | os.PathLike[str], vocab_hash: str | None = None) -> 
     sizes = tuple(header["sizes"])
     bounds = zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)
     graphs = [
-        EquationGraph(*(block[r, a:b].copy() for r in range(5)), header["vocab_hash"], sizes)
-        for a, b in bounds
+        EquationGraph(*_node_rows(block, a, b), header["vocab_hash"], sizes) for a, b in bounds
     ]
     papers, sections = header["papers"], header["sections"]
     return {

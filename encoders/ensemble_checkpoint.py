@@ -22,7 +22,7 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -101,7 +101,8 @@ def member_towers(data: dict[str, Any], path: Path) -> tuple[list[GraphCNN], lis
         raise CheckpointError(f"{path}: {exc}") from exc
     model.eval()
     if isinstance(model, GCNEnsemble):
-        return list(model.towers), tower_weights(model.weights, len(model.towers))
+        towers = [cast(GraphCNN, tower) for tower in model.towers]  # an ensemble's are GraphCNNs
+        return towers, tower_weights(model.weights, len(model.towers))
     return [model], [1.0]
 
 

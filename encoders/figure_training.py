@@ -17,6 +17,7 @@ Adam, learning rate 0.01, batch 64, 3 epochs (seed section 5.1). Checkpoints are
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -256,7 +257,7 @@ def save_figure_checkpoint(
 
 
 def load_figure_checkpoint(
-    path: str | Path,
+    path: str | os.PathLike[str],
 ) -> tuple[FigureEncoder, FigureVocabulary, dict[str, Any]]:
     """The model (eval mode), its vocabulary and the checkpoint's other entries.
 

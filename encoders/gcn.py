@@ -460,14 +460,13 @@ class GraphCNN(nn.Module):
         weight = self.input_layer.linear.weight  # (hidden, in_dim)
         table = torch.cat((weight.t(), weight.new_zeros(1, weight.size(0))))
         none = self.config.in_dim
-        rows = None
-        offset = 0
-        for ids, size in zip((tag, attr, char), self.config.sizes, strict=True):
+        tag_size, attr_size, _ = self.config.sizes
+
+        def part(ids: Tensor, offset: int) -> Tensor:
             index = torch.where(ids >= 0, ids + offset, torch.full_like(ids, none))
-            part = table.index_select(0, index)
-            rows = part if rows is None else rows + part
-            offset += size
-        return rows
+            return table.index_select(0, index)
+
+        return part(tag, 0) + part(attr, tag_size) + part(char, tag_size + attr_size)
 
     def forward_ids(  # noqa: PLR0917 - the packed batch's tensors, as embed_tensors takes them
         self,

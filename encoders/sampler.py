@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -172,11 +173,11 @@ class TripletSampler:
         """Restart the generator from ``seed``."""
         self.rng = np.random.default_rng(seed)
 
-    def get_state(self) -> dict:
-        """The generator state (JSON-able), for checkpoints."""
+    def get_state(self) -> Mapping[str, Any]:
+        """The generator state (a JSON-able dict), for checkpoints."""
         return self.rng.bit_generator.state
 
-    def set_state(self, state: dict) -> None:
+    def set_state(self, state: Mapping[str, Any]) -> None:
         self.rng.bit_generator.state = state
 
     def restrict_anchors(self, papers: np.ndarray | None) -> int:
@@ -274,7 +275,7 @@ class TripletSampler:
 
     def _negatives(self, anchors: np.ndarray) -> np.ndarray:
         n_papers = self.corpus.num_papers
-        papers = self.rng.integers(0, n_papers, anchors.shape[0])
+        papers = self.rng.integers(0, n_papers, int(anchors.shape[0]))
         if self.negatives == "unrelated":
             anchor_papers = self.corpus.eq_paper[anchors]
             for _ in range(1000):

@@ -155,7 +155,8 @@ def split_clusters(
 ) -> tuple[list[list[tuple[str, ...]]], list[list[tuple[str, ...]]]]:
     """``(train, held_out)`` by a stable hash of each cluster's first member (same split every
     run, whatever the file order)."""
-    train, test = [], []
+    train: list[list[tuple[str, ...]]] = []
+    test: list[list[tuple[str, ...]]] = []
     for cluster in clusters:
         key = zlib.crc32((salt + " ".join(cluster[0])).encode("utf-8")) / 2**32
         (test if key < held_out else train).append(cluster)

@@ -93,18 +93,19 @@ class TripletBatches:
         if config.triplet_pool:
             self.pool = self.sampler.sample_arrays(config.triplet_pool)
             logger.info("triplet pool: %s", self.pool.kind_counts())
-        if packed is None and (config.hard_batches or config.bm25_negatives):
-            packed = PackedCorpus.from_corpus(corpus)
         #: papers of each notation group (``hard_batches``), as one array per group
         self.group_papers: list[np.ndarray] = []
-        if config.hard_batches:
-            self.group_papers = _notation_group_papers(corpus, config, packed)
         #: ``bm25_negatives``: each equation's best BM25 matches among other papers (-1: none)
         self.lexical: np.ndarray | None = None
-        if config.bm25_negatives:
-            self.lexical = mine_lexical_negatives(
-                packed, corpus.eq_paper, int(config.bm25_negatives)
-            )
+        if config.hard_batches or config.bm25_negatives:
+            if packed is None:
+                packed = PackedCorpus.from_corpus(corpus)
+            if config.hard_batches:
+                self.group_papers = _notation_group_papers(corpus, config, packed)
+            if config.bm25_negatives:
+                self.lexical = mine_lexical_negatives(
+                    packed, corpus.eq_paper, int(config.bm25_negatives)
+                )
 
     def _lexical_negatives(self, triplets: TripletArrays, step: int) -> TripletArrays:
         """``triplets`` with each negative one of its anchor's mined BM25 matches, drawn
@@ -248,6 +249,7 @@ class TrainState:
             params += list(self.heads.parameters())
         self.similarity = similarity_loss(config).to(self.device)
         params += list(self.similarity.parameters())  # infonce: the learned scale
+        self.optimizer: torch.optim.Optimizer
         if config.weight_decay:
             self.optimizer = torch.optim.AdamW(
                 params, lr=config.lr, weight_decay=config.weight_decay
@@ -308,7 +310,10 @@ class TrainState:
 
     def end_epoch(self, recent: list[dict[str, float]]) -> None:
         """Keep and log the mean losses of the epoch that just ended."""
-        summary = {"epoch": self.step // self.steps_per_epoch, "step": self.step}
+        summary: dict[str, float] = {
+            "epoch": self.step // self.steps_per_epoch,
+            "step": self.step,
+        }
         for key in ("loss", "similarity", "masking"):
             summary[key] = float(np.mean([x[key] for x in recent]))
         self.epochs.append(summary)
@@ -406,9 +411,10 @@ class TrainState:
         if config.loss != "infonce" or config.bm25_negatives:
             parts.append(triplets.negatives)
         order = np.concatenate(parts)
-        step_graphs = None  # the step's graphs as a packed corpus (crops in place)
+        # the step's graphs as a packed corpus (crops in place)
+        step_graphs: PackedCorpus | None = None
         if self.packed is not None and config.crop_rate:
-            step_graphs = self._cropped_graphs(order, len(triplets), step)
+            step_graphs = self._cropped_graphs(self.packed, order, len(triplets), step)
             batch = step_graphs.batch(np.arange(order.size))
         elif self.packed is not None:
             batch = self.packed.batch(order)
@@ -438,17 +444,20 @@ class TrainState:
         if self.packed is not None and not config.amp:  # autocast sums row-wise (gcn.aggregate)
             adjacency = tree_adjacency(batch.edge_index, int(batch.x_tag.numel())).coalesce()
         prior = None
-        if self.lexical_prior is not None:  # anchors as queries, the candidates as documents
+        # anchors as queries, the candidates as documents (the prior exists only when packed)
+        if self.lexical_prior is not None and self.packed is not None:
             if step_graphs is None:
                 step_graphs = packed_with_crops(self.packed, order, {})
             beta = row_min_max(self.lexical_prior.scores(step_graphs, len(triplets)))
             prior = torch.from_numpy(beta * np.float32(config.bm25_prior))
         return PreparedBatch(batch, masked, mask, targets, ignore, adjacency, prior, positives)
 
-    def _cropped_graphs(self, order: np.ndarray, pairs: int, step: int) -> PackedCorpus:
-        """``order``'s graphs with a ``crop_rate`` share of the anchors (the first ``pairs``
-        slots, updated in place) replaced by a sub-formula crop of their pair's positive."""
-        packed = self.packed
+    def _cropped_graphs(
+        self, packed: PackedCorpus, order: np.ndarray, pairs: int, step: int
+    ) -> PackedCorpus:
+        """``order``'s graphs (of ``packed``, the run's packed corpus) with a ``crop_rate``
+        share of the anchors (the first ``pairs`` slots, updated in place) replaced by a
+        sub-formula crop of their pair's positive."""
         rng = np.random.default_rng([self.config.seed, 6, step])
         crops = {}
         for i in np.flatnonzero(rng.random(pairs) < self.config.crop_rate).tolist():
@@ -499,6 +508,8 @@ class TrainState:
             similarity = self.similarity(anchor, positive, negative)
         loss, masking = similarity, torch.zeros((), device=similarity.device)
         if self.heads is not None:
+            if prepared.mask is None or prepared.targets is None:
+                raise TrainingError("masking is on, but the batch was prepared without masks")
             logits = self.heads(states, prepared.mask.to(self.device))
             t = prepared.targets
             masking = masked_feature_loss_fn(
@@ -532,7 +543,7 @@ class TrainState:
             "loss": loss.item(),
             "similarity": similarity.item(),
             "masking": masking.item(),
-            "lr": lr,
+            "lr": float(lr),
         }
 
     def checkpoint(self) -> Path | None:

@@ -131,7 +131,7 @@ def fold_batch_norm(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
             and rank is not None
             and rank >= 2
         )
-        if not foldable:
+        if not foldable or rank is None:  # (foldable implies a known rank)
             nodes.append(node)
             continue
         gamma, beta, mean, var = (constants[name] for name in node.input[1:])

@@ -26,7 +26,7 @@ import statistics
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,10 @@ def _median_rates(times: list[tuple[float, float]], count: int) -> tuple[float, 
     total = statistics.median(prep + run for prep, run in times)
     model = statistics.median(run for _, run in times)
     return count / max(total, 1e-12), count / max(model, 1e-12)
+
+
+#: ``(runner, graphs, batch) -> (prep, run)``: a runtime's timing of one pass over ``graphs``
+_Timer = Callable[[Any, Sequence[EquationGraph], int], tuple[float, float]]
 
 
 def _time_onnx(session: Any, graphs: Sequence[EquationGraph], batch: int) -> tuple[float, float]:
@@ -142,7 +146,7 @@ def bench_embed(
             export_gcn(model, Path(tmp) / "bench.onnx"), device=device, threads=threads
         )
         providers = session.get_providers()
-        runtimes = [("onnxruntime", session, _time_onnx)]
+        runtimes: list[tuple[str, Any, _Timer]] = [("onnxruntime", session, _time_onnx)]
         if with_torch:
             torch_model = model.to("cuda" if providers[0] == CUDA else "cpu")
             runtimes.append(("torch-eager", torch_model, _time_torch))

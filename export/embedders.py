@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from mathsearch.core.paths import ARCHIVED_MODELS
 from mathsearch.export.embedder_base import Embedder, EmbedRefusal, OnnxEmbedder
 from mathsearch.export.errors import ModelCardError
 from mathsearch.export.families import FAMILY_REGISTRY
@@ -40,6 +41,7 @@ from mathsearch.export.settings import DEFAULT_MODEL_PATH
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "ARCHIVE_DIR",
     "DEFAULT_VERSIONS",
     "FAMILIES",
     "FAMILY_RUNTIMES",
@@ -59,6 +61,8 @@ __all__ = [
 
 #: Where the shipped default models live.
 MODELS_DIR = DEFAULT_MODEL_PATH.parent
+#: Where a checkout keeps the superseded models, out of the wheel (models/README.md).
+ARCHIVE_DIR = ARCHIVED_MODELS
 
 #: The shipped default version of a family other than gcn, where it is not 1.
 DEFAULT_VERSIONS: dict[str, int] = {"seq2seq": 2}
@@ -72,9 +76,11 @@ FAMILIES = tuple(FAMILY_RUNTIMES)
 def default_model_path(family: str) -> Path:
     """The model a family uses when none is named: ``MATHSEARCH_MODEL_<FAMILY>`` if set
     (``MATHSEARCH_MODEL`` for ``gcn``, as before), else the shipped default: for ``gcn``
-    :data:`~mathsearch.export.settings.DEFAULT_MODEL_PATH` (``gcn-v7.onnx``; gcn-v1 to gcn-v6
-    stay loadable by path), ``<family>-v<N>.onnx`` for the others (:data:`DEFAULT_VERSIONS`:
-    ``seq2seq-v2.onnx``, v1 loadable by path; ``-v1`` for bitmap and figure).
+    :data:`~mathsearch.export.settings.DEFAULT_MODEL_PATH` (``gcn-v7.onnx``),
+    ``<family>-v<N>.onnx`` for the others (:data:`DEFAULT_VERSIONS`: ``seq2seq-v2.onnx``; ``-v1``
+    for bitmap and figure). The superseded models (gcn-v1 to gcn-v6, gcn-v11, seq2seq-v1) are not
+    in the wheel: a checkout keeps them in ``models/`` (:data:`ARCHIVE_DIR`, models/README.md),
+    loadable by path or by file name (:func:`shipped_or_path`).
 
     Raises:
         ModelCardError: an unknown family.
@@ -92,16 +98,22 @@ def default_model_path(family: str) -> Path:
 
 def shipped_or_path(name: str) -> str:
     """A family as it is; an ``.onnx`` path as given when it exists, else the shipped model of
-    that file name (``gcn-v8.onnx`` in ``mathsearch/export/models``), so that a profile, a
-    setting or a flag can name shipped models whatever the working directory.
+    that file name (``gcn-v8.onnx`` in ``mathsearch/export/models``), else, in a checkout, the
+    superseded model of that name in :data:`ARCHIVE_DIR` (``gcn-v11.onnx`` in ``models/``), so
+    that a profile, a setting or a flag can name models whatever the working directory.
 
-    >>> shipped_or_path("gcn"), Path(shipped_or_path("gcn-v8.onnx")).parent.name
-    ('gcn', 'models')
+    >>> shipped_or_path("gcn"), Path(shipped_or_path("gcn-v8.onnx")).parent == MODELS_DIR
+    ('gcn', True)
+    >>> Path(shipped_or_path("gcn-v11.onnx")).parent == ARCHIVE_DIR  # in a checkout
+    True
     """
     if not name.endswith(".onnx") or Path(name).is_file():
         return name
-    shipped = MODELS_DIR / Path(name).name
-    return str(shipped) if shipped.is_file() else name
+    for folder in (MODELS_DIR, ARCHIVE_DIR):
+        found = folder / Path(name).name
+        if found.is_file():
+            return str(found)
+    return name
 
 
 def parse_encoders(spec: str | Sequence[str]) -> list[str]:

@@ -45,12 +45,12 @@ import copy
 import logging
 import os
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import torch
 from torch import Tensor, nn
 
-from mathsearch.encoders.gcn import GraphCNN
+from mathsearch.encoders.gcn import GraphCNN, SumGraphConv
 from mathsearch.encoders.gcn_ensemble import GCNEnsemble, ensemble_embed
 from mathsearch.export.graph_batch import INPUT_NAMES
 from mathsearch.export.onnx_file import IR_VERSION, OPSET, write_onnx
@@ -155,7 +155,9 @@ def aggregation_plan(edge_index: Tensor, num_nodes: int | Tensor) -> Aggregation
     """
     source, target = edge_index[0], edge_index[1]
     edges = target.size(0)
-    counts = torch.zeros(num_nodes, dtype=torch.long).scatter_add(
+    # ``num_nodes`` is a 0-dim tensor while the exporter traces (sizes are tensors then), which
+    # torch's factories take as a size or fill value; their stubs allow only ints
+    counts = torch.zeros(num_nodes, dtype=torch.long).scatter_add(  # type: ignore[arg-type]
         0, target, torch.ones_like(target)
     )
     order = torch.argsort(target)
@@ -163,7 +165,8 @@ def aggregation_plan(edge_index: Tensor, num_nodes: int | Tensor) -> Aggregation
     rank = torch.arange(edges) - (torch.cumsum(counts, 0) - counts).index_select(0, target)
     inside = rank < SLOTS
     where = torch.where(inside, rank * num_nodes + target, SLOTS * num_nodes + torch.arange(edges))
-    slots = torch.full((SLOTS * num_nodes + edges,), num_nodes, dtype=torch.long)
+    size = (SLOTS * num_nodes + edges,)
+    slots = torch.full(size, num_nodes, dtype=torch.long)  # type: ignore[arg-type]
     slots = slots.scatter(0, where, source)[: SLOTS * num_nodes]
     past = torch.nonzero(~inside).squeeze(1)
     past_target, past_source = target.index_select(0, past), source.index_select(0, past)
@@ -177,7 +180,7 @@ def aggregation_plan(edge_index: Tensor, num_nodes: int | Tensor) -> Aggregation
         overflow_rows=past_source,
         overflow_segments=torch.cumsum(starts.long(), 0) - 1,
         overflow_counts=torch.cat((heads, heads.new_full((1,), runs)))[1:] - heads,
-        overflow_of=torch.zeros(num_nodes, dtype=torch.long).scatter(
+        overflow_of=torch.zeros(num_nodes, dtype=torch.long).scatter(  # type: ignore[arg-type]
             0, overflowing, torch.arange(1, overflowing.size(0) + 1)
         ),
     )
@@ -275,7 +278,8 @@ class GCNOnnxModule(nn.Module):
         positions = pos.clamp(0, model.config.max_position - 1)
         first = first + model.alpha * model.position_table.index_select(0, positions)
         h = torch.relu(planned_aggregate(first, plan) + model.input_layer.bias)
-        for norm, conv in zip(model.norms, model.convs, strict=True):
+        for norm, layer in zip(model.norms, model.convs, strict=True):
+            conv = cast(SumGraphConv, layer)  # GraphCNN's convs are SumGraphConv layers
             h = torch.relu(planned_aggregate(conv.linear(norm(h)), plan) + conv.bias)
         # the mean and the linear projection commute: project the nodes to out_dim first, so
         # the pooling sums 64 columns instead of 512 (same value, an eighth of the work)
@@ -295,7 +299,8 @@ class GCNEnsembleOnnxModule(nn.Module):
 
     def __init__(self, model: GCNEnsemble) -> None:
         super().__init__()
-        self.towers = nn.ModuleList(GCNOnnxModule(tower) for tower in model.towers)
+        # the ensemble's towers are GraphCNNs (its ModuleList types them as modules)
+        self.towers = nn.ModuleList(GCNOnnxModule(cast(GraphCNN, tower)) for tower in model.towers)
         self.mix = model.mix
         self.weights = model.weights
 
@@ -303,7 +308,10 @@ class GCNEnsembleOnnxModule(nn.Module):
         """``inputs``: :class:`GCNOnnxModule`'s seven, in its order (one plan for every tower)."""
         tag, attr, char, pos, edge_index, batch_index, ptr = inputs
         plan = aggregation_plan(edge_index, tag.size(0))
-        parts = [tower.embed(tag, attr, char, pos, plan, batch_index, ptr) for tower in self.towers]
+        parts = [
+            cast(GCNOnnxModule, tower).embed(tag, attr, char, pos, plan, batch_index, ptr)
+            for tower in self.towers
+        ]
         return ensemble_embed(parts, self.mix.weight, self.mix.bias, self.weights)
 
 
@@ -338,8 +346,11 @@ def export_gcn(
     # a copy: the exporter restores the wrapper's (training) mode afterwards, which would switch
     # the caller's model to training mode and let its next forward move the running statistics
     copied = copy.deepcopy(model).cpu()
-    wrapper = GCNEnsembleOnnxModule if isinstance(copied, GCNEnsemble) else GCNOnnxModule
-    module = wrapper(copied).eval()
+    module: nn.Module
+    if isinstance(copied, GCNEnsemble):
+        module = GCNEnsembleOnnxModule(copied).eval()
+    else:
+        module = GCNOnnxModule(copied).eval()
     return write_onnx(
         module,
         _example_inputs(),

@@ -161,7 +161,7 @@ def model_from_onnx(
     if card.family != "gcn":
         raise ExportError(f"{path} is a {card.family!r} model, not a graph CNN")
     ensemble = card.training.get("ensemble")
-    recorded = (card.training.get("config") or {}).get("model")
+    recorded: Any = (card.training.get("config") or {}).get("model")  # the card's JSON
     if not ensemble and not recorded:
         raise ExportError(f"the card of {path} records no architecture (training.config.model)")
     try:

@@ -58,7 +58,7 @@ def write_onnx(
             torch.onnx.export(
                 module,
                 example,
-                buffer,
+                buffer,  # type: ignore[arg-type]  # the TorchScript exporter writes file-likes too
                 dynamo=False,
                 opset_version=OPSET,
                 input_names=list(input_names),

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from mathsearch.encoders.gcn import GraphCNN
+from mathsearch.encoders.gcn_ensemble import GCNEnsemble
 from mathsearch.encoders.graph_data import collate
 from mathsearch.export.errors import ParityError
 from mathsearch.export.graph_batch import pack_graphs
@@ -52,7 +53,7 @@ class ParityReport:
 
 
 def check_parity(
-    model: GraphCNN,
+    model: GraphCNN | GCNEnsemble,
     onnx_path: str | os.PathLike[str],
     graphs: Sequence[EquationGraph],
     *,
@@ -60,7 +61,8 @@ def check_parity(
     batch_size: int = 256,
     raise_on_failure: bool = True,
 ) -> ParityReport:
-    """Compare ONNX Runtime (CPU) with PyTorch eval mode on ``graphs``.
+    """Compare ONNX Runtime (CPU) with PyTorch eval mode (``model``: a graph CNN or an ensemble
+    of them) on ``graphs``.
 
     Raises:
         ParityError: with ``raise_on_failure``, when the maximum difference exceeds

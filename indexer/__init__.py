@@ -24,9 +24,17 @@ from mathsearch.indexer.errors import (
     IndexerError,
     LimitExceeded,
     MathMLError,
+    UnknownFormat,
     VocabularyError,
 )
-from mathsearch.indexer.extract import FORMATS, extract, guess_format
+from mathsearch.indexer.extract import extract
+from mathsearch.indexer.formats import (
+    FORMAT_REGISTRY,
+    FORMATS,
+    SourceFormat,
+    guess_format,
+    register_format,
+)
 from mathsearch.indexer.hepth import bundled_sample_lines, iter_hepth, read_records
 from mathsearch.indexer.jats_source import iter_jats
 from mathsearch.indexer.jsonl_source import iter_jsonl, write_jsonl
@@ -71,6 +79,7 @@ __getattr__ = lazy_exports(__name__, _LAZY)
 
 __all__ = [
     "FORMATS",
+    "FORMAT_REGISTRY",
     "CanonicalFormError",
     "Conversion",
     "ConversionError",
@@ -94,6 +103,8 @@ __all__ = [
     "PrefixError",
     "PythonConverter",
     "RenderError",
+    "SourceFormat",
+    "UnknownFormat",
     "Vocabulary",
     "VocabularyError",
     "bow_vector",
@@ -123,6 +134,7 @@ __all__ = [
     "parse_mathml",
     "rake_keywords",
     "read_records",
+    "register_format",
     "render_batch",
     "render_bitmap",
     "split_classes",

@@ -139,8 +139,8 @@ def _rasterise(line: str, settings: BitmapSettings) -> np.ndarray:
     names = set(re.findall(r"\\(?:\\|([a-zA-Z]+))", line)) - {""}  # "\\\\" is no command
     unknown = sorted(name for name in names if not _known_command(name))
     if unknown and settings.unknown_commands != "text":
-        names = ", ".join("\\" + name for name in unknown[:5])
-        raise RenderError(f"unknown command {names}", "unknown-macro")
+        listed = ", ".join("\\" + name for name in unknown[:5])
+        raise RenderError(f"unknown command {listed}", "unknown-macro")
     for name in unknown:
         line = re.sub(rf"\\{name}(?![a-zA-Z])", rf"\\mathrm{{{name}}}", line)
     prop = FontProperties(size=settings.fontsize, math_fontfamily=settings.fontset)

@@ -46,6 +46,7 @@ import hashlib
 import logging
 import re
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -57,6 +58,7 @@ from mathsearch.indexer.logic_formula import (
     LOGIC_COMMANDS,
     LogicFormulaError,
     LogicParser,
+    LogicTree,
     is_logic,
     logic_formula,
     logic_tokens,
@@ -87,22 +89,22 @@ def _digest(text: str) -> str:
 # ----------------------------------------------------------------------------- logic
 
 
-def _variables(tree: object, found: set[str]) -> set[str]:
+def _variables(tree: LogicTree, found: set[str]) -> set[str]:
     if isinstance(tree, str):
         if tree not in {"0", "1"}:
             found.add(tree)
     else:
-        for child in tree[1:]:  # type: ignore[index]
+        for child in tree[1:]:
             _variables(child, found)
     return found
 
 
-def _evaluate(tree: object, columns: dict[str, np.ndarray], rows: int) -> np.ndarray:
+def _evaluate(tree: LogicTree, columns: dict[str, np.ndarray], rows: int) -> np.ndarray:
     if isinstance(tree, str):
         if tree in {"0", "1"}:
             return np.full(rows, tree == "1")
         return columns[tree]
-    op, *args = tree  # type: ignore[misc]
+    op, *args = tree
     values = [_evaluate(arg, columns, rows) for arg in args]
     if op == "~":
         return ~values[0]
@@ -205,7 +207,7 @@ GREEK = frozenset(
     ]
 )  # fmt: skip
 #: Functions it applies (``\sin x``, ``\sin^2(x)``, ``\log{x}``).
-FUNCTIONS = {
+FUNCTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "sin": np.sin, "cos": np.cos, "tan": np.tan, "cot": lambda z: 1 / np.tan(z),
     "sec": lambda z: 1 / np.cos(z), "csc": lambda z: 1 / np.sin(z), "sinh": np.sinh,
     "cosh": np.cosh, "tanh": np.tanh, "coth": lambda z: 1 / np.tanh(z), "exp": np.exp,

@@ -133,7 +133,8 @@ def mask_comments(text: str) -> str:
 
 def mask_iffalse(text: str) -> str:
     """``text`` without the content of ``\\iffalse .. \\fi`` blocks (nested ``\\if``s counted)."""
-    pieces, last, pos = [], 0, 0
+    pieces: list[str] = []
+    last = pos = 0
     while (start := text.find("\\iffalse", pos)) >= 0:
         depth, end = 0, len(text)
         for match in _CONDITIONAL.finditer(text, start):

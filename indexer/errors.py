@@ -21,6 +21,13 @@ class ExtractionError(IndexerError):
     reason = "unreadable-source"
 
 
+class UnknownFormat(IndexerError):  # noqa: N818 - reads better at the call site
+    """A source format that is not registered (``--format``), or a source whose format cannot
+    be told from its name (:mod:`mathsearch.indexer.formats`)."""
+
+    reason = "unknown-format"
+
+
 class ConversionError(IndexerError):
     """LaTeX could not be converted to MathML (unknown macro, unbalanced braces, ...)."""
 

@@ -31,7 +31,7 @@ import logging
 import lzma
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -225,13 +225,15 @@ def iter_hepth(
     """Equations (and failures) of a record file or of its lines; never raises for bad data."""
     settings = settings or IndexerSettings()
     positions = {} if positions is None else positions
-    cap = {"max_chars": settings.max_equation_chars, "trailing": True}
+    cap = settings.max_equation_chars
     if not isinstance(source, str | os.PathLike):
-        yield from _items(read_records(source, **cap), "", settings, positions)
+        records = read_records(source, max_chars=cap, trailing=True)
+        yield from _items(records, "", settings, positions)
         return
     name = str(source)
     try:
-        yield from _items(read_records(open_lines(source), **cap), name, settings, positions)
+        records = read_records(open_lines(source), max_chars=cap, trailing=True)
+        yield from _items(records, name, settings, positions)
     except (OSError, EOFError, lzma.LZMAError) as exc:  # unreadable or truncated file
         doc_id = Path(name).name.split(".")[0]
         detail = f"{type(exc).__name__}: {exc}"
@@ -247,7 +249,7 @@ def _items(
             stem = Path(name).name.split(".")[0] if name else "hepth"
             record = HepthRecord(stem, 0, record.raw, "", record.dropped)
         result = record_equations(record, settings)
-        items = [result] if isinstance(result, Failure) else result
+        items: Sequence[str | Failure] = [result] if isinstance(result, Failure) else result
         for row, found in enumerate(items):
             position = positions.get(record.doc_id, 0)
             positions[record.doc_id] = position + 1

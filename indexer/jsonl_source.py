@@ -79,7 +79,7 @@ def iter_jsonl(
             yield _failure(stem, "*", "unreadable-source", detail, source=source)
 
 
-def _open(path: Path) -> IO[bytes]:
+def _open(path: Path) -> io.BufferedIOBase:
     return gzip.open(path, "rb") if _is_gzip(path) else path.open("rb")
 
 
@@ -95,7 +95,7 @@ def _stem(path: Path) -> str:
     return path.stem or name
 
 
-def _lines(handle: IO[bytes], limit: int) -> Iterator[tuple[int, bytes | None]]:
+def _lines(handle: io.BufferedIOBase, limit: int) -> Iterator[tuple[int, bytes | None]]:
     """``(line number from 1, bytes without the newline)``; ``None`` for a line over ``limit``.
 
     Memory stays bounded by ``limit``: the rest of an overlong line is read and dropped in

@@ -20,6 +20,7 @@ import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import cast
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +115,8 @@ class MacroTable:
 
 def skip_space(text: str, pos: int) -> int:
     """The first position at or after ``pos`` that is not white space."""
-    return _SPACE.match(text, pos).end()
+    # the pattern matches the empty string: there is always a match
+    return cast(re.Match[str], _SPACE.match(text, pos)).end()
 
 
 def group_end(text: str, pos: int) -> int:

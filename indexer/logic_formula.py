@@ -16,6 +16,7 @@ True
 from __future__ import annotations
 
 import re
+from typing import TypeAlias
 
 from mathsearch.indexer.errors import IndexerError
 
@@ -24,6 +25,7 @@ __all__ = [
     "LOGIC_COMMANDS",
     "LogicFormulaError",
     "LogicParser",
+    "LogicTree",
     "is_logic",
     "logic_formula",
     "logic_prefix",
@@ -95,14 +97,19 @@ def logic_formula(latex: str) -> list[str] | None:
     return tokens if tokens and any(t in _LOGIC_OPERATORS for t in tokens) else None
 
 
+#: A parsed formula: a variable or constant (``"p"``, ``"0"``, ``"1"``), ``("~", operand)`` or
+#: ``(operator, left, right)``.
+LogicTree: TypeAlias = "str | tuple[str, LogicTree] | tuple[str, LogicTree, LogicTree]"
+
+
 class LogicParser:
-    """Precedence climbing over the logic tokens into nested tuples."""
+    """Precedence climbing over the logic tokens into nested tuples (:data:`LogicTree`)."""
 
     def __init__(self, tokens: list[str]) -> None:
         self.tokens = tokens
         self.at = 0
 
-    def parse(self) -> object:
+    def parse(self) -> LogicTree:
         tree = self.binary(0)
         if self.at != len(self.tokens):
             raise LogicFormulaError(f"unexpected {self.tokens[self.at]!r}", "sympy-unparsable")
@@ -118,15 +125,15 @@ class LogicParser:
         self.at += 1
         return token
 
-    def binary(self, least: int) -> object:
+    def binary(self, least: int) -> LogicTree:
         left = self.unary()
-        while (op := self.peek()) in _POWER and _POWER[op] >= least:
+        while (op := self.peek()) is not None and op in _POWER and _POWER[op] >= least:
             self.at += 1
             right = self.binary(_POWER[op] if op == ">" else _POWER[op] + 1)
             left = (op, left, right)
         return left
 
-    def unary(self) -> object:
+    def unary(self) -> LogicTree:
         token = self.take()
         if token == "~":
             return ("~", self.unary())
@@ -144,10 +151,10 @@ class LogicParser:
 _PREFIX = {"&": "and", "|": "or", "^": "xor", ">": "implies"}
 
 
-def _prefix(tree: object) -> list[str]:
+def _prefix(tree: LogicTree) -> list[str]:
     if isinstance(tree, str):
         return [tree]
-    op, *args = tree  # type: ignore[misc]
+    op, *args = tree
     if op == "~":
         return ["not", *_prefix(args[0])]
     if op == "=":

@@ -203,7 +203,7 @@ def build_graph(
         index = count
         count += 1
         offset = 0
-        text = node.text
+        text = node.text or ""
         if text:
             # leaf_text() inlined: XML whitespace trimmed, NFC for non-ASCII.
             text = text.strip(" \t\n\r")

@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Any
 
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import ConnectionError as OSConnectionError
@@ -61,7 +61,7 @@ def iter_opensearch_index(
     index: str,
     field: str,
     *,
-    mode: Literal["latex", "text"] = "latex",
+    mode: str = "latex",
     id_field: str | None = None,
     section_field: str | None = None,
     batch_size: int = 500,
@@ -74,7 +74,11 @@ def iter_opensearch_index(
 
     ``field``, ``id_field`` and ``section_field`` may be dotted paths into ``_source``
     (``"math.latex"``). ``query`` restricts the documents (default: all). ``progress`` shows a
-    tqdm bar on stderr; library callers leave it off.
+    tqdm bar on stderr; library callers leave it off. ``mode`` is one of :data:`MODES` (the
+    module docstring).
+
+    Raises:
+        ValueError: another ``mode``, a ``batch_size`` below 1 or an empty ``field``.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")

@@ -148,7 +148,8 @@ def _context(text: str, span: tuple[int, int], region: tuple[int, int], chars: i
 
 def _without_displays(text: str, displays: list[RawDisplay]) -> str:
     """``text`` with every display blanked (offsets kept), so contexts hold only prose."""
-    pieces, last = [], 0
+    pieces: list[str] = []
+    last = 0
     for raw in displays:
         pieces.extend((text[last : raw.start], " " * (raw.end - raw.start)))
         last = raw.end
@@ -177,7 +178,8 @@ def assemble(main: str, load: Callable[[str], str | None], max_chars: int) -> st
         nonlocal size
         text = mask_comments(load(name) or "")
         size += len(text)
-        pieces, last = [], 0
+        pieces: list[str] = []
+        last = 0
         for match, found in _inputs(text, name, main, load):
             if found is None or found in stack or len(stack) >= _MAX_INPUT_DEPTH:
                 continue
@@ -363,8 +365,8 @@ def _archive_files(path: Path, limit: int) -> dict[str, str]:
                 continue
             if not name.lower().endswith(".tex"):
                 continue
-            handle = archive.extractfile(member)
-            data = handle.read(limit + 1) if handle is not None else b""
+            extracted = archive.extractfile(member)
+            data = extracted.read(limit + 1) if extracted is not None else b""
             read += len(data)
             if read > limit:
                 raise LimitExceeded(
@@ -377,7 +379,8 @@ def _archive_files(path: Path, limit: int) -> dict[str, str]:
 def _main_file(files: dict[str, str]) -> str | None:
     mains = [name for name in sorted(files) if _MAIN.search(mask_comments(files[name]))]
     full = [name for name in mains if "\\begin{document}" in files[name]]
-    return (full or mains or [None])[0]
+    found = full or mains
+    return found[0] if found else None
 
 
 def _iter_archive(path: Path, settings: IndexerSettings) -> Iterator[EquationRecord | Failure]:

@@ -24,9 +24,12 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mathsearch.indexer.errors import IndexerError, LimitExceeded
+
+if TYPE_CHECKING:
+    from multiprocessing.context import ForkContext, SpawnContext
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +136,11 @@ def _in_child(
     failure_reason: str,
 ) -> T:
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    context = multiprocessing.get_context(method)
+    context: ForkContext | SpawnContext = (
+        multiprocessing.get_context("fork")
+        if method == "fork"
+        else multiprocessing.get_context("spawn")
+    )
     receiver, sender = context.Pipe(duplex=False)
     process = context.Process(
         target=_child, args=(sender, func, args, error, failure_reason), daemon=True

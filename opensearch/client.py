@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 from urllib.parse import urlsplit
 
 from opensearchpy import OpenSearch
@@ -23,7 +24,7 @@ def connect(settings: OpenSearchSettings | None = None, **overrides: object) -> 
     """
     settings = settings or OpenSearchSettings.from_env()
     parts = urlsplit(settings.urls[0])
-    kwargs: dict[str, object] = {
+    kwargs: dict[str, Any] = {  # opensearch-py's keyword arguments (untyped there)
         "hosts": settings.urls,
         "timeout": settings.timeout,
         "http_compress": False,

@@ -67,7 +67,7 @@ def equation_source(
     encoder) become ``embed_refusals`` when given (jobs with several encoders give them, also
     empty, so a re-run that no longer refuses clears them).
     """
-    vectors = {name: vector for name, vector in (vectors or {}).items() if vector is not None}
+    present = {name: vector for name, vector in (vectors or {}).items() if vector is not None}
     source: dict[str, Any] = {
         "eq_id": parsed["eq_id"],
         "doc_id": parsed["doc_id"],
@@ -81,11 +81,11 @@ def equation_source(
         "context": parsed.get("context") or "",
         "keywords": list((parsed.get("extra") or {}).get("keywords") or []),
         "source": parsed.get("source") or "",
-        "model_versions": sorted(vectors),
+        "model_versions": sorted(present),
     }
     if refusals is not None:
         source["embed_refusals"] = sorted(refusals)
-    for field, vector in vectors.items():
+    for field, vector in present.items():
         # an exact-only field's vector arrives encoded (base64 bytes: stored_vectors)
         source[field] = _written(vector)
     return source
@@ -94,12 +94,13 @@ def equation_source(
 def equation_actions(
     index: str,
     parsed: Iterable[Mapping[str, Any]],
-    vectors: Mapping[str, Sequence[Sequence[float] | None]] | None = None,
+    vectors: Mapping[str, Sequence[Sequence[float] | str | None]] | None = None,
     *,
     refusals: Sequence[Sequence[str]] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Upsert actions for ``parsed`` equations; ``vectors[field][i]`` belongs to equation ``i``
-    (``None``: refused by that encoder), ``refusals[i]`` are equation ``i``'s refusals.
+    (``None``: refused by that encoder; a string: an exact-only field's encoded bytes, as
+    :func:`equation_source` takes them), ``refusals[i]`` are equation ``i``'s refusals.
 
     The first write inserts the document with ``indexed_at``; re-writing the same content is a
     no-op on the cluster.

@@ -193,9 +193,11 @@ def enrichment_actions(
 
 
 def group_by_document(
-    parsed: Iterable[Mapping[str, Any]], vectors: Sequence[Sequence[float]] | None = None
+    parsed: Iterable[Mapping[str, Any]],
+    vectors: Sequence[Sequence[float] | None] | None = None,
 ) -> list[DocumentMath]:
-    """Parsed equations grouped by ``doc_id`` (first-seen order), with their vectors."""
+    """Parsed equations grouped by ``doc_id`` (first-seen order), with their vectors (``None``:
+    that equation has none)."""
     groups: dict[str, DocumentMath] = {}
     for number, item in enumerate(parsed):
         doc_id = str(item["doc_id"])

@@ -140,7 +140,7 @@ def figure_actions(
     """Upserts of ``records``; ``vectors[field][i]`` is record ``i``'s (None: no vector)."""
     columns = dict(vectors or {})
     for number, record in enumerate(records):
-        row = {f: v[number] for f, v in columns.items() if v[number] is not None}
+        row = {f: vector for f, v in columns.items() if (vector := v[number]) is not None}
         source = figure_source(record, row)
         yield upsert_action(index, source["fig_id"], source, stamp="indexed_at")
 
@@ -169,7 +169,7 @@ def index_figures(
     *,
     settings: OpenSearchSettings | None = None,
     batch_size: int = 64,
-    refresh: str | bool = "end",
+    refresh: str | None = "end",
 ) -> FigureIndexReport:
     """Embed and write figures (failure records to the failures index, counted).
 
@@ -183,7 +183,10 @@ def index_figures(
     figures: list[FigureRecord] = []
     failures: list[Failure] = []
     for record in records:
-        (failures if isinstance(record, Failure) else figures).append(record)
+        if isinstance(record, Failure):
+            failures.append(record)
+        else:
+            figures.append(record)
     report.figures, report.failures = len(figures), len(failures)
     column: list[list[float] | None] = []
     for start in range(0, len(figures), batch_size):

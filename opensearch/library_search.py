@@ -256,7 +256,7 @@ def _knn_clause(
 
     field_name = f"{MATH_FIELD}.vector"
     if exact:
-        inner = {
+        inner: dict[str, Any] = {
             "query": {"exists": {"field": field_name}},
             "script": knn_score_script(field_name, vector, space_type),
         }
@@ -449,6 +449,7 @@ def search_library(
         for hit in answer["hits"]["hits"]
     }
     weights = _weights(mode, alpha, text_weight, names)
+    fused: list[tuple[str, float, tuple[float | None, ...]]]
     if len(lists) == 1:
         fused = [(doc, score, (score,)) for doc, score in lists[0][:k]]
     else:
@@ -577,14 +578,14 @@ def _attach_equations(
 ) -> None:
     """Each hit's best-matching equations (the equation index's BM25 + kNN fusion, grouped by
     document, restricted to the hits' documents)."""
-    from mathsearch.opensearch.queries import Filters
+    from mathsearch.opensearch.queries import Filters, Mode
     from mathsearch.opensearch.search_request import SearchRequest
     from mathsearch.opensearch.searcher import Searcher
 
     searcher = Searcher(client, equations_index, encoder=encoder)
     request = SearchRequest(
         latex,
-        mode="fusion",
+        mode=Mode.FUSION,
         k=len(hits),
         group=True,
         depth=max(100, EQUATIONS_PER_HIT * len(hits)),

@@ -106,9 +106,9 @@ class ReadCache:
             self._remember(self._sources, (fields, doc), record)
         result: dict[str, dict[str, Any]] = {}
         for doc in ids:
-            record = found.get(doc, self._sources.get((fields, doc)))
-            if record is not None:
-                result[doc] = record
+            known = found.get(doc, self._sources.get((fields, doc)))
+            if known is not None:
+                result[doc] = known
         return result
 
     def _remember(self, store: dict[Any, Any], key: Any, value: Any) -> None:

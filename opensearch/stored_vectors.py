@@ -74,7 +74,10 @@ class VectorStorage(StrEnum):
             raise MappingError(f"vector storage must be one of {known}, not {value!r}") from None
 
 
-_DTYPES = {VectorStorage.FLOAT16: np.dtype("<f2"), VectorStorage.INT8: np.dtype("i1")}
+_DTYPES: dict[VectorStorage, np.dtype[Any]] = {
+    VectorStorage.FLOAT16: np.dtype("<f2"),
+    VectorStorage.INT8: np.dtype("i1"),
+}
 
 
 def stored_bytes(storage: VectorStorage, dimension: int) -> int:

@@ -504,7 +504,8 @@ def rerank_fused(
     else:  # every encoder refused the query: the first stage's order
         order, scores = list(range(size)), []
     offset = max([0.0, *(item.score for item in rest)])
-    ranking = [
+    # (first-stage hit, score, its row in the window's columns; None below the window)
+    ranking: list[tuple[Any, float, int | None]] = [
         (window[i], scores[i].score + offset if scores else window[i].score, i) for i in order
     ]
     ranking += [(item, item.score, None) for item in rest]
@@ -543,7 +544,7 @@ def _encoders(
     ctx: Any,
     request: SearchRequest,
     vectors: RerankVectors,
-    query_vectors: dict[str, Sequence[float]],
+    query_vectors: dict[str, Sequence[float] | Vector],
     warnings: list[str],
 ) -> list[_Encoder]:
     """The request's rerank encoders with their fields, the index's storage of each and the

@@ -2,19 +2,33 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
+import os
 import shutil
+import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from opensearchpy import OpenSearch
 
-from mathsearch.export.embedders import default_model_path
+from mathsearch.export.embedders import ARCHIVE_DIR, Embedder, default_model_path, load_embedder
 from mathsearch.export.model_card import card_path, load_card
+from mathsearch.indexer.hepth import iter_hepth
+from mathsearch.indexer.parse import ParsedEquation
+from mathsearch.indexer.records import EquationRecord, Failure
 from mathsearch.opensearch import OpenSearchSettings, connect
+from mathsearch.opensearch.searcher import Searcher
+from mathsearch.stack.demo import demo_records
 from mathsearch.workers import WorkerSettings
+from mathsearch.workers.embedding import vectors_of
+from tests.opensearch.conftest import drop_alias, fill, new_alias
+from tests.workers.conftest import CORPUS, WorkerProcess
 
 #: The shipped default graph CNN's card. Tests that mean "the default model" take its field and
 #: space type from here rather than from a version literal (the default moves with new releases).
@@ -26,11 +40,68 @@ DEFAULT_DIM = DEFAULT_CARD.embedding_dim
 DEFAULT_INT8_FIELD = f"{DEFAULT_FIELD}_int8"
 
 
+#: Markers of the tests that may talk to the stack (the node, Redis, a three-node cluster).
+SERVICE_MARKERS = ("services", "cluster")
+
+
+def _service_ports() -> frozenset[int]:
+    """The ports of the configured OpenSearch node(s) and Redis, and the three-node cluster's,
+    as the session starts (a test that points a setting at a dead port on purpose may use it)."""
+    ports = {9210, 9211, 9212}
+    urls = [*OpenSearchSettings.from_env().urls, WorkerSettings.from_env().redis_url]
+    for url in urls:
+        parts = urlsplit(url)
+        ports.add(parts.port or {"https": 443, "http": 80, "redis": 6379}.get(parts.scheme, 0))
+    return frozenset(ports)
+
+
+SERVICE_PORTS = _service_ports()
+
+
+@contextlib.contextmanager
+def _stack_guard(item: pytest.Item) -> Iterator[None]:
+    """Around a test without a service marker: a connection to the stack fails the test, naming
+    the marker to add (the stack-free stage of the test command runs with the stack down, where
+    such a test would fail less clearly)."""
+    if any(item.get_closest_marker(name) for name in SERVICE_MARKERS):
+        yield
+        return
+    ports = SERVICE_PORTS
+    real_connect = socket.socket.connect
+
+    def connect(sock: socket.socket, address: Any) -> Any:
+        if isinstance(address, tuple) and len(address) >= 2 and address[1] in ports:
+            pytest.fail(
+                f"{item.nodeid} connects to {address[0]}:{address[1]} (the stack) without "
+                "@pytest.mark.services",
+                pytrace=False,
+            )
+        return real_connect(sock, address)
+
+    socket.socket.connect = connect  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        socket.socket.connect = real_connect  # type: ignore[method-assign]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    with _stack_guard(item):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    with _stack_guard(item):
+        yield
+
+
 @pytest.fixture
 def field_twin(tmp_path: Path) -> Path:
     """Another model (gcn-v1's file and card) whose card claims the default model's family and
     version, so it would write the default's vector field with other vectors."""
-    v1 = default_model_path("gcn").with_name("gcn-v1.onnx")
+    v1 = ARCHIVE_DIR / "gcn-v1.onnx"  # superseded: models/ of the checkout, not the wheel
     twin = tmp_path / "twin" / "gcn-twin.onnx"
     twin.parent.mkdir()
     shutil.copy(v1, twin)
@@ -117,3 +188,83 @@ def library_index(client: OpenSearch, settings: OpenSearchSettings) -> Iterator[
         client.indices.delete(index=library, ignore_unavailable=True)
         client.indices.delete(index=f"{alias}-0*", ignore_unavailable=True)
         client.indices.delete_index_template(name=f"{alias}-template", ignore=404)
+
+
+# The sample index and the Celery pipeline, shared by every package's tests (built once).
+
+
+@pytest.fixture(scope="session")
+def encoder() -> Embedder:
+    return load_embedder("gcn")
+
+
+@pytest.fixture(scope="session")
+def demo_parsed() -> list[ParsedEquation]:
+    """The bundled sample's 206 real hep-th equations, featurised."""
+    kept, _ = demo_records()
+    return kept
+
+
+@pytest.fixture(scope="session")
+def demo_dicts(demo_parsed: list[ParsedEquation]) -> list[dict[str, Any]]:
+    return [p.to_dict() for p in demo_parsed]
+
+
+@pytest.fixture(scope="session")
+def demo_vectors(encoder: Embedder, demo_parsed: list[ParsedEquation]) -> list[list[float]]:
+    return vectors_of(encoder, demo_parsed)
+
+
+@pytest.fixture
+def fresh_alias(client: OpenSearch, settings: OpenSearchSettings) -> Iterator[str]:
+    """An unused alias name; its indexes are deleted after the test."""
+    alias = new_alias(settings)
+    yield alias
+    drop_alias(client, alias)
+
+
+@pytest.fixture(scope="session")
+def equation_alias(
+    client: OpenSearch,
+    settings: OpenSearchSettings,
+    encoder: Embedder,
+    demo_dicts: list[dict[str, Any]],
+    demo_vectors: list[list[float]],
+) -> Iterator[str]:
+    """A read-only equation index of the 206 sample equations with the default model's vectors
+    (field ``DEFAULT_FIELD``)."""
+    alias = new_alias(settings)
+    fill(client, alias, settings, encoder, demo_dicts, demo_vectors)
+    yield alias
+    drop_alias(client, alias)
+
+
+@pytest.fixture(scope="session")
+def searcher(client: OpenSearch, equation_alias: str) -> Searcher:
+    return Searcher(client, equation_alias)
+
+
+@pytest.fixture(scope="session")
+def corpus() -> list[EquationRecord | Failure]:
+    """1,225 real hep-th 2003 items (every 12th equation; 49 are extraction failures)."""
+    return list(iter_hepth(str(CORPUS)))
+
+
+@pytest.fixture
+def pipeline(worker_settings: WorkerSettings, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """Queues of this test only; ``spawn(**env)`` starts workers on them (stopped afterwards)."""
+    prefix = f"t{uuid.uuid4().hex[:6]}-"
+    settings = dataclasses.replace(worker_settings, queue_prefix=prefix)
+    workers: list[WorkerProcess] = []
+
+    def spawn(concurrency: int = 1, metrics_port: int = 0, **overrides: str) -> WorkerProcess:
+        """A worker on ``state["settings"]`` (a test may point it at another Redis)."""
+        log = tmp_path / f"worker-{len(workers)}.log"
+        worker = WorkerProcess(state["settings"], {**os.environ, **overrides}, log)
+        workers.append(worker)
+        return worker.start(concurrency, metrics_port)
+
+    state: dict[str, Any] = {"settings": settings, "spawn": spawn, "workers": workers}
+    yield state
+    for worker in workers:
+        worker.stop()

@@ -50,6 +50,8 @@ def test_two_clones_run_their_own_code_and_install_once(tmp_path: Path) -> None:
     assert str(first / "mathsearch" / "__init__.py") in out
     overlay = Path(out.strip().splitlines()[-1]).parents[1]  # <overlay>/bin/mathsearch
     assert (overlay / ".clone").read_text().strip() == str(first)
+    # the dependencies' commands run the overlay's Python, which sees this clone's mathsearch
+    assert (overlay / "bin" / "pytest").read_text().startswith(f"#!{overlay}/bin/python\n")
 
     out, _ = _run(second)
     assert str(second / "mathsearch" / "__init__.py") in out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -11,8 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from mathsearch.export.embedders import DEFAULT_VERSIONS, FAMILIES
+from mathsearch.export.settings import DEFAULT_MODEL_PATH
+
 REPO = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "torch-geometric", "pya0", "onnxruntime-gpu", "pytest", "selenium")
+#: The models the wheel ships: each family's default and the default profile's second stage.
+SHIPPED = ("gcn-v7", "gcn-v8", "gcn-v9", "gcn-v10", "bitmap-v1", "seq2seq-v2", "figure-v1")
+#: The superseded models: models/ of the repository, not the wheel (models/README.md).
+SUPERSEDED = (*(f"gcn-v{n}" for n in range(1, 7)), "gcn-v11", "seq2seq-v1")
 
 
 @pytest.fixture(scope="module")
@@ -61,27 +69,26 @@ def test_the_wheel_installs_one_top_level_package(wheel: zipfile.ZipFile) -> Non
     assert not missing, f"package folders missing from the wheel (pyproject packages): {missing}"
 
 
-def test_the_wheel_carries_the_shipped_models_and_resources(wheel: zipfile.ZipFile) -> None:
+def test_the_wheel_carries_the_default_models_and_resources(wheel: zipfile.ZipFile) -> None:
     names = set(wheel.namelist())
+    folder = "mathsearch/export/models/"
+    # each family's default and the default profile's second stage, with their cards
+    defaults = {DEFAULT_MODEL_PATH.stem}
+    defaults |= {f"{f}-v{DEFAULT_VERSIONS.get(f, 1)}" for f in FAMILIES if f != "gcn"}
+    profile = json.loads((REPO / "opensearch" / "profiles" / "default.json").read_text())
+    defaults |= {Path(name).stem for name in profile["rerank"]}
+    assert defaults == set(SHIPPED)
+    for model in SHIPPED:
+        assert f"{folder}{model}.onnx" in names and f"{folder}{model}.card.json" in names, model
+    assert {f"{folder}seq2seq-v2.vocab.json", f"{folder}figure-v1.vocab.json"} <= names
+    # the superseded models stay out of the wheel, in models/ of the repository
+    shipped = {n.removeprefix(folder).split(".")[0] for n in names if n.startswith(folder)}
+    assert shipped == set(SHIPPED), sorted(shipped - set(SHIPPED))
+    assert not {f"{folder}{model}.onnx" for model in SUPERSEDED} & names
+    for model in SUPERSEDED:
+        assert (REPO / "models" / f"{model}.onnx").is_file(), model
+        assert (REPO / "models" / f"{model}.card.json").is_file(), model
     for name in (
-        "mathsearch/export/models/gcn-v11.onnx",
-        "mathsearch/export/models/gcn-v11.card.json",
-        "mathsearch/export/models/gcn-v10.onnx",
-        "mathsearch/export/models/gcn-v10.card.json",
-        "mathsearch/export/models/gcn-v9.onnx",
-        "mathsearch/export/models/gcn-v9.card.json",
-        "mathsearch/export/models/gcn-v8.onnx",
-        "mathsearch/export/models/gcn-v8.card.json",
-        "mathsearch/export/models/gcn-v7.onnx",
-        "mathsearch/export/models/gcn-v7.card.json",
-        "mathsearch/export/models/gcn-v6.onnx",
-        "mathsearch/export/models/gcn-v6.card.json",
-        "mathsearch/export/models/gcn-v5.onnx",
-        "mathsearch/export/models/gcn-v5.card.json",
-        "mathsearch/export/models/gcn-v3.onnx",
-        "mathsearch/export/models/gcn-v3.card.json",
-        "mathsearch/export/models/gcn-v2.onnx",
-        "mathsearch/export/models/gcn-v2.card.json",
         "mathsearch/indexer/resources/vocabulary-v1.json",
         "mathsearch/indexer/resources/katex/package-lock.json",
         "mathsearch/stack/artifacts.json",
@@ -98,7 +105,7 @@ def test_the_base_requirements_are_the_runtime_alone(wheel: zipfile.ZipFile) -> 
     names = {r.split("[")[0].split("<")[0].split(">")[0].split("=")[0].strip() for r in base}
     assert {"onnxruntime", "lxml", "opensearch-py", "celery", "redis", "fastapi"} <= names
     assert not names & set(HEAVY)
-    assert {"gpu", "train", "bench", "dev"} <= set(extras)
+    assert {"gpu", "train", "bench", "research", "dev"} <= set(extras)
     gpu = [r for r in requires if 'extra == "gpu"' in r]
     assert gpu and all(r.startswith("onnxruntime-gpu[cuda,cudnn]") for r in gpu)
 

@@ -38,7 +38,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 from celery.worker.consumer import Consumer
 from kombu.exceptions import ContentDisallowed
@@ -156,7 +156,11 @@ class PoisonSafeChannel(kombu_redis.Channel):
     """kombu's Redis channel; a message that is not JSON is dead-lettered, not raised."""
 
     dead_letter_key: str = DEAD_LETTER
-    from_transport_options = (*kombu_redis.Channel.from_transport_options, "dead_letter_key")
+    # kombu is untyped: mypy takes its tuple's length as part of the attribute's type
+    from_transport_options = (  # type: ignore[assignment]
+        *kombu_redis.Channel.from_transport_options,
+        "dead_letter_key",
+    )
 
     def _brpop_read(self, **options: Any) -> bool:
         try:
@@ -167,7 +171,9 @@ class PoisonSafeChannel(kombu_redis.Channel):
             self.poison(items[-1], exc)
             return True
 
-    def _get(self, queue: str) -> Any:
+    def _get(self, queue: str, timeout: float | None = None) -> Any:
+        """kombu's ``_get``; ``timeout`` (the virtual channel's parameter) is not passed on:
+        kombu's Redis channel takes none."""
         try:
             return super()._get(queue)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -202,7 +208,8 @@ class PoisonSafeTransport(kombu_redis.Transport):
                 return
             except binascii.Error as exc:  # a body that is not the base64 it claims to be
                 problem, reason = f"body: {exc}", "undecodable-body"
-        channel = next((c for c in self.channels if c is not None), None)
+        channels = cast(list[Any], self.channels)  # a list once the transport is built
+        channel = next((c for c in channels if c is not None), None)
         if channel is None:
             dead_letter_log_only(queue, reason, problem)
             return

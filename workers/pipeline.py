@@ -299,11 +299,12 @@ def write_outcome(
     already by an earlier run) and the failure records written.
     """
     writer = BulkWriter(client, settings, refresh="false")
-    columns = dict(vectors) if isinstance(vectors, Mapping) else {job.vector_field: vectors}
-    primary = columns.get(job.vector_field) or []
+    given = dict(vectors) if isinstance(vectors, Mapping) else {job.vector_field: vectors}
+    primary = given.get(job.vector_field) or []
+    columns: dict[str, Sequence[Sequence[float] | str | None]] = dict(given)
     for name, storage in job.stored.items():  # exact-only fields hold encoded bytes
-        if name in columns:
-            columns[name] = encode_column(columns[name], VectorStorage.parse(storage))
+        if name in given:
+            columns[name] = encode_column(given[name], VectorStorage.parse(storage))
     # one bad action must not sink a bulk request: strings become valid UTF-8 (lone surrogates
     # -> U+FFFD) and ids storable (OpenSearch validates ids per request, not per item)
     parsed = [writable(item) for item in parsed]

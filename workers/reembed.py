@@ -16,9 +16,10 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from opensearchpy import OpenSearch
@@ -52,7 +53,8 @@ class ReembedReport:
     equations: int = 0
     updated: int = 0
     unchanged: int = 0
-    failures: dict[str, int] = field(default_factory=dict)
+    # dataclasses.field: the ``field`` attribute above shadows a bare ``field`` for type checkers
+    failures: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return self.__dict__.copy()

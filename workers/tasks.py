@@ -238,8 +238,8 @@ def embed_batch(self: Any, job: dict, batch: str, payload: dict) -> dict:
         try:
             held, recorded = write_outcome(_client(), spec, [], [], failures)
         except Exception as again:
-            raise _retry(self, spec, batch, parsed, again, payload) from again
-        entry = {"n": len(failures), "written": held, "failed": len(recorded)}
+            raise _retry(self, spec, batch, parsed, again, payload=payload) from again
+        entry: dict[str, Any] = {"n": len(failures), "written": held, "failed": len(recorded)}
         entry["failures_by_stage"] = {"embed": len(recorded)}
         _progress(spec).mark("done", batch, entry)
         return entry

@@ -107,9 +107,7 @@ def default_bench_sources() -> list[str]:
     shared = SHARED_DATA / "hepth2003"
     if shared.is_dir():
         return [str(shared / "equation.txt"), str(shared / "eqnarray.txt")]
-    return [
-        str(Path(resources.files("mathsearch.indexer").joinpath("resources/hepth2003-sample.txt")))
-    ]
+    return [str(resources.files("mathsearch.indexer").joinpath("resources/hepth2003-sample.txt"))]
 
 
 def default_sources() -> list[str]:
@@ -192,6 +190,7 @@ def add_field_vectors(
             for start in range(0, len(records), _EMBED_BATCH):
                 parsed = featuriser.parse_batch(records[start : start + _EMBED_BATCH])
                 bad = [item for item in parsed if isinstance(item, Failure)]
+                equations = [item for item in parsed if not isinstance(item, Failure)]
                 if bad:
                     raise MathsearchOpenSearchError(
                         f"cached equation {bad[0].eq_id} no longer parses ({bad[0].reason}): "
@@ -199,7 +198,7 @@ def add_field_vectors(
                     )
                 for embedder, _ in todo:
                     tick = time.perf_counter()
-                    vectors = np.asarray(vectors_of(embedder, parsed), dtype=np.float32)
+                    vectors = np.asarray(vectors_of(embedder, equations), dtype=np.float32)
                     spent[embedder.vector_field] += time.perf_counter() - tick
                     parts[embedder.vector_field].append(vectors)
                 bar.update(len(parsed))
@@ -284,9 +283,9 @@ def load_corpus(
         )
         featuriser.close()
         held = rows[-meta["held_out"] :] if meta["held_out"] else []
-        docs = rows[: len(rows) - len(held)]
-        stats = {**meta, "cached": True, "indexable": len(docs)}
-        return BenchCorpus(docs, vectors[: len(docs)], held, stats, folder, key)
+        cached = rows[: len(rows) - len(held)]
+        stats = {**meta, "cached": True, "indexable": len(cached)}
+        return BenchCorpus(cached, vectors[: len(cached)], held, stats, folder, key)
 
     logger.info("building the bench corpus from %s (cache %s)", ", ".join(sources), folder)
     seen: set[str] = set()

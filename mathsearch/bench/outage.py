@@ -210,7 +210,7 @@ def run_bench_outage(
             items, plan, stack=stack, client=client, cluster=cluster, ws=ws, alias=alias,
             workers=workers, clock=clock, progress=progress,
         )  # fmt: skip
-        result = {
+        result: dict[str, Any] = {
             "equations": report.equations,
             "cpus": os.cpu_count(),
             "plan": dataclasses.asdict(plan),
@@ -350,7 +350,11 @@ def _rate(points: list[tuple[float, int]]) -> float | None:
 
 def query_latex(items: Sequence[EquationRecord | Failure], count: int = 64) -> list[str]:
     """Real query LaTeX: ``count`` equations of the corpus spread over it (short ones)."""
-    pool = [i.latex for i in items if isinstance(i, EquationRecord) and 8 < len(i.latex) < 300]
+    pool = [
+        i.latex
+        for i in items
+        if isinstance(i, EquationRecord) and i.latex is not None and 8 < len(i.latex) < 300
+    ]
     if not pool:
         raise ValueError("no equations to take queries from")
     step = max(1, len(pool) // count)

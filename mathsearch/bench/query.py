@@ -68,6 +68,7 @@ from mathsearch.bench.timing import (
     RERANK_SUFFIX,
     VARIANTS,
     BenchQuery,
+    Variant,
     interleave,
     latency_summary,
     query_features,
@@ -75,6 +76,8 @@ from mathsearch.bench.timing import (
 )
 from mathsearch.core.errors import MathsearchOpenSearchError
 from mathsearch.opensearch.modes import MODES as SEARCH_MODES
+from mathsearch.opensearch.modes import SearchMode
+from mathsearch.opensearch.queries import Mode
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +91,7 @@ __all__ = [
     "GOAL_P99_MS",
     "bench_query",
     "goal_check",
+    "goal_modes",
     "with_rerank_rows",
 ]
 
@@ -103,8 +107,23 @@ FIRST_STAGE_GOAL = {"mode": "rrf-client", "ratio_p50": 2.0, "p99_ms": 40.0}
 #: The issue's goal at 1M equations for the hybrid modes.
 GOAL_P50_MS = 15.0
 GOAL_P99_MS = 50.0
+
+
+def goal_modes(
+    variants: Mapping[str, Variant] = VARIANTS, modes: Mapping[Mode, SearchMode] = SEARCH_MODES
+) -> tuple[str, ...]:
+    """The bench modes the 1M goal is for: every variant of a hybrid mode of the registry (one
+    that uses both BM25 and the vector: fused on either side, or rescored), in ``variants``'
+    order; the default profile's row has its own goal (:data:`DEFAULT_GOAL`)."""
+    return tuple(
+        name
+        for name, variant in variants.items()
+        if not variant.profile and modes[variant.mode].hybrid
+    )
+
+
 #: The hybrid modes: those that use both BM25 and the vector (fused on either side, or rescored).
-GOAL_MODES = ("fusion", "rrf", "fusion-client", "rrf-client", "knn-rescore", "rescore")
+GOAL_MODES = goal_modes()
 _CORPUS_KEYS = (
     "sources", "extracted", "duplicates", "failed", "failures", "unique", "indexable",
     "held_out", "parse_s", "embed_s", "cached",

@@ -249,7 +249,7 @@ def equation_queries(
     out: list[str] = []
     for record in extract(list(sources), fmt):
         if isinstance(record, EquationRecord):
-            latex = record.latex.strip()
+            latex = (record.latex or "").strip()  # MathML-only records (JATS) have none
             if latex and latex not in seen:
                 seen.add(latex)
                 out.append(latex)

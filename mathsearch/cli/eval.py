@@ -100,7 +100,7 @@ def add_eval(commands: Any) -> None:
               mathsearch eval ranking ../shared/data/hepth2003/*.txt --format hepth \\
                   --checkpoint runs/gcn/checkpoint.pt --onnx gcn-v1.onnx --onnx gcn-v1.int8.onnx
               mathsearch eval ranking ../shared/data/hepth2003/*.txt --format hepth \\
-                  --onnx export/models/gcn-v2.onnx      a shipped model on its card's hold-out
+                  --onnx models/gcn-v2.onnx             an earlier model on its card's hold-out
             """),
         formatter_class=raw,
     )
@@ -221,9 +221,10 @@ def run_eval(args: argparse.Namespace) -> int:
         errors = (*errors, CheckpointError, GCNConfigError, EncoderInputError, SamplerError)
         errors = (*errors, ModelCardError, ModelMismatchError)
     runners = {"ranking": _ranking, "knn-accuracy": _knn, "retrieval": _retrieval}
+    caught: tuple[type[Exception], ...] = (*errors, IndexerError, OSError)
     try:
         report = runners[args.eval_command](args)
-    except (*errors, IndexerError, OSError) as exc:
+    except caught as exc:
         sys.stderr.write(f"mathsearch: error: {exc}\n")
         return 1
     if args.json:

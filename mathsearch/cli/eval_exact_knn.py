@@ -42,13 +42,13 @@ def register(kinds: Any) -> None:
         epilog=textwrap.dedent("""\
             examples:
               mathsearch eval exact-knn --task same-document --validation \\
-                  --onnx export/models/gcn-v5.onnx --onnx export/models/gcn-v4.onnx
+                  --onnx models/gcn-v5.onnx --onnx models/gcn-v4.onnx
               mathsearch eval exact-knn --task same-document --held-out \\
-                  --onnx export/models/gcn-v5.onnx --json
+                  --onnx models/gcn-v5.onnx --json
               mathsearch eval exact-knn --task equivalence --topics 40 \\
-                  --onnx export/models/seq2seq-v1.onnx
+                  --onnx models/seq2seq-v1.onnx
               mathsearch eval exact-knn --task same-document --validation --fragments \\
-                  --onnx export/models/gcn-v5.onnx       # part of an equation finds it
+                  --onnx models/gcn-v5.onnx              # part of an equation finds it
             """),
         formatter_class=RAW_HELP,
     )

@@ -70,7 +70,7 @@ def register(kinds: Any) -> None:
         "printed as equal to it.",
         epilog=textwrap.dedent("""\
             examples:
-              mathsearch eval score-k --onnx export/models/seq2seq-v1.onnx
+              mathsearch eval score-k --onnx models/seq2seq-v1.onnx
               mathsearch eval score-k --checkpoint runs/s2s/checkpoint.pt --baselines --json
               mathsearch eval score-k --checkpoint runs/s2s/checkpoint.pt \\
                   ../shared/data/semvec/poly8-validationset.json.gz --k 5
@@ -119,7 +119,7 @@ def register(kinds: Any) -> None:
         epilog=textwrap.dedent("""\
             examples:
               mathsearch eval analogies --checkpoint runs/s2s/checkpoint.pt
-              mathsearch eval analogies --onnx export/models/seq2seq-v1.onnx --pool 20000 --json
+              mathsearch eval analogies --onnx models/seq2seq-v1.onnx --pool 20000 --json
             """),
         formatter_class=RAW_HELP,
     )
@@ -338,11 +338,12 @@ def run(args: argparse.Namespace) -> int:
         "analogies": _analogies,
         "class-split": _class_split,
     }
+    caught: tuple[type[Exception], ...] = (*errors, ValueError, OSError)
     try:
         if getattr(args, "checkpoint", None) and not Path(args.checkpoint).is_file():
             raise ValueError(f"checkpoint {args.checkpoint} does not exist")
         report = runners[args.eval_command](args)
-    except (*errors, ValueError, OSError) as exc:
+    except caught as exc:
         return fail(str(exc))
     if args.json:
         emit(json.dumps(report, indent=2))

@@ -40,7 +40,7 @@ def add_export(commands: Any) -> None:
         "equations, and write MODEL.card.json beside MODEL.onnx.",
         epilog=textwrap.dedent("""\
             examples:
-              mathsearch export runs/gcn/checkpoint.pt -o models/gcn-v1.onnx
+              mathsearch export runs/gcn/checkpoint.pt -o runs/gcn/gcn-v1.onnx
               mathsearch export runs/gcn/checkpoint.pt -o gcn-v2.onnx --version 2 \\
                   --metrics runs/gcn/eval-ranking.json --json
               mathsearch export runs/gcn/checkpoint.pt -o m.onnx \\
@@ -278,7 +278,7 @@ def add_bench_embed(bench_cmds: Any) -> None:
               mathsearch bench embed --batch-sizes 256 --equations 4096 --repeat 5 --json
               mathsearch bench embed --checkpoint runs/gcn/checkpoint.pt --device cuda
               mathsearch bench embed --onnx export/models/gcn-v7.onnx \\
-                  --onnx export/models/gcn-v11.onnx --batch-sizes 256 --equations 2048
+                  --onnx models/gcn-v11.onnx --batch-sizes 256 --equations 2048
                                                    two model files, taking turns (no torch)
             """),
         formatter_class=RAW_HELP,

@@ -1,7 +1,7 @@
 """``mathsearch export`` of a seq2seq (ExpEmb) checkpoint: the plug-in of
 :mod:`mathsearch.cli.export`.
 
-``mathsearch export runs/s2s/checkpoint.pt -o export/models/seq2seq-v1.onnx`` routes here (the
+``mathsearch export runs/s2s/checkpoint.pt -o seq2seq-v3.onnx --version 3`` routes here (the
 checkpoint's ``"family": "seq2seq"``). Parity data: ``--parity-data`` E-Gen ``.txt`` files or
 SemVec ``.json.gz`` sets, else the run's ``heldout-egen.txt`` plus the shared SemVec validation
 sets; ``--parity-equations`` sequences are checked. ``--metrics`` is a JSON file (e.g. the

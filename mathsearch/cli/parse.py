@@ -277,6 +277,7 @@ def run_parse(args: argparse.Namespace) -> int:
 
 def run_vocab(args: argparse.Namespace) -> int:
     from mathsearch.indexer.converters import Converted, make_converter
+    from mathsearch.indexer.mathml_tree import MathNode
     from mathsearch.indexer.vocabulary import Vocabulary, default_vocabulary
 
     if args.vocab_command == "show":
@@ -294,7 +295,7 @@ def run_vocab(args: argparse.Namespace) -> int:
         r for r in extract(args.sources, args.format, settings) if isinstance(r, EquationRecord)
     ]
     with make_converter(args.converter, settings) as converter:
-        trees = []
+        trees: list[MathNode] = []
         for start in tqdm(
             range(0, len(records), 512),
             desc="convert",

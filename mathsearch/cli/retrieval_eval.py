@@ -178,7 +178,12 @@ def run_index_form(
     from mathsearch.opensearch.client import connect
     from mathsearch.opensearch.settings import OpenSearchSettings
 
-    errors = (MathsearchOpenSearchError, IndexerError, ExportError, ModelCardError)
+    errors: tuple[type[Exception], ...] = (
+        MathsearchOpenSearchError,
+        IndexerError,
+        ExportError,
+        ModelCardError,
+    )
     errors += (ModelMismatchError, Pya0Error, OSError)
     progress = not args.no_progress and (not args.json or sys.stderr.isatty())
     if not args.no_pya0 and not pya0_available():

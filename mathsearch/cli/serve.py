@@ -133,9 +133,9 @@ def run_serve(args: argparse.Namespace) -> int:
         "on" if settings.serve_api_keys_file or settings.serve_api_key else "off",
         settings.serve_workers,
     )
-    where = {"host": settings.serve_host, "port": settings.serve_port, "log_level": "warning"}
+    host, port, log_level = settings.serve_host, settings.serve_port, "warning"
     if settings.serve_workers == 1:
-        uvicorn.run(app, **where)
+        uvicorn.run(app, host=host, port=port, log_level=log_level)
         return 0
     # N processes, each building its own app (client, model, limits) from the same choices
     del app  # built above only to fail early on a bad model, profile or keys file
@@ -144,6 +144,8 @@ def run_serve(args: argparse.Namespace) -> int:
         "mathsearch.serve.http_api:app_from_env",
         factory=True,
         workers=settings.serve_workers,
-        **where,
+        host=host,
+        port=port,
+        log_level=log_level,
     )
     return 0

@@ -36,7 +36,7 @@ def register(kinds: Any) -> None:
         "into train / validation / test; the hold-out metrics are written to train.json.",
         epilog=textwrap.dedent("""\
             examples:
-              python bench/fetch_figure_corpus.py          # the real corpus, once
+              python -m research.fetch_figure_corpus       # the real corpus, once (repository root)
               mathsearch train figure /var/cache/mathsearch/figure-corpus/corpus --out runs/figure
               mathsearch train figure tests/resources/indexer/figures --out /tmp/fig \\
                   --epochs 1 --min-words 1 --json

@@ -18,6 +18,7 @@ Example::
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from mathsearch.indexer.errors import IndexerError
 
@@ -58,7 +59,7 @@ def _papers(side: str) -> list[str]:
     data = {**data, "all": data.get("hepth2003") or data.get("all")}  # --shared-data cards
     if "test_fraction" not in split or not data["all"]:
         raise EvaluationError(f"the card of {card.name} records no paper split: no --{side}")
-    validation = split.get("validation")
+    validation: Any = split.get("validation")  # the card's JSON
     if side == "validation" and not validation:
         raise EvaluationError(f"the card of {card.name} records no validation papers")
     sources = [str(SHARED_DATA / "hepth2003" / name) for name in ("equation.txt", "eqnarray.txt")]

@@ -96,7 +96,7 @@ def library_topics(
                 {
                     "qid": f"{paper}-{number}",
                     "paper": paper,
-                    "latex": record.latex.strip(),
+                    "latex": (record.latex or "").strip(),  # set: filtered above
                     "words": (record.section or "").strip(),
                 }
             )

@@ -51,7 +51,7 @@ TASKS = ("same-document", "equivalence")
 _PARSE_BATCH = 512
 
 #: SemVec validation sets of the default equivalence task (13,754 expressions in all).
-DEFAULT_SETS = ("boolean10", "largeBoolean5", "largeSimpleBoolean5", "poly8")
+DEFAULT_SETS: tuple[str, ...] = ("boolean10", "largeBoolean5", "largeSimpleBoolean5", "poly8")
 DEFAULT_SETS += ("simpleBoolean10", "simplepoly8")
 
 #: The shared data beside the clone (``../shared/data``).

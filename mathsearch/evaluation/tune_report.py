@@ -42,7 +42,7 @@ from mathsearch.opensearch.search_profile import SearchProfile
 logger = logging.getLogger(__name__)
 
 REPORT_FORMAT = "mathsearch-tune-report/1"
-PARAMETERS = ("mode", "alpha", "window", "depth", "normalization", "combination")
+PARAMETERS: tuple[str, ...] = ("mode", "alpha", "window", "depth", "normalization", "combination")
 PARAMETERS += ("rank_constant", "k", "max_df", "max_terms")
 
 

@@ -53,7 +53,7 @@ Grid = dict[str, tuple[Any, ...]]
 FLOAT_KEYS = ("alpha", "max_df", "rerank_alpha")
 INT_KEYS = ("window", "k", "depth", "rank_constant", "max_terms", "rerank_window")
 ENUM_KEYS = {"mode": Mode, "normalization": Normalization, "combination": Combination}
-KEYS = ("mode", "alpha", "normalization", "combination", "window", "k", "depth")
+KEYS: tuple[str, ...] = ("mode", "alpha", "normalization", "combination", "window", "k", "depth")
 KEYS += ("rank_constant", "max_df", "max_terms", "rerank_window", "rerank_alpha")
 
 #: Values of the keys a grid leaves out (tuning evaluates 100 results deep by default).

@@ -12,7 +12,8 @@ Routes (the OpenAPI schema is at ``/openapi.json``; no Swagger UI, which would l
   live preview); unreadable LaTeX is a 422 with the converter's reason.
 * ``GET /equations/{eq_id}`` - an equation's stored fields (no vectors); 404 when unknown.
 * ``GET /health`` - 200 when the cluster answers and the index exists, else 503, with why.
-* ``GET /config`` - modes, normalisations, combinations, the profile's defaults and the limits.
+* ``GET /config`` - the modes and each one's ``mode_info`` (the search page's only source),
+  normalisations, combinations, the profile's defaults and the limits.
 * ``GET /metrics`` - Prometheus text: requests by route and status, latency, rejections.
 * ``GET /`` and ``/static/*`` - the search page (``mathsearch/serve/web/``), nothing fetched from
   outside (every answer carries ``Content-Security-Policy: default-src 'self'``).
@@ -75,7 +76,6 @@ from mathsearch.opensearch.fusion import Combination, Normalization
 from mathsearch.opensearch.load_shedding import RETRY_AFTER_S, InflightLimiter
 from mathsearch.opensearch.mathml_display import MathMLRenderer
 from mathsearch.opensearch.modes import describe_modes
-from mathsearch.opensearch.queries import Mode
 from mathsearch.opensearch.query_encoder import (
     ModelQueryEncoder,
     QueryEncoder,
@@ -406,12 +406,14 @@ def create_app(
 
     @app.get("/config", tags=["operations"])
     def config() -> dict[str, Any]:
-        """What the page needs: modes, techniques, the profile's defaults, the limits."""
+        """What the page needs (it keeps no copy): the modes and what each is (the mode
+        registry's), techniques, the profile's defaults, the limits."""
+        mode_info = describe_modes()
         return {
             "index": index,
             "libraries": list(settings.serve_libraries),
-            "modes": [mode.value for mode in Mode],
-            "mode_info": describe_modes(),
+            "modes": list(mode_info),
+            "mode_info": mode_info,
             "normalizations": [n.value for n in Normalization],
             "combinations": [c.value for c in Combination],
             "defaults": {k: v for k, v in profile.to_dict().items() if k != "format"},

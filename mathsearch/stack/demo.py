@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -39,6 +39,7 @@ from mathsearch.indexer.opensearch_source import iter_opensearch_index
 from mathsearch.indexer.parse import Featuriser, ParsedEquation
 from mathsearch.indexer.records import EquationRecord, Failure
 from mathsearch.opensearch.client import connect
+from mathsearch.opensearch.modes import MODES, SearchMode
 from mathsearch.opensearch.queries import Mode
 from mathsearch.opensearch.results import Hit
 from mathsearch.opensearch.schema import resolve_alias
@@ -52,8 +53,16 @@ from mathsearch.workers.worker_process import start_worker, stop_worker
 
 logger = logging.getLogger(__name__)
 
+
+def demo_modes(modes: Mapping[Mode, SearchMode] = MODES) -> tuple[Mode, ...]:
+    """Every registered mode in the order the demo queries them (after the profile's own): the
+    fused hybrids, then the other hybrids, then the one-sided modes, each group in the
+    registry's order."""
+    return tuple(sorted(modes, key=lambda mode: (not modes[mode].fused, not modes[mode].hybrid)))
+
+
 #: Every ranking mode, each with the default profile's parameters (alpha, normalisation, ...).
-DEMO_MODES = (Mode.FUSION, Mode.RRF, Mode.RESCORE, Mode.KNN_RESCORE, Mode.KNN, Mode.BM25)
+DEMO_MODES = demo_modes()
 #: The second encoder the demo indexes with beside the default ``gcn``, when it is there: the
 #: shipped ``gcn-v8``. On the validation papers (docs/encoders.md, "Which encoders to fuse") rrf
 #: of BM25 + gcn-v7 + gcn-v8 scores nDCG@10 0.670 against 0.653 for BM25 + gcn-v7, while

@@ -9,6 +9,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mathsearch.core.cluster_faults import cluster_fault
 from mathsearch.core.errors import ClusterUnavailableError, StackError
@@ -179,9 +180,10 @@ class Stack:
         last: dict | str = "no answer"
         while time.monotonic() < deadline:
             try:
-                last = client.cluster.health()
-                if last["status"] in {"green", "yellow"} and last["number_of_nodes"] >= size:
-                    return last
+                health: dict[str, Any] = client.cluster.health()  # the cluster's JSON
+                last = health
+                if health["status"] in {"green", "yellow"} and health["number_of_nodes"] >= size:
+                    return health
             except Exception as exc:
                 last = repr(exc)
             time.sleep(1.0)

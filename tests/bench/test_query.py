@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from mathsearch.bench.query import GOAL_MODES, goal_check
+from types import SimpleNamespace
+
+import pytest
+
+from mathsearch.bench.query import GOAL_MODES, goal_check, goal_modes
 from mathsearch.bench.query_report import format_bench_query
-from mathsearch.bench.timing import MODES, VARIANTS
+from mathsearch.bench.timing import DEFAULT, MODES, VARIANTS
+from mathsearch.opensearch.modes import MODES as SEARCH_MODES
 
 # -- report ------------------------------------------------------------------------------------
 
@@ -108,6 +113,20 @@ def test_goal_check_covers_every_hybrid_variant() -> None:
     assert "knn" not in goal["modes"] and "bm25" not in goal["modes"]
 
 
+def test_goal_modes_follow_the_mode_registry() -> None:
+    """Every bench variant of a hybrid mode of ``MODES`` (the default profile's row aside)."""
+    assert goal_modes() == GOAL_MODES
+    for name, variant in VARIANTS.items():
+        hybrid = SEARCH_MODES[variant.mode].hybrid and name != DEFAULT
+        assert (name in GOAL_MODES) == hybrid, name
+    # a mode that turns hybrid in the registry joins the goal with no list to edit
+    registry = {mode: SimpleNamespace(hybrid=spec.hybrid) for mode, spec in SEARCH_MODES.items()}
+    knn = VARIANTS["knn"].mode
+    registry[knn] = SimpleNamespace(hybrid=True)
+    assert "knn" in goal_modes(VARIANTS, registry)  # type: ignore[arg-type]
+    assert set(goal_modes(VARIANTS, registry)) == {*GOAL_MODES, "knn"}  # type: ignore[arg-type]
+
+
 def test_format_bench_query_says_who_fused_and_max_df() -> None:
     report = _report()
     for row in report["sizes"][0]["modes"]:
@@ -149,6 +168,7 @@ def test_a_bench_index_built_with_other_hnsw_parameters_is_not_reused() -> None:
     assert _bench_meta(Corpus(), 100, "embed", settings, int8) != wanted  # type: ignore[arg-type]
 
 
+@pytest.mark.services
 def test_the_size_after_a_force_merge_is_read_once_it_has_settled(
     client, settings, encoder, demo_dicts, demo_vectors, fresh_alias
 ) -> None:

@@ -105,6 +105,7 @@ def check_files(out: Path, report: dict[str, Any]) -> None:
     assert "| system | difference | 95% interval | p | wins / losses |" in table
 
 
+@pytest.mark.services
 def test_same_document_index_form(
     tmp_path: Path, eval_alias: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -133,6 +134,7 @@ def test_same_document_index_form(
     assert again["systems"]["knn"]["means"] == report["systems"]["knn"]["means"]
 
 
+@pytest.mark.services
 def test_equivalence_index_form(
     tmp_path: Path, eval_alias: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -150,6 +152,7 @@ def test_equivalence_index_form(
         assert {class_of[eq_id] for eq_id in relevant} == {class_of[qid]}
 
 
+@pytest.mark.services
 def test_equivalence_over_the_seq2seq_vectors(
     tmp_path: Path, eval_alias: str, capsys: pytest.CaptureFixture[str], client: Any
 ) -> None:
@@ -199,6 +202,7 @@ def test_split_keeps_papers_together() -> None:
     assert split_topics(data, seed=4) == (tune, test)
 
 
+@pytest.mark.services
 def test_foreign_index_is_never_overwritten(
     client: OpenSearch, settings: OpenSearchSettings, eval_alias: str
 ) -> None:
@@ -208,6 +212,7 @@ def test_foreign_index_is_never_overwritten(
         ensure_eval_index(client, eval_alias, [CollectionEquation("a#0", "a", "x^2")])
 
 
+@pytest.mark.services
 def test_cli_errors_are_one_line(
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,

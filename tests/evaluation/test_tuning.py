@@ -81,6 +81,7 @@ def csv_rows(tuned: Tuned) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
+@pytest.mark.services
 def test_tune_writes_the_report_folder(tuned: Tuned) -> None:
     assert tuned.status == 0
     # `mathsearch tune` searches with the shipped profile's query tokens (max_terms, max_df)
@@ -135,6 +136,7 @@ def test_tune_writes_the_report_folder(tuned: Tuned) -> None:
     assert report["recommended"]["value"] == pytest.approx(best_map, abs=1e-6)
 
 
+@pytest.mark.services
 def test_select_significant_keeps_a_baseline_the_topics_cannot_beat(
     tuned: Tuned, equation_alias: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -160,6 +162,7 @@ def test_select_significant_keeps_a_baseline_the_topics_cannot_beat(
     assert "recommended (significant: " in out and "fusion-a0.4-" in out.splitlines()[-2]
 
 
+@pytest.mark.services
 @pytest.mark.parametrize("measure", ["MAP", "nDCG@10", "uMAP", "P@5"])
 def test_plots_are_real_pngs(tuned: Tuned, measure: str) -> None:
     data = (tuned.report / "plots" / f"{measure}_vs_alpha.png").read_bytes()
@@ -169,6 +172,7 @@ def test_plots_are_real_pngs(tuned: Tuned, measure: str) -> None:
     assert len(data) > 10_000  # lines and a legend, not an empty canvas
 
 
+@pytest.mark.services
 def test_runs_drop_excluded_ids_and_hold_at_most_k(tuned: Tuned) -> None:
     exclude = {t.qid: set(t.exclude) for t in tuned.topics}
     for path in (tuned.report / "runs").glob("*.txt"):
@@ -180,6 +184,7 @@ def test_runs_drop_excluded_ids_and_hold_at_most_k(tuned: Tuned) -> None:
             assert 0 < len(ids) <= 100 and len(ids) == len(set(ids))
 
 
+@pytest.mark.services
 def test_best_profile_reproduces_its_score_and_beats_bm25(tuned: Tuned, searcher: Searcher) -> None:
     profile = SearchProfile.load(tuned.report / "best_profile.json")
     rows = csv_rows(tuned)
@@ -195,6 +200,7 @@ def test_best_profile_reproduces_its_score_and_beats_bm25(tuned: Tuned, searcher
     assert profile.source["value"] > bm25
 
 
+@pytest.mark.services
 def test_search_takes_defaults_from_the_profile_and_flags_win(
     tuned: Tuned, equation_alias: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -213,6 +219,7 @@ def test_search_takes_defaults_from_the_profile_and_flags_win(
     assert (found["mode"], len(found["hits"])) == ("bm25", 3)
 
 
+@pytest.mark.services
 def test_cli_failures_are_one_line(
     tuned: Tuned, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -248,6 +255,7 @@ class CountingEncoder:
         return self.inner.features(latex)
 
 
+@pytest.mark.services
 def test_topic_runs_cache_features_and_survive_bad_queries(
     client: OpenSearch, equation_alias: str, encoder: Embedder, tuned: Tuned
 ) -> None:
@@ -262,6 +270,7 @@ def test_topic_runs_cache_features_and_survive_bad_queries(
     assert counting.calls == len(topics)  # once per LaTeX, not once per configuration
 
 
+@pytest.mark.services
 def test_the_read_cache_changes_no_run_and_shares_the_candidate_searches(
     client: OpenSearch, equation_alias: str, encoder: Embedder, tuned: Tuned, tmp_path: Path
 ) -> None:

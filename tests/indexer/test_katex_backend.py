@@ -243,7 +243,10 @@ def test_node_killed_between_batches(katex: KatexConverter) -> None:
     assert pid is not None
     restarts = katex.restarts
     os.kill(pid, signal.SIGKILL)
-    time.sleep(0.2)
+    proc = Path(f"/proc/{pid}/stat")
+    deadline = time.monotonic() + 10
+    while proc.exists() and proc.read_text().split()[2] != "Z" and time.monotonic() < deadline:
+        time.sleep(0.01)  # until it is dead (a zombie until the converter reaps it)
     results = katex.convert_batch([r"\frac{1}{2}", r"\sqrt{x}"])
     assert all(isinstance(result, str) for result in results)
     assert katex.pid != pid

@@ -1,46 +1,19 @@
-"""Fixtures of the opensearch tests: the real model's vectors of real equations, in a real index."""
+"""Helpers of the tests that build equation indexes (the shared fixtures built on them live in
+tests/conftest.py, built once per session)."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from opensearchpy import OpenSearch
 
-from mathsearch.export.embedders import Embedder, load_embedder
-from mathsearch.indexer.parse import ParsedEquation
+from mathsearch.export.embedders import Embedder
 from mathsearch.opensearch import OpenSearchSettings
 from mathsearch.opensearch.bulk_writer import BulkWriter
 from mathsearch.opensearch.documents import equation_actions
 from mathsearch.opensearch.equation_index import ensure_equation_index
 from mathsearch.opensearch.schema import VectorSpec
-from mathsearch.opensearch.searcher import Searcher
-from mathsearch.stack.demo import demo_records
-from mathsearch.workers.embedding import vectors_of
-
-
-@pytest.fixture(scope="session")
-def encoder() -> Embedder:
-    return load_embedder("gcn")
-
-
-@pytest.fixture(scope="session")
-def demo_parsed() -> list[ParsedEquation]:
-    """The bundled sample's 206 real hep-th equations, featurised."""
-    kept, _ = demo_records()
-    return kept
-
-
-@pytest.fixture(scope="session")
-def demo_dicts(demo_parsed: list[ParsedEquation]) -> list[dict[str, Any]]:
-    return [p.to_dict() for p in demo_parsed]
-
-
-@pytest.fixture(scope="session")
-def demo_vectors(encoder: Embedder, demo_parsed: list[ParsedEquation]) -> list[list[float]]:
-    return vectors_of(encoder, demo_parsed)
 
 
 def new_alias(settings: OpenSearchSettings) -> str:
@@ -66,32 +39,3 @@ def fill(
         equation_actions(alias, dicts, {spec.field: vectors})
     )
     assert report.written == len(dicts) and not report.failures
-
-
-@pytest.fixture
-def fresh_alias(client: OpenSearch, settings: OpenSearchSettings) -> Iterator[str]:
-    """An unused alias name; its indexes are deleted after the test."""
-    alias = new_alias(settings)
-    yield alias
-    drop_alias(client, alias)
-
-
-@pytest.fixture(scope="session")
-def equation_alias(
-    client: OpenSearch,
-    settings: OpenSearchSettings,
-    encoder: Embedder,
-    demo_dicts: list[dict[str, Any]],
-    demo_vectors: list[list[float]],
-) -> Iterator[str]:
-    """A read-only equation index of the 206 sample equations with the default model's vectors
-    (field ``DEFAULT_FIELD``)."""
-    alias = new_alias(settings)
-    fill(client, alias, settings, encoder, demo_dicts, demo_vectors)
-    yield alias
-    drop_alias(client, alias)
-
-
-@pytest.fixture(scope="session")
-def searcher(client: OpenSearch, equation_alias: str) -> Searcher:
-    return Searcher(client, equation_alias)

@@ -40,6 +40,7 @@ def test_mapping_follows_the_card(settings: OpenSearchSettings) -> None:
     assert body["settings"]["number_of_replicas"] == settings.replicas
 
 
+@pytest.mark.services
 def test_index_figures_writes_counts_and_reruns_as_noop(
     client: OpenSearch, settings: OpenSearchSettings, figure_index: str
 ) -> None:

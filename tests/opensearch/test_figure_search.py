@@ -42,6 +42,7 @@ def _records() -> list[FigureRecord]:
 _CASES = [(m, "client") for m in Mode] + [(Mode.FUSION, "server"), (Mode.RRF, "server")]
 
 
+@pytest.mark.services
 @pytest.mark.parametrize(("mode", "side"), _CASES)
 def test_every_mode_answers_with_figures(
     client: OpenSearch, figures_index: str, mode: Mode, side: str
@@ -60,6 +61,7 @@ def test_every_mode_answers_with_figures(
         assert response.hits[0].explanation is not None
 
 
+@pytest.mark.services
 def test_knn_of_a_figure_caption_ranks_by_the_figure_vector(
     client: OpenSearch, figures_index: str
 ) -> None:
@@ -88,6 +90,7 @@ def test_figure_words_alone_load_no_model() -> None:
         FigureQueryEncoder("/nonexistent/figure.onnx").features("energy spectrum")
 
 
+@pytest.mark.services
 def test_the_cli_indexes_idempotently_and_searches(
     settings: OpenSearchSettings, client: OpenSearch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -41,6 +41,7 @@ def _post(api: TestClient, path: str, body: dict[str, Any]) -> Any:
     return api.post(path, json=body)
 
 
+@pytest.mark.services
 def test_search_finds_the_indexed_equation_with_mathml_groups_and_breakdown(
     api: TestClient, indexed: dict[str, Any]
 ) -> None:
@@ -67,6 +68,7 @@ def test_search_finds_the_indexed_equation_with_mathml_groups_and_breakdown(
     assert "bm25" in grouped["groups"][0]["hits"][0]["explanation"]["formula"]
 
 
+@pytest.mark.services
 def test_profile_supplies_defaults_and_the_body_overrides_them(
     settings: OpenSearchSettings, client: OpenSearch, equation_alias: str, indexed: dict
 ) -> None:
@@ -95,6 +97,7 @@ def test_profile_supplies_defaults_and_the_body_overrides_them(
         ({"latex": "x", "filters": {"ranges": {"position": [0]}}}, "filters", ""),
     ],
 )
+@pytest.mark.services
 def test_invalid_bodies_are_422_with_the_field_and_reason(
     api: TestClient, body: dict, field: str, words: str
 ) -> None:
@@ -106,6 +109,7 @@ def test_invalid_bodies_are_422_with_the_field_and_reason(
     assert any(d["field"].startswith(field) for d in error["details"])
 
 
+@pytest.mark.services
 def test_semantic_errors_are_422_with_a_reason(api: TestClient, settings: Any) -> None:
     cases = {
         "empty query": {"latex": "  "},
@@ -120,6 +124,7 @@ def test_semantic_errors_are_422_with_a_reason(api: TestClient, settings: Any) -
         assert words in response.json()["error"]["reason"]
 
 
+@pytest.mark.services
 def test_body_size_and_length_limits(
     settings: OpenSearchSettings, client: OpenSearch, equation_alias: str
 ) -> None:
@@ -136,6 +141,7 @@ def test_body_size_and_length_limits(
     assert chunked.status_code == 411
 
 
+@pytest.mark.services
 def test_rate_limit_answers_429_with_retry_after(
     settings: OpenSearchSettings, client: OpenSearch, equation_alias: str
 ) -> None:
@@ -151,6 +157,7 @@ def test_rate_limit_answers_429_with_retry_after(
     assert 'mathsearch_http_rejected_total{reason="rate"} 2.0' in metrics
 
 
+@pytest.mark.services
 def test_render_equation_health_metrics_and_openapi(
     api: TestClient, client: OpenSearch, indexed: dict[str, Any], equation_alias: str
 ) -> None:
@@ -194,6 +201,7 @@ def unreachable(settings: OpenSearchSettings) -> Iterator[TestClient]:
     yield TestClient(create_app(dead, "mathsearch-equations", client=connect(dead)))
 
 
+@pytest.mark.services
 def test_cluster_down_or_missing_index_is_503_with_the_reason(
     unreachable: TestClient, settings: OpenSearchSettings, client: OpenSearch
 ) -> None:
@@ -247,6 +255,7 @@ class _Broken:
         raise RuntimeError("a bug in the featuriser")
 
 
+@pytest.mark.services
 def test_an_unexpected_error_is_a_json_500_without_internals(
     settings: OpenSearchSettings, client: OpenSearch, equation_alias: str
 ) -> None:
@@ -257,6 +266,7 @@ def test_an_unexpected_error_is_a_json_500_without_internals(
     assert "featuriser" not in response.text
 
 
+@pytest.mark.services
 def test_bm25_through_the_api_runs_no_model(
     settings: OpenSearchSettings, client: OpenSearch, equation_alias: str
 ) -> None:
@@ -273,6 +283,7 @@ def test_bm25_through_the_api_runs_no_model(
     assert fusion.status_code == 422 and "nonexistent" in fusion.json()["error"]["reason"]
 
 
+@pytest.mark.services
 def test_like_searches_for_similar_equations_without_the_equation_itself(
     api: TestClient, indexed: dict[str, Any]
 ) -> None:
@@ -293,6 +304,7 @@ def test_like_searches_for_similar_equations_without_the_equation_itself(
     assert too_long.status_code == 422
 
 
+@pytest.mark.services
 def test_offset_returns_the_next_page(api: TestClient, indexed: dict[str, Any]) -> None:
     body = {"latex": indexed["latex"], "mode": "fusion"}
     first = _post(api, "/search", {**body, "k": 10}).json()["hits"]
@@ -305,6 +317,7 @@ def test_offset_returns_the_next_page(api: TestClient, indexed: dict[str, Any]) 
     assert deep.status_code == 422 and "depth" in deep.json()["error"]["reason"]
 
 
+@pytest.mark.services
 def test_the_profiles_second_stage_is_served_and_a_body_can_turn_it_off(
     settings: OpenSearchSettings, client: OpenSearch, equation_alias: str, indexed: dict
 ) -> None:

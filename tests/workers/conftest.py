@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import socket
@@ -12,12 +11,10 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 from opensearchpy import OpenSearch
 
-from mathsearch.indexer.hepth import iter_hepth
 from mathsearch.indexer.records import EquationRecord, Failure
 from mathsearch.opensearch import OpenSearchSettings
 from mathsearch.opensearch.equation_index import ensure_equation_index
@@ -30,12 +27,6 @@ from mathsearch.workers.worker_process import start_worker, stop_worker
 from tests.process_tree import live_children
 
 CORPUS = Path(__file__).parents[1] / "resources" / "export" / "hepth2003-every12th.txt"
-
-
-@pytest.fixture(scope="session")
-def corpus() -> list[EquationRecord | Failure]:
-    """1,225 real hep-th 2003 items (every 12th equation; 49 are extraction failures)."""
-    return list(iter_hepth(str(CORPUS)))
 
 
 def free_port() -> int:
@@ -105,26 +96,6 @@ class WorkerProcess:
 
     def output(self, limit: int = 4000) -> str:
         return self.log.read_text(errors="replace")[-limit:]
-
-
-@pytest.fixture
-def pipeline(worker_settings: WorkerSettings, tmp_path: Path) -> Iterator[dict[str, Any]]:
-    """Queues of this test only; ``spawn(**env)`` starts workers on them (stopped afterwards)."""
-    prefix = f"t{uuid.uuid4().hex[:6]}-"
-    settings = dataclasses.replace(worker_settings, queue_prefix=prefix)
-    workers: list[WorkerProcess] = []
-
-    def spawn(concurrency: int = 1, metrics_port: int = 0, **overrides: str) -> WorkerProcess:
-        """A worker on ``state["settings"]`` (a test may point it at another Redis)."""
-        log = tmp_path / f"worker-{len(workers)}.log"
-        worker = WorkerProcess(state["settings"], {**os.environ, **overrides}, log)
-        workers.append(worker)
-        return worker.start(concurrency, metrics_port)
-
-    state: dict[str, Any] = {"settings": settings, "spawn": spawn, "workers": workers}
-    yield state
-    for worker in workers:
-        worker.stop()
 
 
 def accounted(

@@ -197,8 +197,8 @@ def test_opensearch_refusing_writes_for_a_while(
     job.start()
     wait_for(lambda: indexed_count(client, alias) > 100, "the first batches")
     block(client, alias, True)  # every write now gets a 429
-    try:
-        time.sleep(6)
+    try:  # until a batch has been refused and its task retried
+        wait_for(lambda: "retry 1 in" in worker.log.read_text(), "a refused write retried")
     finally:
         block(client, alias, False)
     report = job.finish()

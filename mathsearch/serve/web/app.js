@@ -9,32 +9,11 @@
 (() => {
   const PREVIEW_DELAY_MS = 250;
   const HITS_SHOWN = 3; // equations shown per document before "Show more"
-  /* What each mode is and which controls shape it come from GET config's mode_info (the
-   * server's mode registry); this copy serves only when config cannot be fetched. */
-  const FALLBACK_MODE_INFO = {
-    knn: { summary: "Nearest neighbours of the query's equation embedding (vectors only).",
-      parameters: [], subqueries: ["knn"] },
-    bm25: { summary: "BM25 over the equation's math tokens (and the words, if any).",
-      parameters: [], subqueries: ["bm25"] },
-    rescore: { summary: "BM25 retrieves a window, which is rescored with vector similarity.",
-      parameters: ["alpha", "window", "normalization"], subqueries: ["bm25", "knn"] },
-    "knn-rescore": { summary: "k-NN retrieves a window, which is rescored with BM25.",
-      parameters: ["alpha", "window"], subqueries: ["bm25", "knn"] },
-    fusion: { summary: "BM25 and k-NN retrieved separately, normalised and combined.",
-      parameters: ["alpha", "depth", "normalization", "combination"],
-      subqueries: ["bm25", "knn"] },
-    rrf: { summary: "BM25 and k-NN combined by reciprocal rank fusion.",
-      parameters: ["depth", "rank_constant"], subqueries: ["bm25", "knn"] },
-  };
-  const FALLBACK_CONFIG = {
-    modes: Object.keys(FALLBACK_MODE_INFO),
-    mode_info: FALLBACK_MODE_INFO,
-    normalizations: ["min_max", "l2", "z_score"],
-    combinations: ["arithmetic_mean"],
-    defaults: { mode: "fusion", k: 10, alpha: 0.5, normalization: "min_max" },
-    limits: {},
-    index: "",
-  };
+  /* The modes, what each is and which controls shape it (mode_info, the server's mode
+   * registry), the normalisations and the profile's defaults come from GET config only: without
+   * it the page says so and does not search. */
+  const NO_CONFIG =
+    "The page cannot search without the server's configuration: reload it to try again.";
 
   // The MathML namespace, taken from the HTML parser rather than spelled out here.
   const MATHML_NS = new DOMParser()
@@ -131,7 +110,8 @@
     apiKey = "";
   }
 
-  let config = FALLBACK_CONFIG;
+  /** GET config's answer; null until it comes. */
+  let config = null;
   let previewTimer = 0;
   let previewSeq = 0;
   let previewAbort = null;
@@ -280,15 +260,10 @@
   }
 
   function applyConfig(cfg) {
-    config = { ...FALLBACK_CONFIG, ...cfg };
-    const defaults = { ...FALLBACK_CONFIG.defaults, ...(config.defaults || {}) };
-    config.defaults = defaults;
-    fillSelect(ui.mode, config.modes || FALLBACK_CONFIG.modes, defaults.mode);
-    fillSelect(
-      ui.normalization,
-      config.normalizations || FALLBACK_CONFIG.normalizations,
-      defaults.normalization,
-    );
+    const defaults = cfg.defaults || {};
+    config = { ...cfg, defaults, mode_info: cfg.mode_info || {} };
+    fillSelect(ui.mode, config.modes || [], defaults.mode);
+    fillSelect(ui.normalization, config.normalizations || [], defaults.normalization);
     ui.alpha.value = String(defaults.alpha);
     ui.k.value = String(defaults.k);
     const limits = config.limits || {};
@@ -310,6 +285,7 @@
       }),
     );
     ui.indexField.hidden = libraries.length === 0;
+    ui.search.disabled = false;
   }
 
   /** The library index chosen in "Search in" ("" for the equation index). */
@@ -317,8 +293,9 @@
     return ui.indexField.hidden ? "" : ui.index.value;
   }
 
+  /** GET config's mode_info of ``mode`` ({} before config came). */
   function modeInfo(mode) {
-    return (config.mode_info || FALLBACK_MODE_INFO)[mode] || FALLBACK_MODE_INFO[mode] || {};
+    return (config && config.mode_info[mode]) || {};
   }
 
   /** Whether a ranking parameter (alpha, normalization, ...) shapes the mode's ranking. */
@@ -496,6 +473,10 @@
   }
 
   async function runSearch({ push = true } = {}) {
+    if (!config) {
+      setStatus(NO_CONFIG, "error");
+      return;
+    }
     if (!ui.latex.value.trim() && !ui.text.value.trim()) {
       setStatus("Type a LaTeX query first.", "error");
       ui.latex.focus();
@@ -612,7 +593,7 @@
 
   /** Which subqueries a mode's scores come from. */
   function subqueries(mode) {
-    return modeInfo(mode).subqueries || ["bm25", "knn"];
+    return modeInfo(mode).subqueries || [];
   }
 
   function breakdown(hit, mode) {
@@ -851,6 +832,7 @@
   ui.k.addEventListener("change", researchIfShown);
   ui.index.addEventListener("change", researchIfShown);
   window.addEventListener("popstate", () => {
+    if (!config) return;
     const hasQuery = readUrl();
     refreshPreview();
     if (hasQuery) runSearch({ push: false });
@@ -860,8 +842,15 @@
     try {
       applyConfig(await api("config"));
     } catch (error) {
-      applyConfig(FALLBACK_CONFIG);
-      setStatus(`Could not load the server's configuration: ${describeError(error)}`, "error");
+      // no stale defaults: the modes and what shapes them are the server's to say
+      ui.search.disabled = true;
+      setStatus(
+        `Could not load the server's configuration: ${describeError(error).replace(/\.$/, "")}. ` +
+          NO_CONFIG,
+        "error",
+      );
+      document.body.classList.add("ready");
+      return;
     }
     const hasQuery = readUrl();
     document.body.classList.add("ready");

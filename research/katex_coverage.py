@@ -2,7 +2,7 @@
 
 Usage::
 
-    python bench/katex_coverage.py [PATH] [--batch-size 500] [--limit N] [--json]
+    python -m research.katex_coverage [PATH] [--batch-size 500] [--limit N] [--json]
 
 PATH defaults to ``../shared/data/hepth2003/equation.txt`` (relative to the repository). The
 equations are those of the project's extractor (:func:`mathsearch.indexer.hepth.iter_hepth`), so the

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python bench/token_bag_prototype.py [--seconds 600] [--every 150] [--json]
+    python -m research.token_bag_prototype [--seconds 600] [--every 150] [--json]
 
 The graph CNN reads one-hot node features of 256 dimensions, so most identifiers, macros and
 multi-letter names share a few input ids; BM25 sees every token but no learned similarity. This
@@ -21,7 +21,7 @@ has (a fastText-style model: Joulin et al., "Bag of tricks for efficient text cl
   :mod:`mathsearch.encoders.shared_corpus`), with lazy Adam on the rows a batch touches, in
   NumPy (gradients written out; no torch outside encoders/ and export/);
 * scored every ``--every`` seconds on the validation papers' relevance set of
-  ``bench/fusion_prototypes.py`` (never the held-out papers): kNN alone, fused with BM25, and
+  ``research/fusion_prototypes.py`` (never the held-out papers): kNN alone, fused with BM25, and
   fused three ways with BM25 and the shipped graph CNN's kNN (min-max in each top 100).
 
 docs/research/2026-12-06-tuning-record.md ("Beyond a linear fusion") has the figures. Nothing here
@@ -37,14 +37,9 @@ import sys
 import time
 import zlib
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 from scipy import sparse
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from fusion_prototypes import Collection, fuse, load, min_max_top
 
 from mathsearch.encoders.shared_corpus import shared_sources
 from mathsearch.evaluation.held_out import held_out_papers, validation_papers
@@ -53,6 +48,7 @@ from mathsearch.export.settings import ExportSettings
 from mathsearch.indexer.extract import extract
 from mathsearch.indexer.parse import Featuriser, ParsedEquation
 from mathsearch.indexer.records import EquationRecord
+from research.fusion_prototypes import Collection, fuse, load, min_max_top
 
 logger = logging.getLogger(__name__)
 

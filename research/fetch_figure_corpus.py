@@ -3,7 +3,7 @@ documentation packages.
 
 Usage::
 
-    python bench/fetch_figure_corpus.py [--cache /var/cache/mathsearch/figure-corpus] [--json]
+    python -m research.fetch_figure_corpus [--cache /var/cache/mathsearch/figure-corpus] [--json]
 
 Steps (each skipped when its output is already there, so a re-run is cheap):
 

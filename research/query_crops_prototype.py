@@ -3,7 +3,7 @@ papers.
 
 Usage::
 
-    python bench/query_crops_prototype.py [--onnx MODEL.onnx] [--crops 16] [--seed 0]
+    python -m research.query_crops_prototype [--onnx MODEL.onnx] [--crops 16] [--seed 0]
         [--weights 0.9,0.75,0.5,0.25] [--alpha 0.4] [--json]
 
 The shipped towers were trained with sub-formula crops as positives (``train gcn --crop-rate``,
@@ -19,10 +19,10 @@ sub-expressions it shares with the other equations of its paper. This script mea
   ``--weights``: the cost is the crops' embedding at query time only;
 * ``both``: the collection's vectors get the same mix, so the index would pay ``--crops`` more
   embeddings per equation;
-* scored in memory on the relevance set of ``bench/fusion_prototypes.py`` (the validation papers
+* scored in memory on the relevance set of ``research/fusion_prototypes.py`` (the validation papers
   of ``eval retrieval --task same-document --validation``: 1,242 equations, 200 topics; never the
   held-out papers): exact kNN, and BM25 + kNN fused by ``rrf`` and ``fusion`` (min-max, alpha
-  ``--alpha``) as ``bench/fuse_encoders.py`` fuses them, each with its paired difference from
+  ``--alpha``) as ``research/fuse_encoders.py`` fuses them, each with its paired difference from
   the same fusion without crops and the 95% interval of the paired t-test.
 
 docs/research/2026-12-06-tuning-record.md ("Beyond a linear fusion") has the figures. Nothing here
@@ -38,15 +38,8 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from compare_encoders import NDCG, paired_difference, render_cell, unit_concat
-from fuse_encoders import Field, fused_scorer
-from fusion_prototypes import Collection, validation_set
 
 from mathsearch.encoders.subformula_crop import container_tags, crop_tree
 from mathsearch.evaluation.ir_metrics import Evaluation
@@ -54,6 +47,9 @@ from mathsearch.export.runtime import Encoder
 from mathsearch.export.settings import ExportSettings
 from mathsearch.indexer.mathml_graph import EquationGraph
 from mathsearch.indexer.parse import Featuriser
+from research.compare_encoders import NDCG, paired_difference, render_cell, unit_concat
+from research.fuse_encoders import Field, fused_scorer
+from research.fusion_prototypes import Collection, validation_set
 
 logger = logging.getLogger(__name__)
 

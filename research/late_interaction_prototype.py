@@ -2,7 +2,7 @@
 
 Usage::
 
-    python bench/late_interaction_prototype.py [--onnx MODEL.onnx] [--json]
+    python -m research.late_interaction_prototype [--onnx MODEL.onnx] [--json]
 
 The shipped encoder mean-pools its node vectors, so the cosine of two equations is (up to the
 normalisation) the mean similarity of *all* node pairs. MaxSim, the late interaction of ColBERT
@@ -15,7 +15,7 @@ zero-shot, with the towers as trained:
   ensemble such as gcn-v7), each row L2-normalised;
 * ``maxsim``: ``mean_{i in q} max_{j in c} <q_i, c_j>``, averaged over the towers;
   ``maxsim sym``: the mean of that and the same with ``q`` and ``c`` swapped;
-* scored in memory on the relevance set of ``bench/fusion_prototypes.py`` (the validation papers
+* scored in memory on the relevance set of ``research/fusion_prototypes.py`` (the validation papers
   of ``eval retrieval --task same-document --validation``: 1,242 equations, 200 topics; never the
   held-out papers), alone, fused with the NumPy BM25 instead of the pooled cosine, and as a third
   list beside BM25 and the pooled cosine.
@@ -32,20 +32,22 @@ import re
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from fusion_prototypes import Collection, fuse, min_max_top, model_arguments, validation_set
-
 from mathsearch.export.graph_batch import pack_graphs
 from mathsearch.export.runtime import Encoder
 from mathsearch.indexer.parse import ParsedEquation
+from research.fusion_prototypes import (
+    Collection,
+    fuse,
+    min_max_top,
+    model_arguments,
+    validation_set,
+)
 
 logger = logging.getLogger(__name__)
 

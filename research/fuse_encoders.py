@@ -2,16 +2,16 @@
 
 Usage::
 
-    python bench/fuse_encoders.py ENCODER [ENCODER ...] [--alpha 0.4] [--rank-constant 60]
+    python -m research.fuse_encoders ENCODER [ENCODER ...] [--alpha 0.4] [--rank-constant 60]
         [--json]
 
-    python bench/fuse_encoders.py gcn export/models/gcn-v8.onnx bitmap
+    python -m research.fuse_encoders gcn export/models/gcn-v8.onnx bitmap
 
 Each encoder is a family (its default model) or an ``.onnx`` path, as ``mathsearch search
 --encoders`` takes them; each embeds the equations through its own runtime
 (``workers.embedding.embed_parsed``: the vectors the workers write) into its own list, as
 several vector fields are searched in one hybrid query. The collection and topics are those of
-``bench/fusion_prototypes.py``: the relevance set of ``mathsearch eval retrieval --task
+``research/fusion_prototypes.py``: the relevance set of ``mathsearch eval retrieval --task
 same-document --validation`` (the default model's validation papers, 200 topics; never the
 held-out papers), with its NumPy BM25 over the same math tokens.
 
@@ -38,11 +38,6 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from compare_encoders import NDCG, paired_difference, render_cell, unit_concat
-from fusion_prototypes import Collection, Scores, validation_set
-
 from mathsearch.evaluation.ir_metrics import Evaluation
 from mathsearch.export.embedder_base import EmbedRefusal
 from mathsearch.export.embedders import load_embedder, parse_encoders
@@ -52,6 +47,8 @@ from mathsearch.opensearch.explain import subquery_weights
 from mathsearch.opensearch.fusion import FusedHit, fuse, rrf
 from mathsearch.opensearch.search_request import SearchRequest
 from mathsearch.workers.embedding import embed_parsed
+from research.compare_encoders import NDCG, paired_difference, render_cell, unit_concat
+from research.fusion_prototypes import Collection, Scores, validation_set
 
 logger = logging.getLogger(__name__)
 
@@ -199,7 +196,7 @@ def render(report: dict[str, object]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n", maxsplit=1)[0],
-        epilog="example: python bench/fuse_encoders.py gcn export/models/gcn-v8.onnx bitmap",
+        epilog="example: python -m research.fuse_encoders gcn export/models/gcn-v8.onnx bitmap",
     )
     parser.add_argument(
         "encoders", nargs="+", help="families or .onnx paths; the first is fused in every row"

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python bench/train_sweep.py --out /tmp/sweep --budget 480 \\
+    python -m research.train_sweep --out /tmp/sweep --budget 480 \\
         [--runs infonce-128x2,histogram-512x3,histogram-128x2-mask ...] [--amp] [--dry-run]
 
 Each run is ``LOSS-WIDTHxDEPTH``, with ``-mask`` for the seed's masking task beside the loss (on
@@ -25,7 +25,7 @@ that stopped half-way resumes at the step it lacks (a run stopped during trainin
 the start: its budget is a few minutes), and a finished run is skipped. The summary
 (``--out/sweep.json``) gives each run's steps, items per second of training, CPU seconds and ranking
 score. Search quality and embed speed are measured afterwards over all the runs' models at once, so
-that their figures come from one sitting: ``python bench/compare_encoders.py`` and ``mathsearch
+that their figures come from one sitting: ``python -m research.compare_encoders`` and ``mathsearch
 bench embed --onnx ...`` (docs/research/2026-12-06-gcn-training-record.md, "A sweep at a fixed CPU
 budget").
 """
@@ -201,7 +201,7 @@ def ranking_score(report: dict[str, object], name: str = "model") -> float | Non
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n", maxsplit=1)[0],
-        epilog="example: python bench/train_sweep.py --out /tmp/sweep --budget 480 --amp",
+        epilog="example: python -m research.train_sweep --out /tmp/sweep --budget 480 --amp",
     )
     parser.add_argument("--out", required=True, type=Path, help="a folder per run, sweep.json")
     parser.add_argument("--data", type=Path, default=Path("../shared/data"), help="shared data")

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python bench/fusion_prototypes.py [--onnx MODEL.onnx] [--json]
+    python -m research.fusion_prototypes [--onnx MODEL.onnx] [--json]
 
 It builds the relevance set of ``mathsearch eval retrieval --task same-document --validation``
 (100 papers asked, 200 topics, seed 0: the default model's validation papers only, never the

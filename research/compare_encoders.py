@@ -2,15 +2,15 @@
 
 Usage::
 
-    python bench/compare_encoders.py NAME=MODEL.onnx [NAME=A.onnx+B.onnx ...] \\
+    python -m research.compare_encoders NAME=MODEL.onnx [NAME=A.onnx+B.onnx ...] \\
         [--alphas 0.3,0.4,0.5,0.6] [--json]
 
-    python bench/compare_encoders.py v7=export/models/gcn-v7.onnx v8=export/models/gcn-v8.onnx
+    python -m research.compare_encoders v7=export/models/gcn-v7.onnx v8=export/models/gcn-v8.onnx
 
 Each argument names an encoder: one ONNX model, or several joined by ``+``, whose unit vectors
 are concatenated (each tower weighs the same: a quick stand-in for ``mathsearch train ensemble``,
 which fits a projection instead). A bare path is its own name. The collection and topics are
-those of ``bench/fusion_prototypes.py``: the relevance set of ``mathsearch eval retrieval --task
+those of ``research/fusion_prototypes.py``: the relevance set of ``mathsearch eval retrieval --task
 same-document --validation`` (the default model's validation papers, 200 topics; never the
 held-out papers), scored in memory with its NumPy BM25 and its fusion (min-max inside each top
 100, ``(1 - alpha) bm25 + alpha knn``).
@@ -33,13 +33,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from fusion_prototypes import Collection, Scores, fuse, validation_set
-
 from mathsearch.evaluation.ir_metrics import Evaluation
 from mathsearch.evaluation.paired_test import compare_per_topic
 from mathsearch.export.runtime import Encoder
+from research.fusion_prototypes import Collection, Scores, fuse, validation_set
 
 logger = logging.getLogger(__name__)
 
@@ -141,7 +138,7 @@ def render(report: dict[str, object]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n", maxsplit=1)[0],
-        epilog="example: python bench/compare_encoders.py v7=export/models/gcn-v7.onnx "
+        epilog="example: python -m research.compare_encoders v7=export/models/gcn-v7.onnx "
         "v8=export/models/gcn-v8.onnx",
     )
     parser.add_argument(

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python bench/rerank_prototype.py [--first gcn] [--heavy M.onnx ...] [--windows 20,50,100]
+    python -m research.rerank_prototype [--first gcn] [--heavy M.onnx ...] [--windows 20,50,100]
         [--alphas 0.5,0.6,0.7,0.8]
 
 The index holds only the cheap default's vectors (gcn-v7: its CPU embedding rate sets the
@@ -12,15 +12,15 @@ index at 0.07-0.15x gcn-v7's rate on the CPU) and the window is fused again, min
 window, ``(1 - alpha) bm25 + alpha / n sum_e cosine_e`` over the ``n`` fields (the first and
 the heavy ones). The cost moves from every indexed equation to ``K`` candidates per query.
 
-Scored in memory on the validation papers only (the relevance set of ``bench/fusion_prototypes
-.py``: 200 topics of the default model's validation papers, never the held-out ones), nDCG@10 with
-the paired 95% interval against BM25 + the first field fused at the profile's alpha 0.4 (the served
-default), and against the fusion of every field over the whole collection (what indexing all of them
-would give). Each re-ranking is scored twice: with the candidates' exact BM25 (``bm25``, what
-:mod:`mathsearch.opensearch.window_rerank` ships) and with the first stage's fused score in its
-place (``first``). It prints a JSON object of ``[nDCG@10, [mean difference, low, high]]`` per row,
-and logs each row as it is scored. docs/research/2026-12-06-tuning-record.md ("A second stage")
-quotes its figures.
+Scored in memory on the validation papers only (the relevance set of
+``research/fusion_prototypes.py``: 200 topics of the default model's validation papers, never the
+held-out ones), nDCG@10 with the paired 95% interval against BM25 + the first field fused at the
+profile's alpha 0.4 (the served default), and against the fusion of every field over the whole
+collection (what indexing all of them would give). Each re-ranking is scored twice: with the
+candidates' exact BM25 (``bm25``, what :mod:`mathsearch.opensearch.window_rerank` ships) and with
+the first stage's fused score in its place (``first``). It prints a JSON object of ``[nDCG@10, [mean
+difference, low, high]]`` per row, and logs each row as it is scored.
+docs/research/2026-12-06-tuning-record.md ("A second stage") quotes its figures.
 """
 
 from __future__ import annotations
@@ -34,13 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from compare_encoders import NDCG, paired_difference
-from fuse_encoders import Field, embed_field, fused_scorer
-from fusion_prototypes import Collection, Scores, validation_set
-
 from mathsearch.evaluation.ir_metrics import Evaluation
+from research.compare_encoders import NDCG, paired_difference
+from research.fuse_encoders import Field, embed_field, fused_scorer
+from research.fusion_prototypes import Collection, Scores, validation_set
 
 logger = logging.getLogger(__name__)
 

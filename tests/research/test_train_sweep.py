@@ -1,28 +1,18 @@
-"""``bench/train_sweep.py``, the repository's sweep script (not part of the package): its grid,
-run names and commands, without training anything."""
+"""``research/train_sweep.py``, the repository's sweep script (a research prototype, not part of
+the package): its grid, run names and commands, without training anything."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from collections.abc import Iterator
+import importlib
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "train_sweep.py"
-
 
 @pytest.fixture(scope="module")
-def sweep() -> Iterator[ModuleType]:
-    spec = importlib.util.spec_from_file_location("train_sweep", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["train_sweep"] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules["train_sweep"]  # no script module left behind for the other tests
+def sweep() -> ModuleType:
+    return importlib.import_module("research.train_sweep")
 
 
 def test_the_default_runs_are_the_issues_whole_grid(sweep: ModuleType) -> None:
