@@ -28,7 +28,6 @@ import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -44,6 +43,7 @@ from opensearchpy import OpenSearch
 
 from mathsearch.core.paths import SHARED_DATA
 from mathsearch.opensearch import OpenSearchSettings
+from tests.workers.conftest import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
@@ -90,12 +90,6 @@ def quick_start(title: str) -> list[Command]:
         assert argv[0] == "mathsearch", f"not a mathsearch command: {raw}"
         commands.append(Command(raw.strip(), env, argv, background))
     return commands
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _wait_for(url: str, proc: subprocess.Popen, log: Path, timeout: float = 180) -> None:
@@ -183,7 +177,7 @@ def _adapt(world: World, cmd: Command) -> list[str]:
 
 
 def _worker(world: World, cmd: Command) -> None:
-    port = _free_port()
+    port = free_port()
     argv = [*_adapt(world, cmd), "--concurrency", "1", "--metrics-port", str(port)]
     proc, log = world.start(cmd, argv)
     if cmd.env.get("MATHSEARCH_EMBED_DEVICE") == "cuda":
@@ -216,7 +210,7 @@ def _search(world: World, cmd: Command) -> None:
 
 
 def _serve(world: World, cmd: Command) -> None:
-    port = _free_port()
+    port = free_port()
     argv = [*_adapt(world, cmd), "--host", "127.0.0.1", "--port", str(port)]
     if "--index" not in argv:
         argv += ["--index", world.name("papers-equations")]
