@@ -10,9 +10,9 @@
 #   ./deploy/run.sh mathsearch ARGS...   any mathsearch command in the runtime venv, e.g.
 #                              `./deploy/run.sh mathsearch stack down`
 # Caches live outside the clone (MATHSEARCH_CACHE_DIR, default /var/cache/mathsearch as root,
-# ~/.cache/mathsearch otherwise): the dependencies' venv is keyed by pyproject.toml, the Python
-# version and the flavour, each clone's overlay venv (its own editable mathsearch) by the clone's
-# path; the assembled OpenSearch by its artifact lock; pip and Maven keep their own caches.
+# ~/.cache/mathsearch otherwise): the dependencies' venv is keyed by pyproject.toml's dependency
+# tables, the Python version and the flavour, each clone's overlay venv (its own editable
+# mathsearch) by the clone's path and pyproject.toml; the assembled OpenSearch by its artifact lock; pip and Maven keep their own caches.
 set -euo pipefail
 
 mode="${1:-}"
@@ -41,19 +41,29 @@ pyver="$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 # lxml, opensearch-py, celery, redis, fastapi; no torch - `test` and `shell` the full one
 # (training, benchmarks and test tools: `.[dev,train]`).
 case "$mode" in
-  demo|mathsearch) flavour=runtime; extras="" ;;
-  *) flavour=full; extras="[dev,train]" ;;
+  demo|mathsearch) flavour=runtime ;;
+  *) flavour=full ;;
 esac
 # Two layers, so that no clone ever re-points another's environment and nothing is installed
-# again until pyproject.toml changes:
-# - the dependencies, in a venv shared by every clone with the same pyproject.toml (keyed by it,
-#   the Python version and the flavour); mathsearch itself is not installed there;
-# - this clone's mathsearch, in a small overlay venv keyed by the clone's path and that key: it
+# again until the dependencies change:
+# - the dependencies, in a venv shared by every clone with the same dependency tables (keyed by
+#   them, the Python version and the flavour); mathsearch itself is not installed there;
+# - this clone's mathsearch, in a small overlay venv keyed by the clone's path, that key and
+#   pyproject.toml: it
 #   sees the shared venv's packages through a .pth file and holds only the editable install of
 #   this clone (and the `mathsearch` command). Overlays of clones that no longer exist are removed.
-key="$( (cat pyproject.toml; echo "$pyver $flavour dependencies-only") | sha256sum | cut -c1-16)"
+# The key reads only what the installed packages depend on: pyproject.toml's build system,
+# requires-python, dependencies and extras (not the package list, not the tool settings).
+deps="$("$python" -c 'import json, sys, tomllib
+meta = tomllib.load(open("pyproject.toml", "rb"))
+project = meta["project"]
+keep = [meta.get("build-system"), project.get("requires-python"), project.get("dependencies"),
+        project.get("optional-dependencies")]
+sys.stdout.write(json.dumps(keep, sort_keys=True))')"
+key="$( (echo "$deps"; echo "$pyver $flavour dependencies-only") | sha256sum | cut -c1-16)"
 venv="$MATHSEARCH_CACHE_DIR/venv/py$pyver-$flavour-$key"
-clone_key="$( (echo "$repo"; echo "$key") | sha256sum | cut -c1-16)"
+# The overlay's editable install maps the packages pyproject.toml lists: redone when it changes.
+clone_key="$( (echo "$repo"; echo "$key"; cat pyproject.toml) | sha256sum | cut -c1-16)"
 overlay="$MATHSEARCH_CACHE_DIR/venv/clones/$clone_key"
 mkdir -p "$MATHSEARCH_CACHE_DIR/venv/clones"
 

@@ -3,7 +3,8 @@
 Every equation record of the sources (:func:`mathsearch.indexer.extract.extract`) is rendered with
 :func:`mathsearch.indexer.bitmap.render_bitmap` and cut to the seed's centre rectangle
 (:func:`mathsearch.indexer.bitmap.centre_crop`): the one featurisation of docs/architecture.md, rule
-2, shared with the runtime (:mod:`mathsearch.export.bitmap_runtime`). Equations that cannot be drawn
+2, shared with the runtime (:mod:`mathsearch.runtime.bitmap_runtime`). Equations that cannot be
+drawn
 (unknown user macros, mathtext syntax, blank images - the seed's cleaning) are dropped and counted
 by reason.
 
@@ -82,7 +83,7 @@ class BitmapCorpus:
     Args:
         crops: uint8 ``(N, crop_height, crop_width)``, 255 = paper.
         eq_ids, papers, latex, contexts: one entry per crop.
-        settings_digest: :func:`mathsearch.export.bitmap_runtime.settings_hash` of the render
+        settings_digest: :func:`mathsearch.runtime.bitmap_runtime.settings_hash` of the render
         settings.
         failures: dropped equations by ``stage/reason``.
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,6 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from mathsearch.encoders.bitmap_cnn import BitmapCNN, BitmapCNNConfig
 from mathsearch.encoders.bitmap_data import BitmapCorpus
@@ -49,9 +47,11 @@ from mathsearch.encoders.bitmap_sampler import (
     sample_pairs,
     sample_triplets,
 )
+from mathsearch.encoders.checkpoints import read_checkpoint
 from mathsearch.encoders.losses.multilabel_loss import LabelLogLoss
 from mathsearch.encoders.losses.siamese_loss import SiameseLoss
 from mathsearch.encoders.losses.triplet_loss import TripletLoss
+from mathsearch.encoders.train_loop import LoopSchedule, LoopState, run_loop
 
 logger = logging.getLogger(__name__)
 
@@ -133,14 +133,9 @@ def load_bitmap_model(path: str | os.PathLike[str]) -> tuple[BitmapCNN, dict[str
     """The encoder of a checkpoint (eval mode) and the checkpoint without its state dicts.
 
     Raises:
-        BitmapTrainingError: unreadable file or not a bitmap checkpoint.
+        CheckpointError: unreadable file or not a bitmap checkpoint.
     """
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch.load fails in many ways
-        raise BitmapTrainingError(f"cannot read the checkpoint {path}: {exc}") from exc
-    if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
-        raise BitmapTrainingError(f"{path} is not a {CHECKPOINT_FORMAT} file")
+    data = read_checkpoint(path, CHECKPOINT_FORMAT)
     model = BitmapCNN(BitmapCNNConfig.from_dict(dict(data["model_config"])))
     if data.get("batch_norm_frozen"):
         model.freeze_batch_norm()
@@ -173,7 +168,8 @@ def train_bitmap(
     """Train on ``train``, evaluate on ``test`` after every epoch; returns the run summary.
 
     Raises:
-        BitmapTrainingError: too little data for the task, or an unreadable ``pretrained``.
+        BitmapTrainingError: too little data for the task.
+        CheckpointError: an unreadable ``pretrained``.
     """
     if config.threads:
         torch.set_num_threads(config.threads)
@@ -223,62 +219,79 @@ def train_bitmap(
     history: dict[str, list[dict[str, Any]]] = {"epochs": [], "evaluations": []}
     history["evaluations"].append({"epoch": 0, "step": 0, **_evaluate(model, test, triplets)})
     out = Path(out_dir) if out_dir is not None else None
-    started, step = time.perf_counter(), 0
-    bar = tqdm(total=config.epochs * steps, desc=f"train bitmap/{config.task}", unit="step",
-               disable=None if config.progress else True)  # fmt: skip
-    model.train()
-    for epoch in range(1, config.epochs + 1):
-        if (
-            model.batch_norm is not None
-            and config.freeze_bn_epoch
-            and epoch > config.freeze_bn_epoch
-        ):
+    order = anchors
+
+    def start_epoch(state: LoopState) -> None:
+        nonlocal order
+        frozen_from = config.freeze_bn_epoch
+        if model.batch_norm is not None and frozen_from and state.epoch > frozen_from:
             model.freeze_batch_norm()
         order = rng.permutation(anchors)
-        losses = []
-        for s in range(steps):
-            start = (s * config.batch_size) % len(order)
-            idx = np.take(order, range(start, start + config.batch_size), mode="wrap")
-            if config.task == "context" and config.loss == "triplet":
-                pos, neg = sample_triplets(rng, idx, train.eq_paper, members)
-                emb = model(_batch(train.crops, np.concatenate([idx, pos, neg])))
-                loss = criterion(*emb.split(len(idx)))
-            elif config.task == "context":
-                other, y = sample_pairs(rng, idx, train.eq_paper, members)
-                first, second = model(_batch(train.crops, np.concatenate([idx, other]))).split(
-                    len(idx)
-                )
-                loss = criterion(first, second, torch.from_numpy(y))
-            else:
-                labels, z = sample_labels(rng, idx, label_ids, len(vocabulary or ()))
-                emb = model(_batch(train.crops, idx))
-                loss = criterion(emb, torch.from_numpy(labels), torch.from_numpy(z))
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.item())
-            step += 1
-            bar.update(1)
-            bar.set_postfix(loss=f"{np.mean(losses[-20:]):.4f}")
-        history["epochs"].append(
-            {"epoch": epoch, "loss": float(np.mean(losses)), "lr": optimizer.param_groups[0]["lr"]}
-        )
+
+    def step(state: LoopState) -> float:
+        start = ((state.step % steps) * config.batch_size) % len(order)
+        idx = np.take(order, range(start, start + config.batch_size), mode="wrap")
+        if config.task == "context" and config.loss == "triplet":
+            pos, neg = sample_triplets(rng, idx, train.eq_paper, members)
+            emb = model(_batch(train.crops, np.concatenate([idx, pos, neg])))
+            loss = criterion(*emb.split(len(idx)))
+        elif config.task == "context":
+            other, y = sample_pairs(rng, idx, train.eq_paper, members)
+            pair = model(_batch(train.crops, np.concatenate([idx, other])))
+            first, second = pair.split(len(idx))
+            loss = criterion(first, second, torch.from_numpy(y))
+        else:
+            labels, z = sample_labels(rng, idx, label_ids, len(vocabulary or ()))
+            emb = model(_batch(train.crops, idx))
+            loss = criterion(emb, torch.from_numpy(labels), torch.from_numpy(z))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return float(loss.item())
+
+    def end_epoch(state: LoopState, losses: list[float]) -> None:
+        lr = optimizer.param_groups[0]["lr"]
+        history["epochs"].append({"epoch": state.epoch, "loss": float(np.mean(losses)), "lr": lr})
         scheduler.step()
-        evaluation = {"epoch": epoch, "step": step, **_evaluate(model, test, triplets)}
+
+    def evaluate(state: LoopState) -> None:
+        evaluation = {"epoch": state.epoch, "step": state.step, **_evaluate(model, test, triplets)}
         history["evaluations"].append(evaluation)
-        logger.info("epoch %d: loss %.4f %s", epoch, np.mean(losses), evaluation)
-        if out is not None:
-            state = {"epoch": epoch, "step": step, "history": history}
-            digest = train.settings_digest
-            _save(out / "checkpoint.pt", model, head, vocabulary, config, digest, state)
-    bar.close()
-    seconds = time.perf_counter() - started
+        logger.info(
+            "epoch %d: loss %.4f %s", state.epoch, history["epochs"][-1]["loss"], evaluation
+        )
+
+    def checkpoint(state: LoopState) -> Path | None:
+        if out is None:
+            return None
+        status = {"epoch": state.epoch, "step": state.step, "history": history}
+        path = out / "checkpoint.pt"
+        _save(path, model, head, vocabulary, config, train.settings_digest, status)
+        return path
+
+    model.train()
+    loop = run_loop(
+        LoopSchedule(
+            total_steps=config.epochs * steps,
+            steps_per_epoch=steps,
+            checkpoint_every=steps,
+            progress=config.progress,
+            desc=f"train bitmap/{config.task}",
+        ),
+        step,
+        start_epoch=start_epoch,
+        end_epoch=end_epoch,
+        evaluate=evaluate,
+        checkpoint=checkpoint,
+        postfix=lambda state: {"loss": f"{np.mean(state.losses[-20:]):.4f}"},
+    )
+    step_count, seconds = loop.step, loop.seconds
     return {
         "family": "bitmap",
         "epochs": config.epochs,
-        "steps": step,
+        "steps": step_count,
         "seconds": seconds,
-        "examples_per_second": step * config.batch_size / max(seconds, 1e-9),
+        "examples_per_second": step_count * config.batch_size / max(seconds, 1e-9),
         "anchors": len(anchors),
         "labels": len(vocabulary) if vocabulary is not None else None,
         "parameters": model.num_parameters(),

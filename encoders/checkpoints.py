@@ -47,6 +47,7 @@ __all__ = [
     "load_model",
     "load_runs",
     "model_from_record",
+    "read_checkpoint",
     "rng_states",
     "run_dir",
     "runs_report",
@@ -90,10 +91,19 @@ def save_checkpoint(path: str | os.PathLike[str], payload: dict[str, Any]) -> Pa
     return path
 
 
-def load_checkpoint(
-    path: str | os.PathLike[str], map_location: str | torch.device = "cpu"
+def read_checkpoint(
+    path: str | os.PathLike[str],
+    fmt: str | None,
+    *,
+    map_location: str | torch.device = "cpu",
 ) -> dict[str, Any]:
-    """Read a checkpoint written by :func:`save_checkpoint`.
+    """Read any family's checkpoint: the one loader of every ``torch.load`` of the encoders.
+
+    Args:
+        path: the ``.pt`` file.
+        fmt: the ``"format"`` entry it must carry (``mathsearch-gcn-checkpoint/1``,
+            ``mathsearch-bitmap-checkpoint/1``, ...); None accepts any dict.
+        map_location: where the tensors go (default the CPU).
 
     Raises:
         CheckpointError: missing or unreadable file, or another format.
@@ -102,10 +112,21 @@ def load_checkpoint(
         data = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # torch.load fails in many ways (pickle, zip, struct, OS)
         raise CheckpointError(f"cannot read the checkpoint {path}: {exc}") from exc
-    if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
+    if not isinstance(data, dict) or (fmt is not None and data.get("format") != fmt):
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
-        raise CheckpointError(f"{path} is not a {CHECKPOINT_FORMAT} file (found {found!r})")
+        raise CheckpointError(f"{path} is not a {fmt} file (found {found!r})")
     return data
+
+
+def load_checkpoint(
+    path: str | os.PathLike[str], map_location: str | torch.device = "cpu"
+) -> dict[str, Any]:
+    """Read a graph-CNN checkpoint written by :func:`save_checkpoint`.
+
+    Raises:
+        CheckpointError: missing or unreadable file, or another format.
+    """
+    return read_checkpoint(path, CHECKPOINT_FORMAT, map_location=map_location)
 
 
 def check_compatible(

@@ -28,8 +28,10 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from mathsearch.encoders.checkpoints import read_checkpoint
 from mathsearch.encoders.figure_data import FigureCorpus, ssim
 from mathsearch.encoders.figure_encoder import FigureEncoder, FigureEncoderConfig
+from mathsearch.encoders.train_loop import LoopSchedule, LoopState, run_loop
 from mathsearch.indexer.figure_features import FigureFeatures, FigureVocabulary
 
 logger = logging.getLogger(__name__)
@@ -157,6 +159,93 @@ def _batches(count: int, size: int, rng: np.random.Generator) -> list[np.ndarray
     return [order[s : s + size] for s in range(0, count, size) if len(order[s : s + size]) > 1]
 
 
+def _batch_count(count: int, size: int) -> int:
+    """How many batches :func:`_batches` cuts (single-row remainders dropped)."""
+    return sum(1 for s in range(0, count, size) if min(size, count - s) > 1)
+
+
+class _Stages:
+    """The three stages of :func:`train_figure_encoder`, each one :func:`run_loop` over its
+    batches (text pairs, image triplets, fusion pairs)."""
+
+    def __init__(  # noqa: PLR0917 - one private call site
+        self,
+        model: FigureEncoder,
+        corpus: FigureCorpus,
+        config: FigureTrainConfig,
+        rng: np.random.Generator,
+        pairs: np.ndarray,
+        scores: Tensor,
+        triplets: np.ndarray,
+        pair_loss: Any,
+        bar: Any,
+    ) -> None:
+        self.model, self.corpus, self.config, self.rng = model, corpus, config, rng
+        self.pairs, self.scores, self.triplets, self.pair_loss = pairs, scores, triplets, pair_loss
+        self.bar = bar
+        self.tokens, self.lengths, self.images, self.flags = to_tensors(corpus.features)
+        self.frozen: tuple[Tensor, Tensor] | None = None
+        self.batches: list[np.ndarray] = []
+
+    def train(self, name: str, part: nn.Module, count: int) -> list[float | None]:
+        """Train ``part`` for the configured epochs; the mean loss of each epoch."""
+        config, model = self.config, self.model
+        model.eval()
+        part.train()
+        optimiser = torch.optim.Adam(part.parameters(), lr=config.lr)
+        means: list[float | None] = []
+        per_epoch = _batch_count(count, config.batch_size)
+        if per_epoch == 0:  # no batch: the epochs still draw their (empty) orders
+            for _ in range(config.epochs):
+                _batches(count, config.batch_size, self.rng)
+                means.append(None)
+            return means
+
+        def start_epoch(state: LoopState) -> None:
+            self.batches = _batches(count, config.batch_size, self.rng)
+
+        def step(state: LoopState) -> float:
+            loss = self.loss(name, self.batches[state.step % per_epoch])
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            return float(loss.item())
+
+        def end_epoch(state: LoopState, losses: list[float]) -> None:
+            means.append(float(np.mean(losses)))
+            logger.info("stage %s: mean loss %s", name, means[-1])
+
+        run_loop(
+            LoopSchedule(total_steps=config.epochs * per_epoch, steps_per_epoch=per_epoch),
+            step,
+            start_epoch=start_epoch,
+            end_epoch=end_epoch,
+            postfix=lambda state: {"stage": name, "loss": f"{state.losses[-1]:.4f}"},
+            bar=self.bar,
+        )
+        return means
+
+    def loss(self, name: str, batch: np.ndarray) -> Tensor:
+        """The loss of one batch of the stage ``name``."""
+        model = self.model
+        if name == "image":
+            rows = torch.from_numpy(self.triplets[batch])
+            q, p, n = (model.image(self.images[rows[:, k]]) for k in range(3))
+            return triplet_hinge_loss(q, p, n)
+        rows = torch.from_numpy(np.concatenate([self.pairs[batch, 0], self.pairs[batch, 1]]))
+        lengths = self.lengths
+        if name == "text":
+            width = max(int(lengths[rows].max()), 1)  # causal: padding cut off
+            out = model.text(self.tokens[rows, :width], lengths[rows])
+        else:  # the text and image models are frozen: their features once
+            if self.frozen is None:
+                self.frozen = _frozen_features(model, self.corpus.features)
+            text, image = self.frozen
+            out = model.fuse(text[rows], image[rows], lengths[rows], self.flags[rows])
+        a, b = out[: len(batch)], out[len(batch) :]
+        return self.pair_loss(a, b, self.scores[torch.from_numpy(batch)])
+
+
 def train_figure_encoder(
     corpus: FigureCorpus,
     train_rows: np.ndarray,
@@ -170,7 +259,6 @@ def train_figure_encoder(
     model = model or FigureEncoder(
         FigureEncoderConfig(vocab.size, image_size=vocab.image_size, channels=vocab.channels)
     )
-    tokens, lengths, images, flags = to_tensors(corpus.features)
     pairs = corpus.pairs(train_rows, config.seed, config.max_pairs)
     scores = torch.from_numpy(corpus.relation(pairs[:, 0], pairs[:, 1]))
     triplets = image_triplets(corpus, train_rows, config)
@@ -195,40 +283,9 @@ def train_figure_encoder(
         "losses": {},
     }
     start = time.perf_counter()
-    frozen: tuple[Tensor, Tensor] | None = None
+    stage = _Stages(model, corpus, config, rng, pairs, scores, triplets, pair_loss, bar)
     for name, part, count in stages:
-        model.eval()
-        part.train()
-        optimiser = torch.optim.Adam(part.parameters(), lr=config.lr)
-        history["losses"][name] = []
-        for _ in range(config.epochs):
-            losses = []
-            for batch in _batches(count, config.batch_size, rng):
-                if name == "image":
-                    rows = torch.from_numpy(triplets[batch])
-                    q, p, n = (model.image(images[rows[:, k]]) for k in range(3))
-                    loss = triplet_hinge_loss(q, p, n)
-                else:
-                    rows = torch.from_numpy(np.concatenate([pairs[batch, 0], pairs[batch, 1]]))
-                    if name == "text":
-                        width = max(int(lengths[rows].max()), 1)  # causal: padding cut off
-                        out = model.text(tokens[rows, :width], lengths[rows])
-                    else:  # the text and image models are frozen: their features once
-                        if frozen is None:
-                            frozen = _frozen_features(model, corpus.features)
-                        out = model.fuse(
-                            frozen[0][rows], frozen[1][rows], lengths[rows], flags[rows]
-                        )
-                    a, b = out[: len(batch)], out[len(batch) :]
-                    loss = pair_loss(a, b, scores[torch.from_numpy(batch)])
-                optimiser.zero_grad()
-                loss.backward()
-                optimiser.step()
-                losses.append(loss.item())
-                bar.update(1)
-                bar.set_postfix(stage=name, loss=f"{losses[-1]:.4f}")
-            history["losses"][name].append(float(np.mean(losses)) if losses else None)
-            logger.info("stage %s: mean loss %s", name, history["losses"][name][-1])
+        history["losses"][name] = stage.train(name, part, count)
     bar.close()
     history["seconds"] = time.perf_counter() - start
     model.eval()
@@ -262,14 +319,9 @@ def load_figure_checkpoint(
     """The model (eval mode), its vocabulary and the checkpoint's other entries.
 
     Raises:
-        FigureTrainingError: unreadable or not a figure checkpoint.
+        CheckpointError: unreadable or not a figure checkpoint.
     """
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch.load fails in many ways
-        raise FigureTrainingError(f"cannot read the checkpoint {path}: {exc}") from exc
-    if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
-        raise FigureTrainingError(f"{path} is not a {CHECKPOINT_FORMAT} file")
+    data = read_checkpoint(path, CHECKPOINT_FORMAT)
     v = data["vocabulary"]
     vocabulary = FigureVocabulary(list(v["words"]), v["max_words"], v["image_size"], v["channels"])
     model = FigureEncoder(FigureEncoderConfig.from_dict(dict(data["model_config"])))

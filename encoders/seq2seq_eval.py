@@ -18,7 +18,7 @@
 
 Embedding functions map prefix sequences to a ``(n, d)`` float array
 (:func:`checkpoint_embedder`, :func:`bag_of_tokens`, or an ONNX
-:class:`~mathsearch.export.seq2seq_runtime.Seq2SeqEmbedder` via :func:`onnx_embedder`).
+:class:`~mathsearch.runtime.seq2seq_runtime.Seq2SeqEmbedder` via :func:`onnx_embedder`).
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ def checkpoint_embedder(model: Any, vocab: Any, batch_size: int = 256) -> EmbedF
 
 def onnx_embedder(embedder: Any) -> EmbedFn:
     """Embeddings through an ONNX runtime
-    (:class:`~mathsearch.export.seq2seq_runtime.Seq2SeqEmbedder`);
+    (:class:`~mathsearch.runtime.seq2seq_runtime.Seq2SeqEmbedder`);
     a refused item gets a zero vector (it then scores as a miss)."""
 
     def embed(sequences: Sequence[Sequence[str]]) -> np.ndarray:

@@ -25,13 +25,14 @@ import json
 import logging
 import random
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm import tqdm
 
+from mathsearch.encoders.checkpoints import CheckpointError, read_checkpoint
 from mathsearch.encoders.seq2seq import ExpEmb, ExpEmbConfig, sequence_nll
 from mathsearch.encoders.seq2seq_data import (
     Batch,
@@ -45,6 +46,7 @@ from mathsearch.encoders.seq2seq_data import (
     semvec_pairs,
     split_clusters,
 )
+from mathsearch.encoders.train_loop import LoopResult, LoopSchedule, LoopState, run_loop
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +54,6 @@ __all__ = [
     "CHECKPOINT_FORMAT",
     "LR_SCHEDULES",
     "RunConfig",
-    "Seq2SeqCheckpointError",
     "load_expemb",
     "lr_factor",
     "train_expemb",
@@ -99,10 +100,6 @@ def lr_factor(
 
 
 CHECKPOINT_FORMAT = "mathsearch-seq2seq-checkpoint/1"
-
-
-class Seq2SeqCheckpointError(ValueError):
-    """A checkpoint that is unreadable or not a seq2seq checkpoint."""
 
 
 @dataclass
@@ -313,14 +310,9 @@ def load_expemb(path: str | Path) -> tuple[ExpEmb, TokenVocabulary, dict[str, An
     """The trained model (eval mode), its vocabulary and the checkpoint dict.
 
     Raises:
-        Seq2SeqCheckpointError: unreadable, or not a seq2seq checkpoint.
+        CheckpointError: unreadable, or not a seq2seq checkpoint.
     """
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch.load fails in many ways (pickle, zip, OS)
-        raise Seq2SeqCheckpointError(f"cannot read checkpoint {path}: {exc}") from exc
-    if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
-        raise Seq2SeqCheckpointError(f"{path} is not a seq2seq checkpoint")
+    data = read_checkpoint(path, CHECKPOINT_FORMAT)
     vocab = TokenVocabulary(data["vocab"])
     model = ExpEmb(ExpEmbConfig.from_dict(data["model_config"]))
     model.load_state_dict(data["model"])
@@ -329,23 +321,124 @@ def load_expemb(path: str | Path) -> tuple[ExpEmb, TokenVocabulary, dict[str, An
 
 def train_expemb(run: RunConfig) -> dict[str, Any]:
     """Train one model; returns the summary also written to ``OUT/train.json``."""
-    from mathsearch.encoders.torch_setup import resolve_device
-
     lr_factor(run.lr_schedule, 0, 1)  # an unknown schedule fails before the data is read
-    torch.set_num_threads(max(1, run.threads))
-    torch.manual_seed(run.seed)
-    device = resolve_device(run.device)
+    device = _prepare_torch(run)
     out = Path(run.out)
     out.mkdir(parents=True, exist_ok=True)
+    pairs, counts = _training_pairs(run, out)
+    setup = _setup(run, pairs, out, device)
+    vocab, config, model, optimizer = setup.vocab, setup.config, setup.model, setup.optimizer
+    rng = random.Random(run.seed)
+    encoded = EncodedPairs.build(pairs, vocab)  # each sequence tokenised once, not per step
+    del pairs
+    per_epoch, total = _step_counts(run, len(encoded), config)
+    history: dict[str, Any] = {"losses": [], "counts": counts}
+    start = time.perf_counter()
+    window: list[float] = []
+    validator = _Validator(run, vocab, out) if run.validation else None
+    epoch_rows: Iterator[Any] = iter(())
+    factor = 1.0
+
+    def start_epoch(state: LoopState) -> None:
+        nonlocal epoch_rows
+        epoch_rows = iter(encoded.batches(config.batch_size, rng))
+
+    def optimise(state: LoopState) -> float:
+        nonlocal factor, epoch_rows
+        rows = next(epoch_rows, None)
+        if rows is None:  # an epoch of fewer batches than per_epoch: the next pass
+            epoch_rows = iter(encoded.batches(config.batch_size, rng))
+            rows = next(epoch_rows)
+        factor = lr_factor(
+            run.lr_schedule, state.step, total, time.perf_counter() - start, run.time_budget
+        )
+        for group in optimizer.param_groups:
+            group["lr"] = config.lr * factor
+        loss = optimise_step(
+            model, optimizer, batch_of_ids(encoded.take(rows)), device=device, amp=run.amp
+        )
+        window.append(loss)
+        if (state.step + 1) % run.log_every == 0:
+            mean, lr = sum(window) / len(window), config.lr * factor
+            history["losses"].append({"step": state.step + 1, "loss": mean, "lr": lr})
+            window.clear()
+        return float(loss)
+
+    def validate(state: LoopState) -> None:
+        if validator is not None:
+            validator.check(model, state.step, state.step / per_epoch, history, run)
+
+    def save(state: LoopState) -> Path:
+        path = out / "checkpoint.pt"
+        return save_checkpoint(
+            path, model=model, vocab=vocab, step=state.step, run=run, history=history
+        )
+
+    def postfix(state: LoopState) -> dict[str, str]:
+        return {"loss": f"{history['losses'][-1]['loss']:.3f}"} if history["losses"] else {}
+
+    model.train()
+    loop = run_loop(
+        LoopSchedule(
+            total_steps=total, steps_per_epoch=per_epoch, time_budget=run.time_budget,
+            clock="wall", eval_every=run.validate_every, eval_each_epoch=True,
+            checkpoint_every=0 if validator is not None else run.checkpoint_every,
+            final_checkpoint=False, progress=run.progress, desc="train seq2seq",
+        ),
+        optimise, start_epoch=start_epoch, evaluate=validate if validator is not None else None,
+        checkpoint=save, postfix=postfix,
+    )  # fmt: skip
+    checkpoint = _final_checkpoint(
+        run, out, setup, history, window, validator=validator, step=loop.step, per_epoch=per_epoch
+    )
+    summary = _summary(
+        run, setup, loop, checkpoint=checkpoint, per_epoch=per_epoch, start=start, device=device,
+        counts=counts, history=history, validator=validator,
+    )  # fmt: skip
+    _write_report(out, summary, run, history)
+    return summary
+
+
+def _prepare_torch(run: RunConfig) -> str:
+    """Torch's threads and seed; the device the run trains on."""
+    from mathsearch.encoders.torch_setup import resolve_device
+
+    torch.set_num_threads(max(1, run.threads))
+    torch.manual_seed(run.seed)
+    return resolve_device(run.device)
+
+
+@dataclass
+class _Setup:
+    """What the loop trains: the vocabulary, the model's config, the model and its optimiser."""
+
+    vocab: TokenVocabulary
+    config: ExpEmbConfig
+    model: ExpEmb
+    optimizer: torch.optim.Optimizer
+
+
+def _training_pairs(run: RunConfig, out: Path) -> tuple[list[Pair], dict[str, int]]:
+    """:func:`collect_pairs`, refusing a run without any pair."""
     pairs, counts = collect_pairs(run, out)
     if not pairs:
         raise ValueError("no training pairs: give E-Gen files, --generated or --semvec sets")
+    return pairs, counts
+
+
+def _setup(run: RunConfig, pairs: list[Pair], out: Path, device: str) -> _Setup:
+    """The vocabulary (saved as ``OUT/vocab.json``), the model (``--init``'s weights when
+    given) on ``device`` and its AdamW optimiser.
+
+    Raises:
+        CheckpointError: ``--init`` names a checkpoint of another shape.
+    """
     initial: dict[str, Any] | None = None
     if run.init:
         _, vocab, initial = load_expemb(run.init)
         shape = {k: initial["model_config"].get(k) for k in ("hidden", "layers", "mode")}
         if shape != {"hidden": run.hidden, "layers": run.layers, "mode": run.mode}:
-            raise Seq2SeqCheckpointError(
+            raise CheckpointError(
                 f"--init {run.init} is a {shape} model; this run asks for hidden={run.hidden}, "
                 f"layers={run.layers}, mode={run.mode}"
             )
@@ -370,64 +463,32 @@ def train_expemb(run: RunConfig) -> dict[str, Any]:
         logger.info("warm start from %s (step %s)", run.init, initial.get("step"))
     model = model.to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
-    rng = random.Random(run.seed)
-    encoded = EncodedPairs.build(pairs, vocab)  # each sequence tokenised once, not per step
-    del pairs
-    per_epoch = -(-len(encoded) // config.batch_size)
+    return _Setup(vocab, config, model, optimizer)
+
+
+def _step_counts(run: RunConfig, pairs: int, config: ExpEmbConfig) -> tuple[int, int]:
+    """Steps an epoch (batches of ``pairs``) and the run's steps (``--max-steps`` at most)."""
+    per_epoch = -(-pairs // config.batch_size)
     total = per_epoch * config.epochs
     if run.max_steps:
         total = min(total, run.max_steps)
-    history: dict[str, Any] = {"losses": [], "counts": counts}
-    start = time.perf_counter()
-    step, window = 0, []
-    bar = tqdm(total=total, disable=None if run.progress else True, desc="train seq2seq")
-    stopped = "steps"
-    validator = _Validator(run, vocab, out) if run.validation else None
-    model.train()
-    try:
-        while step < total:
-            for rows in encoded.batches(config.batch_size, rng):
-                factor = lr_factor(
-                    run.lr_schedule, step, total, time.perf_counter() - start, run.time_budget
-                )
-                for group in optimizer.param_groups:
-                    group["lr"] = config.lr * factor
-                loss = optimise_step(
-                    model, optimizer, batch_of_ids(encoded.take(rows)), device=device, amp=run.amp
-                )
-                step += 1
-                window.append(loss)
-                every = run.validate_every
-                if validator is not None and (
-                    step % per_epoch == 0 or (every and step % every == 0)
-                ):
-                    validator.check(model, step, step / per_epoch, history, run)
-                elif (
-                    validator is None and run.checkpoint_every and step % run.checkpoint_every == 0
-                ):
-                    save_checkpoint(
-                        out / "checkpoint.pt",
-                        model=model,
-                        vocab=vocab,
-                        step=step,
-                        run=run,
-                        history=history,
-                    )
-                bar.update(1)
-                if step % run.log_every == 0:
-                    history["losses"].append(
-                        {"step": step, "loss": sum(window) / len(window), "lr": config.lr * factor}
-                    )
-                    bar.set_postfix(loss=f"{history['losses'][-1]['loss']:.3f}")
-                    window = []
-                if step >= total:
-                    break
-                if run.time_budget and time.perf_counter() - start > run.time_budget:
-                    stopped = "time budget"
-                    total = step
-                    break
-    finally:
-        bar.close()
+    return per_epoch, total
+
+
+def _final_checkpoint(
+    run: RunConfig,
+    out: Path,
+    setup: _Setup,
+    history: dict[str, Any],
+    window: list[float],
+    *,
+    validator: _Validator | None,
+    step: int,
+    per_epoch: int,
+) -> Path:
+    """Log the last losses, validate once more unless this step was, save the final model;
+    the path of the run's checkpoint (with validation sets: the best epoch's)."""
+    model, optimizer = setup.model, setup.optimizer
     if window:
         lr = optimizer.param_groups[0]["lr"]
         history["losses"].append({"step": step, "loss": sum(window) / len(window), "lr": lr})
@@ -437,18 +498,36 @@ def train_expemb(run: RunConfig) -> dict[str, Any]:
     checkpoint = save_checkpoint(
         out / "last.pt" if validator else out / "checkpoint.pt",
         model=model,
-        vocab=vocab,
+        vocab=setup.vocab,
         step=step,
         run=run,
         history=history,
     )
     if validator is not None:  # checkpoint.pt is the best validation epoch's
         checkpoint = out / "checkpoint.pt"
+    return checkpoint
+
+
+def _summary(
+    run: RunConfig,
+    setup: _Setup,
+    loop: LoopResult,
+    *,
+    checkpoint: Path,
+    per_epoch: int,
+    start: float,
+    device: str,
+    counts: dict[str, int],
+    history: dict[str, Any],
+    validator: _Validator | None,
+) -> dict[str, Any]:
+    """What the run did: steps, time, vocabulary, losses and (with validation sets) scores."""
+    step, vocab = loop.step, setup.vocab
     summary = {
         "checkpoint": str(checkpoint),
         "steps": step,
         "epochs": round(step / per_epoch, 3),
-        "stopped_by": stopped,
+        "stopped_by": loop.stopped_by,
         "seconds": round(time.perf_counter() - start, 1),
         "vocab_size": len(vocab),
         "vocab_hash": vocab.hash,
@@ -457,12 +536,18 @@ def train_expemb(run: RunConfig) -> dict[str, Any]:
         "counts": counts,
         "first_loss": history["losses"][0]["loss"] if history["losses"] else None,
         "last_loss": history["losses"][-1]["loss"] if history["losses"] else None,
-        "model_config": config.to_dict(),
+        "model_config": setup.config.to_dict(),
     }
     if validator is not None:
         summary["validation"] = validator.summary()
+    return summary
+
+
+def _write_report(
+    out: Path, summary: dict[str, Any], run: RunConfig, history: dict[str, Any]
+) -> None:
+    """``OUT/train.json``: the summary, the run's settings and its history."""
     (out / "train.json").write_text(
         json.dumps({**summary, "run": run.to_dict(), "history": history}, indent=2),
         encoding="utf-8",
     )
-    return summary

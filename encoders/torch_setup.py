@@ -90,8 +90,7 @@ def resolve_device(name: str) -> str:
 def checkpoint_family(path: str | os.PathLike[str]) -> str:
     """The top-level ``"family"`` of a checkpoint, ``gcn`` when it has none (the graph CNN's
     checkpoints predate the key)."""
-    import torch
+    from mathsearch.encoders.checkpoints import read_checkpoint
 
-    data = torch.load(path, map_location="cpu", weights_only=True)
-    family = data.get("family") if isinstance(data, dict) else None
+    family = read_checkpoint(path, None).get("family")
     return str(family) if family else "gcn"

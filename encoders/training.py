@@ -39,12 +39,9 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from tqdm.auto import tqdm
 
 from mathsearch.encoders.corpus import EquationCorpus
 from mathsearch.encoders.gcn import GraphCNN
@@ -52,6 +49,7 @@ from mathsearch.encoders.masking import MaskingHeads
 from mathsearch.encoders.prefetch import BatchPrefetcher
 from mathsearch.encoders.sampler import SamplerError, holdout_triplets
 from mathsearch.encoders.train_config import LOSSES, TrainConfig, TrainingError
+from mathsearch.encoders.train_loop import LoopSchedule, LoopState, run_loop
 from mathsearch.encoders.train_state import TrainState, TripletBatches, evaluate_ranking
 from mathsearch.indexer.vocabulary import Vocabulary, default_vocabulary
 
@@ -152,51 +150,59 @@ def train(
         config.use_masking,
         config.use_augmentation,
     )
-    losses: list[dict[str, float]] = []
-    checkpoint: Path | None = None
-    saved_at = -1
     rate = 0.0
-    start = time.perf_counter()
-    bar = tqdm(
-        total=run.total_steps,
-        initial=run.step,
-        disable=None if config.progress else True,  # None: off when not a tty
+
+    def sync(state: LoopState) -> None:  # the run's clock drives its learning-rate schedule
+        run.elapsed = state.elapsed
+
+    def step(state: LoopState) -> dict[str, float]:
+        sync(state)
+        ahead = state.step + 1 if state.step + 1 < run.total_steps else None
+        return run.optimise(fetch.get(state.step, ahead))
+
+    def postfix(state: LoopState) -> dict[str, str]:
+        nonlocal rate
+        now = config.batch_size / max(state.last_seconds, 1e-9)
+        rate = now if rate == 0.0 else 0.9 * rate + 0.1 * now
+        return {"loss": f"{state.losses[-1]['loss']:.4f}", "triplets_s": f"{rate:.0f}"}
+
+    def evaluate(state: LoopState) -> None:
+        sync(state)
+        run.evaluate()
+
+    def checkpoint(state: LoopState) -> Path | None:
+        sync(state)
+        return run.checkpoint()
+
+    schedule = LoopSchedule(
+        total_steps=run.total_steps,
+        steps_per_epoch=steps_per_epoch,
+        start_step=run.step,
+        elapsed=run.elapsed,
+        time_budget=config.time_budget,
+        eval_every=config.eval_every or 0,
+        checkpoint_every=config.checkpoint_every or 0,
+        progress=config.progress,
         desc="train gcn",
-        unit="step",
-        dynamic_ncols=True,
     )
     fetch = BatchPrefetcher(
         lambda step: run.prepare(batches(step), step),
         enabled=config.resolve_prefetch(run.device),
     )
     try:
-        budget = config.time_budget
-        while run.step < run.total_steps and not (budget and run.elapsed >= budget):
-            tick = time.perf_counter()
-            ahead = run.step + 1 if run.step + 1 < run.total_steps else None
-            losses.append(run.optimise(fetch.get(run.step, ahead)))
-            spent = time.perf_counter() - tick
-            run.elapsed += spent
-            now = config.batch_size / max(spent, 1e-9)
-            rate = now if rate == 0.0 else 0.9 * rate + 0.1 * now
-            bar.update(1)
-            bar.set_postfix(loss=f"{losses[-1]['loss']:.4f}", triplets_s=f"{rate:.0f}")
-            end_of_epoch = run.step % steps_per_epoch == 0
-            if end_of_epoch:
-                run.end_epoch(losses[-steps_per_epoch:])
-            every = config.eval_every
-            due = (every and run.step % every == 0) or (not every and end_of_epoch)
-            out_of_time = bool(budget and run.elapsed >= budget)
-            if due or run.step == run.total_steps or out_of_time:
-                run.evaluate()
-            if config.checkpoint_every and run.step % config.checkpoint_every == 0:
-                checkpoint, saved_at = run.checkpoint(), run.step
+        loop = run_loop(
+            schedule,
+            step,
+            end_epoch=lambda state, recent: run.end_epoch(recent),
+            evaluate=evaluate,
+            checkpoint=checkpoint,
+            postfix=postfix,
+        )
     finally:
         fetch.close()
-        bar.close()
-    if losses and saved_at != run.step:
-        checkpoint = run.checkpoint()
-    seconds = time.perf_counter() - start
+    run.elapsed = loop.elapsed
+    losses, seconds = loop.losses, loop.seconds
+    checkpoint_path = loop.checkpoint
     return TrainResult(
         model=run.model.eval(),
         heads=run.heads,
@@ -205,7 +211,7 @@ def train(
         losses=losses,
         evaluations=run.evaluations,
         epochs=run.epochs,
-        checkpoint=checkpoint,
+        checkpoint=checkpoint_path,
         seconds=seconds,
         triplets_per_second=len(losses) * config.batch_size / max(seconds, 1e-9),
         vocab_hash=corpus_train.vocab_hash,

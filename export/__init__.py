@@ -1,37 +1,19 @@
-"""torch -> ONNX export with parity checks, model cards, and the torch-free runtime.
+"""torch -> ONNX export with parity checks: every family's exporter, the checkpoint dispatch and
+the quantiser. It writes the shipped models (``export/models``) that :mod:`mathsearch.runtime`
+serves.
 
-The runtime names (:class:`Encoder`, :func:`pack_graphs`, :class:`ModelCard`, the providers and
-settings) import no torch. The export side (:func:`export_gcn`, :func:`check_parity`,
-:func:`export_checkpoint`) needs the ``train`` extra and is loaded on first use.
+The export side (:func:`export_gcn`, :func:`check_parity`, :func:`export_checkpoint`) needs the
+``train`` extra and is loaded on first use. The runtime's names (:func:`load_embedder`,
+:class:`GcnSession` - formerly ``Encoder`` -, :class:`ModelCard`, ...) moved to
+:mod:`mathsearch.runtime`; they stay importable from here for one release.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from mathsearch.core.lazy import lazy_exports
-from mathsearch.export.batch_norm_folding import fold_batch_norm
-from mathsearch.export.embedders import (
-    FAMILIES,
-    Embedder,
-    EmbedRefusal,
-    GcnEmbedder,
-    as_embedder,
-    default_model_path,
-    load_embedder,
-    one_field_each,
-    parse_encoders,
-)
-from mathsearch.export.errors import (
-    ExportError,
-    ModelCardError,
-    ModelMismatchError,
-    ParityError,
-    RuntimeInputError,
-)
-from mathsearch.export.graph_batch import INPUT_NAMES, PackedGraphs, pack_graphs
-from mathsearch.export.model_card import ModelCard, card_path, load_card
-from mathsearch.export.providers import cuda_usable, select_providers
-from mathsearch.export.runtime import Encoder, session_source
-from mathsearch.export.settings import DEFAULT_MODEL_PATH, ExportSettings
+from mathsearch.export.errors import ExportError, ParityError
 
 _LAZY = {
     "GCNOnnxModule": "mathsearch.export.gcn_onnx",
@@ -40,45 +22,26 @@ _LAZY = {
     "check_parity": "mathsearch.export.parity",
     "ParityReport": "mathsearch.export.parity",
     "export_checkpoint": "mathsearch.export.export_model",
-    "Seq2SeqEmbedder": "mathsearch.export.seq2seq_runtime",
     "export_seq2seq": "mathsearch.export.seq2seq_onnx",
-    "FigureEmbedder": "mathsearch.export.figure_runtime",
     "export_figure_checkpoint": "mathsearch.export.figure_onnx",
-    "BitmapEmbedder": "mathsearch.export.bitmap_runtime",
     "export_bitmap_checkpoint": "mathsearch.export.bitmap_onnx",
 }
+#: Former names of the runtime's classes here (``mathsearch.export.Encoder`` ...).
+_RENAMED = {"Encoder": "GcnSession", "ExportSettings": "RuntimeSettings"}
+_exporters = lazy_exports(__name__, _LAZY)
 
 
-__getattr__ = lazy_exports(__name__, _LAZY)
+def __getattr__(name: str) -> Any:
+    """The exporters, loaded on first use; and, for one release, the runtime's names that moved
+    to :mod:`mathsearch.runtime` (``load_embedder``, ``GcnSession`` as ``Encoder``, ...)."""
+    if name in _LAZY:
+        return _exporters(name)
+    from mathsearch import runtime
+
+    moved = _RENAMED.get(name, name)
+    if moved in runtime.__all__:
+        return getattr(runtime, moved)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = [  # noqa: PLE0604
-    "DEFAULT_MODEL_PATH",
-    "FAMILIES",
-    "EmbedRefusal",
-    "Embedder",
-    "GcnEmbedder",
-    "as_embedder",
-    "default_model_path",
-    "load_embedder",
-    "one_field_each",
-    "parse_encoders",
-    "INPUT_NAMES",
-    "Encoder",
-    "ExportError",
-    "ExportSettings",
-    "ModelCard",
-    "ModelCardError",
-    "ModelMismatchError",
-    "PackedGraphs",
-    "ParityError",
-    "RuntimeInputError",
-    "card_path",
-    "cuda_usable",
-    "fold_batch_norm",
-    "load_card",
-    "pack_graphs",
-    "select_providers",
-    "session_source",
-    *sorted(_LAZY),
-]
+__all__ = ["ExportError", "ParityError", *sorted(_LAZY)]  # noqa: PLE0604

@@ -5,7 +5,8 @@ or a freshly initialised graph CNN of the seed's configuration when none is give
 not depend on the weights) at every batch size, ``repeat`` times, and reports medians:
 
 * ``eq_per_s``: end to end from featurised graphs to embeddings (batch building included:
-  :func:`~mathsearch.export.graph_batch.pack_graphs` for ONNX Runtime, torch-geometric's ``collate``
+  :func:`~mathsearch.runtime.graph_batch.pack_graphs` for ONNX Runtime, torch-geometric's
+  ``collate``
   +
   one-hot features for PyTorch);
 * ``model_eq_per_s``: the network alone (the session call / the eager forward);
@@ -65,7 +66,7 @@ _Timer = Callable[[Any, Sequence[EquationGraph], int], tuple[float, float]]
 
 
 def _time_onnx(session: Any, graphs: Sequence[EquationGraph], batch: int) -> tuple[float, float]:
-    from mathsearch.export.graph_batch import pack_graphs
+    from mathsearch.runtime.graph_batch import pack_graphs
 
     prep = run = 0.0
     for start in range(0, len(graphs), batch):
@@ -100,11 +101,11 @@ def _default_model() -> Any:
     an ensemble card every tower and the projection), else the seed's 3 x 512 network."""
     from mathsearch.encoders.gcn import GCNConfig, GraphCNN
     from mathsearch.encoders.gcn_ensemble import GCNEnsemble
-    from mathsearch.export.model_card import load_card
-    from mathsearch.export.settings import ExportSettings
+    from mathsearch.runtime.model_card import load_card
+    from mathsearch.runtime.settings import RuntimeSettings
 
     try:
-        card = load_card(ExportSettings.from_env().model, verify_sha256=False)
+        card = load_card(RuntimeSettings.from_env().model, verify_sha256=False)
     except (OSError, ValueError) as exc:
         logger.warning("no default model card (%s): timing the seed's 3 x 512 network", exc)
         return GraphCNN(GCNConfig()).eval()
@@ -130,8 +131,8 @@ def bench_embed(
 
     from mathsearch.encoders.checkpoints import load_model
     from mathsearch.export.gcn_onnx import export_gcn
-    from mathsearch.export.providers import CUDA
-    from mathsearch.export.runtime import open_session
+    from mathsearch.runtime.gcn_session import open_session
+    from mathsearch.runtime.providers import CUDA
 
     threads = threads or os.cpu_count() or 1
     torch.set_num_threads(threads)
@@ -271,11 +272,11 @@ def bench_onnx_files(
     Raises:
         ModelCardError / ModelMismatchError: a file without its card, or of another vocabulary.
     """
-    from mathsearch.export.runtime import Encoder
+    from mathsearch.runtime.gcn_session import GcnSession
 
     threads = threads or os.cpu_count() or 1
     files = [str(path) for path in paths]
-    encoders = [Encoder(path, device=device, threads=threads) for path in paths]
+    encoders = [GcnSession(path, device=device, threads=threads) for path in paths]
     bar = tqdm(
         total=len(batch_sizes) * len(encoders) * (repeat + 1),
         desc="bench embed",

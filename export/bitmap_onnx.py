@@ -9,9 +9,10 @@ batch norm with its running statistics). Opset 17, IR version 8 (onnxruntime 1.3
 
 The parity check renders real equations, runs PyTorch (eval mode) and ONNX Runtime (CPU) on the
 same crops in batches (the last smaller, so the dynamic axis is exercised) and fails over the
-tolerance. The card (:class:`mathsearch.export.model_card.ModelCard`): family ``bitmap``, similarity
+tolerance. The card (:class:`mathsearch.runtime.model_card.ModelCard`): family ``bitmap``,
+similarity
 ``dot``,
-``vocab_hash`` = :func:`mathsearch.export.bitmap_runtime.settings_hash` of the render settings,
+``vocab_hash`` = :func:`mathsearch.runtime.bitmap_runtime.settings_hash` of the render settings,
 ``vocab_sizes`` = ``[1, 32, 333]`` (the input's channels, rows, columns).
 
 Example::
@@ -35,12 +36,13 @@ import torch
 
 from mathsearch.encoders.bitmap_cnn import BitmapCNN
 from mathsearch.encoders.bitmap_training import BitmapTrainingError, load_bitmap_model
-from mathsearch.export.bitmap_runtime import INPUT_NAME, OUTPUT_NAME, crops_to_input, settings_hash
+from mathsearch.encoders.checkpoints import CheckpointError
 from mathsearch.export.errors import ExportError, ParityError
-from mathsearch.export.model_card import ModelCard, file_sha256
 from mathsearch.export.onnx_file import IR_VERSION, OPSET, software_versions, write_onnx
 from mathsearch.export.parity import DEFAULT_TOLERANCE, ParityReport
-from mathsearch.export.runtime import open_session
+from mathsearch.runtime.bitmap_runtime import INPUT_NAME, OUTPUT_NAME, crops_to_input, settings_hash
+from mathsearch.runtime.gcn_session import open_session
+from mathsearch.runtime.model_card import ModelCard, file_sha256
 
 logger = logging.getLogger(__name__)
 
@@ -176,7 +178,7 @@ def export_bitmap_checkpoint(
     checkpoint, out = Path(checkpoint), Path(out)
     try:
         model, meta = load_bitmap_model(checkpoint)
-    except BitmapTrainingError as exc:
+    except (BitmapTrainingError, CheckpointError) as exc:
         raise ExportError(str(exc)) from exc
     digest = settings_hash()
     if meta.get("settings_hash") != digest:

@@ -1,6 +1,14 @@
-"""Typed errors of the export package (export, model cards, runtime)."""
+"""Typed errors of the export package. The runtime's own errors (model cards, model fit, input)
+live in :mod:`mathsearch.runtime.errors` and are re-exported here."""
 
 from __future__ import annotations
+
+from mathsearch.runtime.errors import (
+    EmbedError,
+    ModelCardError,
+    ModelMismatchError,
+    RuntimeInputError,
+)
 
 __all__ = [
     "EmbedError",
@@ -18,20 +26,3 @@ class ExportError(RuntimeError):
 
 class ParityError(ExportError):
     """ONNX Runtime's output differs from PyTorch's by more than the tolerance."""
-
-
-class ModelCardError(ValueError):
-    """A model card is missing, unreadable or lacks a required field."""
-
-
-class ModelMismatchError(ValueError):
-    """The model does not fit the featuriser (another vocabulary or input sizes)."""
-
-
-class RuntimeInputError(ValueError):
-    """The runtime got input it cannot encode (empty graph, ids outside the vocabulary)."""
-
-
-class EmbedError(ValueError):
-    """An encoder refused an equation where every one must have a vector (benchmark corpora,
-    fixtures); the index jobs record refusals as failures instead."""

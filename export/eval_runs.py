@@ -48,7 +48,7 @@ from mathsearch.indexer.vocabulary import Vocabulary
 
 if TYPE_CHECKING:
     from mathsearch.encoders.gcn import GraphCNN
-    from mathsearch.export.runtime import Encoder
+    from mathsearch.runtime.gcn_session import GcnSession
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ def untrained_model(metadata: dict[str, Any], device: str) -> Any:
 
 
 def embed(
-    model: GraphCNN | Encoder,
+    model: GraphCNN | GcnSession,
     graphs: Sequence[EquationGraph],
     device: str,
     progress: bool,
@@ -115,12 +115,13 @@ def embed(
 ) -> np.ndarray:
     """``(n, out_dim)`` float64 embeddings ``phi_bar`` of ``graphs``, in chunks, eval mode.
 
-    ``model`` may also be an exported model (:class:`mathsearch.export.runtime.Encoder`, ONNX
+    ``model`` may also be an exported model (:class:`mathsearch.runtime.gcn_session.GcnSession`,
+    ONNX
     Runtime).
     """
-    from mathsearch.export.runtime import Encoder
+    from mathsearch.runtime.gcn_session import GcnSession
 
-    if isinstance(model, Encoder):  # ONNX Runtime: no torch needed
+    if isinstance(model, GcnSession):  # ONNX Runtime: no torch needed
         return model.encode(graphs).astype(np.float64)
     import torch
     from tqdm.auto import tqdm
@@ -160,7 +161,7 @@ def _triplet_score(x: np.ndarray, triplets: np.ndarray, metric: str) -> float:
 def eval_ranking(
     corpus_test: EquationCorpus,
     triplets: list[tuple[int, int, int]],
-    models: dict[str, GraphCNN | Encoder],
+    models: dict[str, GraphCNN | GcnSession],
     *,
     device: str = "cpu",
     progress: bool = False,

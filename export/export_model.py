@@ -28,12 +28,12 @@ from mathsearch.encoders.checkpoints import load_model, run_dir
 from mathsearch.encoders.corpus import EquationCorpus
 from mathsearch.export.errors import ExportError
 from mathsearch.export.gcn_onnx import IR_VERSION, OPSET, OUTPUT_NAME, export_gcn
-from mathsearch.export.graph_batch import INPUT_NAMES
-from mathsearch.export.model_card import ModelCard, file_sha256
 from mathsearch.export.onnx_file import software_versions
 from mathsearch.export.parity import DEFAULT_TOLERANCE, ParityReport, check_parity
 from mathsearch.indexer.mathml_graph import EquationGraph
 from mathsearch.indexer.vocabulary import Vocabulary, default_vocabulary
+from mathsearch.runtime.graph_batch import INPUT_NAMES
+from mathsearch.runtime.model_card import ModelCard, file_sha256
 
 logger = logging.getLogger(__name__)
 

@@ -34,11 +34,11 @@ from mathsearch.encoders.figure_training import (
     to_tensors,
 )
 from mathsearch.export.errors import ExportError, ParityError
-from mathsearch.export.model_card import ModelCard, beside, file_sha256
 from mathsearch.export.onnx_file import IR_VERSION, OPSET, software_versions, write_onnx
 from mathsearch.export.parity import ParityReport
-from mathsearch.export.runtime import open_session
 from mathsearch.indexer.figure_features import FigureFeatures, featurise_figures
+from mathsearch.runtime.gcn_session import open_session
+from mathsearch.runtime.model_card import ModelCard, beside, file_sha256
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """ONNX export of the graph CNN (:class:`mathsearch.encoders.gcn.GraphCNN`), node ids in, embeddings
 out.
 
-The exported graph takes the packed id arrays of :mod:`mathsearch.export.graph_batch` (no dense
+The exported graph takes the packed id arrays of :mod:`mathsearch.runtime.graph_batch` (no dense
 features)
 and computes exactly the eval-mode :meth:`GraphCNN.embed_tensors`:
 
@@ -52,8 +52,8 @@ from torch import Tensor, nn
 
 from mathsearch.encoders.gcn import GraphCNN, SumGraphConv
 from mathsearch.encoders.gcn_ensemble import GCNEnsemble, ensemble_embed
-from mathsearch.export.graph_batch import INPUT_NAMES
 from mathsearch.export.onnx_file import IR_VERSION, OPSET, write_onnx
+from mathsearch.runtime.graph_batch import INPUT_NAMES
 
 logger = logging.getLogger(__name__)
 

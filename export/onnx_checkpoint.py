@@ -58,11 +58,11 @@ from mathsearch.encoders.gcn import GCNConfig, GCNConfigError, GraphCNN
 from mathsearch.encoders.gcn_ensemble import GCNEnsemble
 from mathsearch.export.errors import ExportError, ModelCardError, ParityError
 from mathsearch.export.gcn_onnx import export_gcn
-from mathsearch.export.model_card import ModelCard, file_sha256, load_card
 from mathsearch.export.onnx_file import IR_VERSION, OPSET, software_versions
 from mathsearch.export.parity import DEFAULT_TOLERANCE, check_parity
-from mathsearch.export.runtime import Encoder
 from mathsearch.indexer.mathml_graph import EquationGraph
+from mathsearch.runtime.gcn_session import GcnSession
+from mathsearch.runtime.model_card import ModelCard, file_sha256, load_card
 
 logger = logging.getLogger(__name__)
 
@@ -301,8 +301,8 @@ def reexport_onnx(
         software=software_versions(),
     )
     new.write(out)
-    old_vectors = Encoder(path, vocab_hash=card.vocab_hash, device="cpu").encode(graphs)
-    new_vectors = Encoder(out, vocab_hash=card.vocab_hash, device="cpu").encode(graphs)
+    old_vectors = GcnSession(path, vocab_hash=card.vocab_hash, device="cpu").encode(graphs)
+    new_vectors = GcnSession(out, vocab_hash=card.vocab_hash, device="cpu").encode(graphs)
     diff = float(np.abs(old_vectors - new_vectors).max())
     if diff > tolerance:
         raise ParityError(f"the re-export of {path} differs from it by {diff:.3g} > {tolerance:g}")

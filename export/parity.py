@@ -2,7 +2,7 @@
 
 For every equation the PyTorch path (:func:`mathsearch.encoders.graph_data.collate` +
 :meth:`GraphCNN.forward`, eval mode, running statistics) and the ONNX path
-(:func:`mathsearch.export.graph_batch.pack_graphs` + an ONNX Runtime CPU session) embed the same
+(:func:`mathsearch.runtime.graph_batch.pack_graphs` + an ONNX Runtime CPU session) embed the same
 graphs in
 batches of ``batch_size`` (the last one smaller, so dynamic shapes are exercised); the check
 passes when ``max |torch - onnx| <= tolerance`` over all coordinates of all equations.
@@ -22,9 +22,9 @@ from mathsearch.encoders.gcn import GraphCNN
 from mathsearch.encoders.gcn_ensemble import GCNEnsemble
 from mathsearch.encoders.graph_data import collate
 from mathsearch.export.errors import ParityError
-from mathsearch.export.graph_batch import pack_graphs
-from mathsearch.export.runtime import open_session
 from mathsearch.indexer.mathml_graph import EquationGraph
+from mathsearch.runtime.gcn_session import open_session
+from mathsearch.runtime.graph_batch import pack_graphs
 
 logger = logging.getLogger(__name__)
 

@@ -54,10 +54,10 @@ import numpy as np
 
 from mathsearch.core.machine import INT8_DOT_FLAGS, cpu_flags
 from mathsearch.export.errors import ExportError
-from mathsearch.export.model_card import ModelCard, beside, file_sha256, load_card
-from mathsearch.export.runtime import Encoder
-from mathsearch.export.settings import ExportSettings
 from mathsearch.indexer.mathml_graph import EquationGraph
+from mathsearch.runtime.gcn_session import GcnSession
+from mathsearch.runtime.model_card import ModelCard, beside, file_sha256, load_card
+from mathsearch.runtime.settings import RuntimeSettings
 
 if TYPE_CHECKING:
     import onnx
@@ -252,10 +252,10 @@ def quantize_int8(
         parity={},
     )
     variant.write(out)
-    settings = ExportSettings(max_graphs=256)
-    reference = Encoder(model_path, vocab_hash=card.vocab_hash, device="cpu", settings=settings)
+    settings = RuntimeSettings(max_graphs=256)
+    reference = GcnSession(model_path, vocab_hash=card.vocab_hash, device="cpu", settings=settings)
     try:
-        quantised = Encoder(out, vocab_hash=card.vocab_hash, device="cpu", settings=settings)
+        quantised = GcnSession(out, vocab_hash=card.vocab_hash, device="cpu", settings=settings)
         vectors = quantised.encode(graphs)
     except Exception as exc:  # ONNX Runtime raises its own kinds
         raise ExportError(f"the int8 variant {out} does not run: {exc}") from exc

@@ -29,9 +29,9 @@ from torch import nn
 from mathsearch.encoders.seq2seq import ExpEmb
 from mathsearch.encoders.seq2seq_data import TokenVocabulary, pad_ids
 from mathsearch.export.errors import ParityError
-from mathsearch.export.model_card import ModelCard, beside, file_sha256
 from mathsearch.export.onnx_file import IR_VERSION, OPSET, software_versions, write_onnx
-from mathsearch.export.runtime import open_session
+from mathsearch.runtime.gcn_session import open_session
+from mathsearch.runtime.model_card import ModelCard, beside, file_sha256
 
 logger = logging.getLogger(__name__)
 

@@ -72,7 +72,7 @@ class ParsedEquation:
         return "mathml" if self.record.mathml else "latex"
 
     def embed_item(self) -> dict[str, Any]:
-        """What an encoder of any family reads (:class:`mathsearch.export.embedders.Embedder`):
+        """What an encoder of any family reads (:class:`mathsearch.runtime.embedders.Embedder`):
         ``latex``, ``graph`` (the :class:`EquationGraph` itself, not its JSON), ``math_tokens``
         and the prefix when there is one. The in-process form of :meth:`to_dict`'s fields."""
         item: dict[str, Any] = {

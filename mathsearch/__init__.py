@@ -26,7 +26,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "Featuriser": "mathsearch.indexer.parse",
     "extract": "mathsearch.indexer.extract",
-    "load_embedder": "mathsearch.export.embedders",
+    "load_embedder": "mathsearch.runtime.embedders",
     "Searcher": "mathsearch.opensearch.searcher",
     "SearchRequest": "mathsearch.opensearch.search_request",
     "SearchProfile": "mathsearch.opensearch.search_profile",

@@ -14,7 +14,7 @@ two differ, the code asks :class:`ClusterCapabilities` instead of assuming one:
   document is read, updated or copied. mathsearch sets it on every new k-NN index of 2.19 or
   later as ``MATHSEARCH_VECTOR_SOURCE`` says (``derived``, the default: about 1,330 B less per
   equation at 128 dimensions; ``stored``: off). Re-writes stay no-ops because the written
-  vectors have at most 6 decimals (:func:`~mathsearch.export.embedder_base.written_vector`),
+  vectors have at most 6 decimals (:func:`~mathsearch.runtime.embedder_base.written_vector`),
   which read back from float32 unchanged. Older clusters do not know the setting and get none.
 
 Example::

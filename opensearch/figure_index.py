@@ -27,7 +27,6 @@ from opensearchpy import OpenSearch
 from opensearchpy.exceptions import TransportError
 
 from mathsearch.core.errors import MappingError
-from mathsearch.export.embedder_base import written_vector
 from mathsearch.indexer.figures import FigureRecord
 from mathsearch.indexer.records import Failure
 from mathsearch.opensearch.bulk_writer import BulkWriter
@@ -35,6 +34,7 @@ from mathsearch.opensearch.cluster_capabilities import ClusterCapabilities
 from mathsearch.opensearch.documents import failure_actions, upsert_action
 from mathsearch.opensearch.schema import VectorSpec, ensure_failures_index, knn_index_body
 from mathsearch.opensearch.settings import OpenSearchSettings
+from mathsearch.runtime.embedder_base import written_vector
 
 logger = logging.getLogger(__name__)
 

@@ -55,12 +55,11 @@ class FigureQueryEncoder:
             if self._model is not None and not isinstance(self._model, str):
                 self._embedder = self._model
             else:
-                from mathsearch.export.embedders import load_embedder
-                from mathsearch.export.errors import ExportError
+                from mathsearch.runtime.embedders import load_embedder
 
                 try:
                     self._embedder = load_embedder(self._model or "figure")
-                except (ValueError, ExportError) as exc:
+                except ValueError as exc:
                     raise QueryError(f"figure encoder: {exc}") from exc
             if self._embedder.family != "figure":
                 raise QueryError(f"{self._embedder.path} is a {self._embedder.family} model")
@@ -69,8 +68,8 @@ class FigureQueryEncoder:
     def features(self, text: str, encoders: Any = None, *, embed: bool = True) -> QueryFeatures:
         """The words of ``text`` and its figure vector (``refusals`` says why there is none;
         ``embed=False``: the words alone, for ``bm25``)."""
-        from mathsearch.export.embedder_base import written_vector
-        from mathsearch.export.embedders import EmbedRefusal
+        from mathsearch.runtime.embedder_base import written_vector
+        from mathsearch.runtime.embedders import EmbedRefusal
 
         words = _WORD.findall(text)
         if not words:

@@ -552,8 +552,8 @@ def _model_of(model_field: str | None) -> str | None:
     >>> Path(_model_of("vec_gcn_v7") or "").name
     'gcn-v7.onnx'
     """
-    from mathsearch.export.embedders import shipped_or_path
-    from mathsearch.export.model_card import model_name_of_field
+    from mathsearch.runtime.embedders import shipped_or_path
+    from mathsearch.runtime.model_card import model_name_of_field
 
     name = model_name_of_field(model_field or "")
     if name is None:
@@ -568,7 +568,7 @@ def _space_of(model_field: str | None) -> str:
     path = _model_of(model_field)
     if path is None:
         return "cosinesimil"
-    from mathsearch.export.model_card import load_card
+    from mathsearch.runtime.model_card import load_card
 
     return str(load_card(path, verify_sha256=False).space_type)
 

@@ -2,8 +2,9 @@
 
 :class:`ModelQueryEncoder` runs :class:`mathsearch.indexer.parse.Featuriser` once per query and then
 every requested encoder on that one featurisation (docs/architecture.md, rule 2: one featurisation):
-the ONNX :class:`mathsearch.export.runtime.Encoder` of the graph CNN by default, or any families /
-``.onnx`` models through :func:`mathsearch.export.embedders.load_embedder` (each loaded once, on
+the ONNX :class:`mathsearch.runtime.gcn_session.GcnSession` of the graph CNN by default, or any
+families /
+``.onnx`` models through :func:`mathsearch.runtime.embedders.load_embedder` (each loaded once, on
 first use). Anything with a ``features(latex) -> QueryFeatures`` method can stand in (e.g. a cache
 in benchmarks). A search in a mode without vectors (``bm25``) asks for the tokens alone
 (``embed=False``) when the encoder takes that keyword, so it runs no model.
@@ -71,7 +72,7 @@ def _embed_all(
     embedders: Sequence[Any], item: Any
 ) -> tuple[dict[str, list[float]], dict[str, str]]:
     """Each embedder's vector of one featurised query, and why an embedder refused it."""
-    from mathsearch.export.embedder_base import EmbedRefusal, embed_safely, written_vector
+    from mathsearch.runtime.embedder_base import EmbedRefusal, embed_safely, written_vector
 
     vectors: dict[str, list[float]] = {}
     refusals: dict[str, str] = {}
@@ -111,8 +112,8 @@ def encoder_field(name: str) -> str:
     Raises:
         QueryError: an unknown family, or a model or card that is not there.
     """
-    from mathsearch.export.embedders import encoder_card
-    from mathsearch.export.errors import ModelCardError
+    from mathsearch.runtime.embedders import encoder_card
+    from mathsearch.runtime.errors import ModelCardError
 
     try:
         return encoder_card(name, verify_sha256=False).vector_field
@@ -126,10 +127,10 @@ class ModelQueryEncoder:
     Args:
         model: the encoder used when none are named: an ONNX path (default
             ``MATHSEARCH_MODEL``, the graph CNN), a ready
-            :class:`~mathsearch.export.embedders.Embedder` or
-            :class:`mathsearch.export.runtime.Encoder`.
+            :class:`~mathsearch.runtime.embedders.Embedder` or
+            :class:`mathsearch.runtime.gcn_session.GcnSession`.
         encoders: encoders every query is embedded with by default: families, ``.onnx`` paths
-            or ready :class:`~mathsearch.export.embedders.Embedder` s (``features(latex,
+            or ready :class:`~mathsearch.runtime.embedders.Embedder` s (``features(latex,
             encoders=...)``
             names others per query).
     """
@@ -168,7 +169,7 @@ class ModelQueryEncoder:
         primary = self._distinct([(name, self._embedder(name)) for name in names or [default]])
         named = [(name, self._embedder(name)) for name in [*(names or [default]), *extra]]
         embedders = self._distinct(named)
-        from mathsearch.export.families import needs_prefix
+        from mathsearch.runtime.families import needs_prefix
 
         with_prefix = needs_prefix([embedder.family for embedder in embedders])
         parsed = self._parse(latex, with_prefix)
@@ -208,8 +209,8 @@ class ModelQueryEncoder:
             QueryError: two different models that write the same field (their vectors would
                 overwrite each other's).
         """
-        from mathsearch.export.embedders import one_field_each
-        from mathsearch.export.errors import ModelCardError
+        from mathsearch.runtime.embedders import one_field_each
+        from mathsearch.runtime.errors import ModelCardError
 
         try:
             fields = one_field_each([(str(name), embedder.card) for name, embedder in named])
@@ -230,18 +231,17 @@ class ModelQueryEncoder:
         return parsed
 
     def _embedder(self, name: Any) -> Any:
-        """The embedder of a family or an ``.onnx`` path (loaded once), of a loaded ``Encoder``
-        (wrapped) or a ready :class:`~mathsearch.export.embedders.Embedder` (itself):
+        """The embedder of a family or an ``.onnx`` path (loaded once), of a loaded ``GcnSession``
+        (wrapped) or a ready :class:`~mathsearch.runtime.embedders.Embedder` (itself):
         ``as_embedder``."""
         if isinstance(name, str) and name in self._embedders:
             return self._embedders[name]
-        from mathsearch.export.embedders import as_embedder
-        from mathsearch.export.errors import ExportError
-        from mathsearch.export.settings import ExportSettings
+        from mathsearch.runtime.embedders import as_embedder
+        from mathsearch.runtime.settings import RuntimeSettings
 
         try:  # one equation a call: MATHSEARCH_QUERY_THREADS (1), no thread spinning idle
-            embedder = as_embedder(name, threads=ExportSettings.from_env().query_threads)
-        except (ValueError, ExportError) as exc:  # no model or card, or a mismatch
+            embedder = as_embedder(name, threads=RuntimeSettings.from_env().query_threads)
+        except ValueError as exc:  # no model or card, or a mismatch
             raise QueryError(f"encoder {name!r}: {exc}") from exc
         if isinstance(name, str):
             self._embedders[name] = embedder

@@ -70,7 +70,7 @@ class VectorSpec:
 
     @classmethod
     def from_card(cls, card: Any, storage: str = VectorStorage.HNSW.value) -> VectorSpec:
-        """The spec of a model card (:class:`mathsearch.export.model_card.ModelCard` or alike),
+        """The spec of a model card (:class:`mathsearch.runtime.model_card.ModelCard` or alike),
         kept as ``storage`` (default a kNN field)."""
         return cls(
             field=card.vector_field,

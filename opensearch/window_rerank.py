@@ -151,12 +151,11 @@ class RerankVectors:
             QueryError: no such model or card, or one that does not fit this featurisation.
         """
         if name not in self._embedders:
-            from mathsearch.export.embedders import as_embedder, shipped_or_path
-            from mathsearch.export.errors import ExportError
+            from mathsearch.runtime.embedders import as_embedder, shipped_or_path
 
             try:
                 self._embedders[name] = as_embedder(shipped_or_path(name))
-            except (ValueError, ExportError) as exc:
+            except ValueError as exc:
                 raise QueryError(f"rerank encoder {name!r}: {exc}") from exc
             logger.info("rerank encoder %s ready", self._embedders[name].vector_field)
         return self._embedders[name]
@@ -206,7 +205,7 @@ class RerankVectors:
     def _vectors(
         self, encoders: Sequence[str], equations: Sequence[tuple[str, str]]
     ) -> list[list[Vector | None]]:
-        from mathsearch.export.families import needs_prefix
+        from mathsearch.runtime.families import needs_prefix
 
         embedders = {name: self.embedder(name) for name in encoders}
         flavours = {name: needs_prefix([e.family]) for name, e in embedders.items()}
@@ -283,8 +282,8 @@ class RerankVectors:
         """``name``'s vectors of ``texts`` (None: unreadable, or refused by the encoder)."""
         if not texts:
             return {}
-        from mathsearch.export.embedder_base import EmbedRefusal, embed_safely
         from mathsearch.indexer.records import Failure
+        from mathsearch.runtime.embedder_base import EmbedRefusal, embed_safely
 
         good = [(t, parsed[(flavour, t)]) for t in texts]
         good = [(t, p) for t, p in good if not isinstance(p, Failure)]

@@ -35,7 +35,7 @@ import numpy as np
 
 from mathsearch.evaluation.ir_metrics import Evaluation
 from mathsearch.evaluation.paired_test import compare_per_topic
-from mathsearch.export.runtime import Encoder
+from mathsearch.runtime.gcn_session import GcnSession
 from research.fusion_prototypes import Collection, Scores, fuse, validation_set
 
 logger = logging.getLogger(__name__)
@@ -86,7 +86,7 @@ def compare(
     base: dict[str, Evaluation] | None = None
     report: dict[str, object] = {"equations": len(kept), "encoders": {}}
     for name, paths in encoders:
-        vectors = unit_concat([Encoder(path).encode(graphs) for path in paths])
+        vectors = unit_concat([GcnSession(path).encode(graphs) for path in paths])
         if collection is None:
             collection = Collection(data, kept, vectors)
             report["topics"] = len(collection.topics)

@@ -39,13 +39,13 @@ from pathlib import Path
 import numpy as np
 
 from mathsearch.evaluation.ir_metrics import Evaluation
-from mathsearch.export.embedder_base import EmbedRefusal
-from mathsearch.export.embedders import load_embedder, parse_encoders
-from mathsearch.export.errors import ModelCardError
 from mathsearch.indexer.parse import ParsedEquation
 from mathsearch.opensearch.explain import subquery_weights
 from mathsearch.opensearch.fusion import FusedHit, fuse, rrf
 from mathsearch.opensearch.search_request import SearchRequest
+from mathsearch.runtime.embedder_base import EmbedRefusal
+from mathsearch.runtime.embedders import load_embedder, parse_encoders
+from mathsearch.runtime.errors import ModelCardError
 from mathsearch.workers.embedding import embed_parsed
 from research.compare_encoders import NDCG, paired_difference, render_cell, unit_concat
 from research.fusion_prototypes import Collection, Scores, validation_set

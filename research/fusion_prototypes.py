@@ -65,9 +65,9 @@ from mathsearch.evaluation.relevance_sets import (
     featuriser_filter,
 )
 from mathsearch.evaluation.trec_files import Run, Topic
-from mathsearch.export.runtime import Encoder
-from mathsearch.export.settings import ExportSettings
 from mathsearch.indexer.parse import Featuriser, ParsedEquation
+from mathsearch.runtime.gcn_session import GcnSession
+from mathsearch.runtime.settings import RuntimeSettings
 
 logger = logging.getLogger(__name__)
 
@@ -460,7 +460,7 @@ def validation_set() -> tuple[RelevanceSet, list[ParsedEquation]]:
 
 def load(onnx: str) -> Collection:
     data, kept = validation_set()
-    return Collection(data, kept, Encoder(onnx).encode([p.graph for p in kept]))
+    return Collection(data, kept, GcnSession(onnx).encode([p.graph for p in kept]))
 
 
 def model_arguments(doc: str, argv: Sequence[str] | None) -> argparse.Namespace:
@@ -470,7 +470,7 @@ def model_arguments(doc: str, argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--onnx", default=None, help="model (default: the shipped default)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args(argv)
-    args.onnx = args.onnx or str(ExportSettings.from_env().model)
+    args.onnx = args.onnx or str(RuntimeSettings.from_env().model)
     logging.basicConfig(level=logging.WARNING)
     return args
 

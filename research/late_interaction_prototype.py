@@ -38,9 +38,9 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
 
-from mathsearch.export.graph_batch import pack_graphs
-from mathsearch.export.runtime import Encoder
 from mathsearch.indexer.parse import ParsedEquation
+from mathsearch.runtime.gcn_session import GcnSession
+from mathsearch.runtime.graph_batch import pack_graphs
 from research.fusion_prototypes import (
     Collection,
     fuse,
@@ -72,7 +72,7 @@ def node_model(path: str) -> tuple[bytes, list[str]]:
 class NodeVectors:
     """Every equation's unit node vectors per tower, stacked, with each equation's first row."""
 
-    def __init__(self, path: str, encoder: Encoder, parsed: Sequence[ParsedEquation]) -> None:
+    def __init__(self, path: str, encoder: GcnSession, parsed: Sequence[ParsedEquation]) -> None:
         blob, names = node_model(path)
         session = ort.InferenceSession(blob, providers=["CPUExecutionProvider"])
         per_tower: list[list[np.ndarray]] = [[] for _ in names]
@@ -109,7 +109,7 @@ class NodeVectors:
 
 def load(onnx_path: str) -> tuple[Collection, NodeVectors]:
     data, kept = validation_set()
-    encoder = Encoder(onnx_path)
+    encoder = GcnSession(onnx_path)
     collection = Collection(data, kept, encoder.encode([p.graph for p in kept]))
     return collection, NodeVectors(onnx_path, encoder, kept)
 

@@ -43,10 +43,10 @@ import numpy as np
 
 from mathsearch.encoders.subformula_crop import container_tags, crop_tree
 from mathsearch.evaluation.ir_metrics import Evaluation
-from mathsearch.export.runtime import Encoder
-from mathsearch.export.settings import ExportSettings
 from mathsearch.indexer.mathml_graph import EquationGraph
 from mathsearch.indexer.parse import Featuriser
+from mathsearch.runtime.gcn_session import GcnSession
+from mathsearch.runtime.settings import RuntimeSettings
 from research.compare_encoders import NDCG, paired_difference, render_cell, unit_concat
 from research.fuse_encoders import Field, fused_scorer
 from research.fusion_prototypes import Collection, validation_set
@@ -103,7 +103,7 @@ def compare(
 ) -> dict[str, object]:
     """kNN and the fusions without crops, then with the crops mixed in at each weight."""
     data, kept = validation_set()
-    encoder = Encoder(onnx)
+    encoder = GcnSession(onnx)
     whole = unit_concat([encoder.encode([p.graph for p in kept]).astype(np.float64)])
     cropped, owner = crops([p.graph for p in kept], per_graph, seed)
     crop_sum = np.zeros_like(whole)
@@ -171,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
     started = time.perf_counter()
     report = compare(
-        args.onnx or str(ExportSettings.from_env().model),
+        args.onnx or str(RuntimeSettings.from_env().model),
         args.crops,
         args.seed,
         [float(w) for w in args.weights.split(",")],

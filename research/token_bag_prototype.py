@@ -44,10 +44,10 @@ from scipy import sparse
 from mathsearch.encoders.shared_corpus import shared_sources
 from mathsearch.evaluation.held_out import held_out_papers, validation_papers
 from mathsearch.evaluation.relevance_sets import SHARED_DATA
-from mathsearch.export.settings import ExportSettings
 from mathsearch.indexer.extract import extract
 from mathsearch.indexer.parse import Featuriser, ParsedEquation
 from mathsearch.indexer.records import EquationRecord
+from mathsearch.runtime.settings import RuntimeSettings
 from research.fusion_prototypes import Collection, fuse, load, min_max_top
 
 logger = logging.getLogger(__name__)
@@ -173,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    c = load(str(ExportSettings.from_env().model))
+    c = load(str(RuntimeSettings.from_env().model))
     base = {"bm25": c.ndcg(c.bm25), "knn gcn": c.ndcg(c.cosine)}
     for alpha in (0.4, 0.5):
         base[f"fusion bm25 + gcn a{alpha}"] = c.ndcg(

@@ -17,13 +17,13 @@ from urllib.parse import urlsplit
 import pytest
 from opensearchpy import OpenSearch
 
-from mathsearch.export.embedders import ARCHIVE_DIR, Embedder, default_model_path, load_embedder
-from mathsearch.export.model_card import card_path, load_card
 from mathsearch.indexer.hepth import iter_hepth
 from mathsearch.indexer.parse import ParsedEquation
 from mathsearch.indexer.records import EquationRecord, Failure
 from mathsearch.opensearch import OpenSearchSettings, connect
 from mathsearch.opensearch.searcher import Searcher
+from mathsearch.runtime.embedders import ARCHIVE_DIR, Embedder, default_model_path, load_embedder
+from mathsearch.runtime.model_card import card_path, load_card
 from mathsearch.stack.demo import demo_records
 from mathsearch.workers import WorkerSettings
 from mathsearch.workers.embedding import vectors_of

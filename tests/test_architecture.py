@@ -21,6 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 ROOMS: dict[str, tuple[int, Path]] = {
     "core": (0, REPO / "mathsearch" / "core"),
     "indexer": (1, REPO / "indexer"),
+    "runtime": (2, REPO / "mathsearch" / "runtime"),
     "encoders": (2, REPO / "encoders"),
     "export": (3, REPO / "export"),
     "opensearch": (4, REPO / "opensearch"),

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from mathsearch.export.embedders import DEFAULT_VERSIONS, FAMILIES
-from mathsearch.export.settings import DEFAULT_MODEL_PATH
+from mathsearch.runtime.families import FAMILY_REGISTRY
+from mathsearch.runtime.settings import DEFAULT_MODEL_PATH
 
 REPO = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "torch-geometric", "pya0", "onnxruntime-gpu", "pytest", "selenium")
@@ -74,7 +74,7 @@ def test_the_wheel_carries_the_default_models_and_resources(wheel: zipfile.ZipFi
     folder = "mathsearch/export/models/"
     # each family's default and the default profile's second stage, with their cards
     defaults = {DEFAULT_MODEL_PATH.stem}
-    defaults |= {f"{f}-v{DEFAULT_VERSIONS.get(f, 1)}" for f in FAMILIES if f != "gcn"}
+    defaults |= {Path(family.default_model).stem for family in FAMILY_REGISTRY.values()}
     profile = json.loads((REPO / "opensearch" / "profiles" / "default.json").read_text())
     defaults |= {Path(name).stem for name in profile["rerank"]}
     assert defaults == set(SHIPPED)

@@ -26,7 +26,7 @@ _LAZY = {
     "Embedded": "mathsearch.workers.pipeline",
     "job_embedders": "mathsearch.workers.pipeline",
     "process_embedders": "mathsearch.workers.embedding",
-    "encoder_card": "mathsearch.export.embedders",
+    "encoder_card": "mathsearch.runtime.embedders",
     "refusal_totals": "mathsearch.workers.index_job",
 }
 

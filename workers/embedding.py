@@ -1,18 +1,18 @@
 """The embed stage shared by the jobs: featurised equations in, their model vectors out.
 
 One way to embed, here as on the query side: an
-:class:`~mathsearch.export.embedders.Embedder` of any family, run through
-:func:`~mathsearch.export.embedder_base.embed_safely` (a model fault is a refusal, never a
+:class:`~mathsearch.runtime.embedders.Embedder` of any family, run through
+:func:`~mathsearch.runtime.embedder_base.embed_safely` (a model fault is a refusal, never a
 crash) over :meth:`~mathsearch.indexer.parse.ParsedEquation.embed_item` items.
 
 Vectors are rounded to 6 decimals (float32 carries about 7 significant digits; the JSON bodies
-stay short: :func:`~mathsearch.export.embedder_base.written_vector`), the form every job writes
+stay short: :func:`~mathsearch.runtime.embedder_base.written_vector`), the form every job writes
 to OpenSearch and the query side sends.
 
 A worker process serves one or several encoders (``MATHSEARCH_ENCODERS``, ``mathsearch worker
 --encoders gcn,bitmap``): :func:`process_embedders` loads each one once per process through
-:func:`mathsearch.export.embedders.load_embedder` and keeps it for every later batch;
-:func:`mathsearch.export.embedders.encoder_card` reads an encoder's card without
+:func:`mathsearch.runtime.embedders.load_embedder` and keeps it for every later batch;
+:func:`mathsearch.runtime.embedders.encoder_card` reads an encoder's card without
 loading its session (the client side of a job needs only the vector fields).
 
 Example::
@@ -30,11 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from mathsearch.export.embedder_base import embed_safely, written_vector
-from mathsearch.export.embedders import Embedder, EmbedRefusal, load_embedder
-from mathsearch.export.errors import EmbedError
 from mathsearch.indexer.parse import Featuriser, ParsedEquation
 from mathsearch.indexer.records import EquationRecord, Failure
+from mathsearch.runtime.embedder_base import embed_safely, written_vector
+from mathsearch.runtime.embedders import Embedder, EmbedRefusal, load_embedder
+from mathsearch.runtime.errors import EmbedError
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def process_embedder(name: str = "gcn") -> Embedder:
 def process_embedders(names: Sequence[str] | None = None) -> list[Embedder]:
     """This process's embedders of ``names`` (default ``MATHSEARCH_ENCODERS`` and
     ``MATHSEARCH_RERANK_ENCODERS``: :attr:`WorkerSettings.served`), in order: each
-    is loaded once per process (:func:`mathsearch.export.embedders.load_embedder`) and reused.
+    is loaded once per process (:func:`mathsearch.runtime.embedders.load_embedder`) and reused.
 
     Raises:
         ModelCardError / ModelMismatchError: a model that does not exist or does not fit.
@@ -88,7 +88,7 @@ def rounded(result: np.ndarray | EmbedRefusal) -> Embedded:
 
 def embed_items(embedder: Embedder, items: Sequence[Mapping[str, Any]]) -> list[Embedded]:
     """One embedder over items, in the written form (rounded vectors or refusals); an embedder
-    that raises refuses every item (:func:`~mathsearch.export.embedder_base.embed_safely`)."""
+    that raises refuses every item (:func:`~mathsearch.runtime.embedder_base.embed_safely`)."""
     return [rounded(result) for result in embed_safely(embedder, items)] if items else []
 
 

@@ -24,8 +24,6 @@ from typing import Any, Literal
 
 from opensearchpy import OpenSearch
 
-from mathsearch.export.embedders import Embedder, as_embedder
-from mathsearch.export.families import needs_prefix
 from mathsearch.indexer.opensearch_source import iter_opensearch_index
 from mathsearch.indexer.parse import Featuriser
 from mathsearch.indexer.records import Failure
@@ -34,6 +32,8 @@ from mathsearch.opensearch.documents import failure_actions
 from mathsearch.opensearch.enrichment import DocumentMath, enrichment_actions, ensure_math_mapping
 from mathsearch.opensearch.schema import VectorSpec, ensure_failures_index
 from mathsearch.opensearch.settings import OpenSearchSettings
+from mathsearch.runtime.embedders import Embedder, as_embedder
+from mathsearch.runtime.families import needs_prefix
 from mathsearch.workers.embedding import embedded
 
 logger = logging.getLogger(__name__)
@@ -69,8 +69,8 @@ def enrich_index(
     """Add ``math.*`` to every document of ``index`` whose ``field_name`` holds equations.
 
     ``encoder``: an :class:`Embedder` of any family, or what
-    :func:`~mathsearch.export.embedders.as_embedder` takes (a family, an ``.onnx`` path, an
-    ``Encoder``); default the graph CNN. Documents without equations are left alone (not even a
+    :func:`~mathsearch.runtime.embedders.as_embedder` takes (a family, an ``.onnx`` path, an
+    ``GcnSession``); default the graph CNN. Documents without equations are left alone (not even a
     partial update).
     """
     settings = settings or OpenSearchSettings.from_env()

@@ -40,7 +40,6 @@ from tqdm import tqdm
 
 from mathsearch.core.errors import MappingError, MathsearchOpenSearchError
 from mathsearch.core.redact import redact_url
-from mathsearch.export.embedders import encoder_card
 from mathsearch.indexer.records import EquationRecord, Failure
 from mathsearch.opensearch.client import connect
 from mathsearch.opensearch.document_removal import ProducedIds, remove_equations
@@ -49,6 +48,7 @@ from mathsearch.opensearch.equation_index import ensure_equation_index
 from mathsearch.opensearch.schema import VectorSpec, ensure_failures_index
 from mathsearch.opensearch.settings import OpenSearchSettings
 from mathsearch.opensearch.vector_fields import field_storages
+from mathsearch.runtime.embedders import Embedder, encoder_card
 from mathsearch.workers.embedding import process_embedders
 from mathsearch.workers.job_progress import LocalProgress, Progress, RedisProgress, Snapshot
 from mathsearch.workers.pipeline import (
@@ -234,6 +234,70 @@ def run_index(
     client = client or connect(settings)
     size = batch_size or worker_settings.batch_size
     limit = max_queued or worker_settings.max_queued_batches
+    plan = _vector_fields(encoders, rerank, worker_settings)
+    run = _start_job(
+        client, index, plan, settings=settings, worker_settings=worker_settings,
+        inline=inline, enrich_index=enrich_index,
+    )  # fmt: skip
+    report = IndexReport(
+        run.job.job_id, index, "inline" if inline else "workers", enriched_index=enrich_index,
+        vector_fields=plan.fields,
+    )  # fmt: skip
+    produced = ProducedIds() if prune else None
+    outcome = _run_batches(
+        run, items, report, produced=produced, size=size, limit=limit,
+        whole_documents=enrich_index is not None, progress=progress,
+        stall_timeout=stall_timeout, resend_after=resend_after,
+    )  # fmt: skip
+    _count_outcome(report, outcome, run.tracker)
+    _record_failures(run, report, outcome)
+    _finish(run, report, outcome, enrich_index=enrich_index, produced=produced)
+    return report
+
+
+@dataclass
+class _FieldPlan:
+    """The job's encoders (the primary first, then the second stage's) and their fields."""
+
+    names: list[str]
+    specs: list[VectorSpec]
+    fields: list[str]
+
+
+@dataclass
+class _Job:
+    """A started job and what its stages need: where it writes and how batches run."""
+
+    job: JobSpec
+    client: OpenSearch
+    settings: OpenSearchSettings
+    failures_index: str
+    queue: Broker | None
+    embedders: list[Embedder] | None
+    tracker: Progress
+
+
+@dataclass
+class _Batches:
+    """How the job's batches went: the last progress snapshot, the batches sent, the
+    extraction failures and when the batches started (``time.perf_counter()``)."""
+
+    snap: Snapshot
+    sent: set[str]
+    extraction: list[Failure]
+    started: float
+
+
+def _vector_fields(
+    encoders: Sequence[str] | None,
+    rerank: Sequence[str] | None,
+    worker_settings: WorkerSettings,
+) -> _FieldPlan:
+    """Each encoder's vector field from its model card (the workers load the same models).
+
+    Raises:
+        MappingError: two encoders of the job write the same field.
+    """
     # each model's card names its vector field (the workers load the same models)
     names = list(encoders or worker_settings.encoders)
     specs = [VectorSpec.from_card(encoder_card(name)) for name in names]
@@ -247,124 +311,198 @@ def run_index(
             specs.append(spec)
             fields.append(spec.field)
             names.append(name)
+    return _FieldPlan(names, specs, fields)
+
+
+def _start_job(
+    client: OpenSearch,
+    index: str,
+    plan: _FieldPlan,
+    *,
+    settings: OpenSearchSettings,
+    worker_settings: WorkerSettings,
+    inline: bool,
+    enrich_index: str | None,
+) -> _Job:
+    """Check the workers (or load the models), create the indexes and the job's spec."""
     # the workers (or this process's models) first: a job that cannot run creates no index
-    embedders = process_embedders(names) if inline else None
+    embedders = process_embedders(plan.names) if inline else None
     queue = None if inline else Broker(worker_settings)
     if queue is not None:
         queue.check_workers()
-    ensure_equation_index(client, index, specs, settings)
+    ensure_equation_index(client, index, plan.specs, settings)
     failures_index = ensure_failures_index(client, settings)
     names_index = True
     if enrich_index:
-        names_index = "index" in ensure_math_mapping(client, enrich_index, specs[0])
+        names_index = "index" in ensure_math_mapping(client, enrich_index, plan.specs[0])
     # how the index keeps each field decides how it is written (an older kNN field stays one)
     storages = field_storages(client, index)
+    fields = plan.fields
     stored = {name: storages[name].value for name in fields if storages[name].exact_only}
     job = JobSpec.create(
         index, fields, failures_index, enrich_index=enrich_index, stored=stored,
         enrich_names_index=names_index,
     )  # fmt: skip
     tracker: Progress = LocalProgress() if queue is None else RedisProgress(queue.redis, job.job_id)
-    report = IndexReport(
-        job.job_id,
-        index,
-        "inline" if inline else "workers",
-        enriched_index=enrich_index,
-        vector_fields=fields,
-    )
+    return _Job(job, client, settings, failures_index, queue, embedders, tracker)
+
+
+def _enqueue(
+    run: _Job,
+    stream: Iterable[EquationRecord | Failure],
+    report: IndexReport,
+    *,
+    pending: _Pending,
+    bar: _ProgressBar,
+    size: int,
+    limit: int,
+    whole_documents: bool,
+) -> tuple[set[str], list[Failure]]:
+    """Send (or, inline, run) every batch; returns the batches sent and extraction failures."""
     sent: set[str] = set()
-    # the records of batches not yet seen finished, to send again if the broker loses them
-    pending = _Pending(tracker, interval=10.0)
     extraction: list[Failure] = []
+    for item in batches(stream, size, whole_documents=whole_documents):
+        if isinstance(item, Failure):
+            extraction.append(item)
+            continue
+        batch = f"b{len(sent)}"
+        records = [record.to_dict() for record in item]
+        sent.add(batch)
+        report.equations += len(records)
+        if run.queue is None:
+            payload = parse_stage(run.job, batch, records, run.tracker)
+            embed_write_stage(
+                run.job,
+                batch,
+                payload,
+                client=run.client,
+                settings=run.settings,
+                progress=run.tracker,
+                embedders=run.embedders,
+            )
+        else:
+            while (depth := run.queue.depth()) is None or depth >= limit:
+                bar.poll(run.tracker, report.equations)
+                pending.prune()
+                time.sleep(0.1)
+            run.queue.send(run.job, batch, records)
+            pending.add(batch, records)
+        bar.poll(run.tracker, report.equations)
+    return sent, extraction
+
+
+def _resender(run: _Job, pending: _Pending, report: IndexReport) -> Callable[[set[str]], None]:
+    """What :func:`_wait` calls with the unfinished batches: send each kept one again, once."""
+
+    def resend(missing: set[str]) -> None:
+        for batch in sorted(missing - set(report.resent_batches)):
+            records = pending.records.get(batch)
+            if run.queue is not None and records is not None:
+                logger.warning("batch %s not finished: sent again", batch)
+                run.queue.send(run.job, batch, records)
+                report.resent_batches.append(batch)
+
+    return resend
+
+
+def _run_batches(
+    run: _Job,
+    items: Iterable[EquationRecord | Failure],
+    report: IndexReport,
+    *,
+    produced: ProducedIds | None,
+    size: int,
+    limit: int,
+    whole_documents: bool,
+    progress: bool,
+    stall_timeout: float,
+    resend_after: float | None,
+) -> _Batches:
+    """Send every batch, then wait until all are done or lost (a progress bar meanwhile)."""
+    # the records of batches not yet seen finished, to send again if the broker loses them
+    pending = _Pending(run.tracker, interval=10.0)
     bar = _ProgressBar(progress)
-    produced = ProducedIds() if prune else None
     start = time.perf_counter()
     try:
         stream = items if produced is None else _recorded(items, produced)
-        for item in batches(stream, size, whole_documents=enrich_index is not None):
-            if isinstance(item, Failure):
-                extraction.append(item)
-                continue
-            batch = f"b{len(sent)}"
-            records = [record.to_dict() for record in item]
-            sent.add(batch)
-            report.equations += len(records)
-            if queue is None:
-                payload = parse_stage(job, batch, records, tracker)
-                embed_write_stage(
-                    job,
-                    batch,
-                    payload,
-                    client=client,
-                    settings=settings,
-                    progress=tracker,
-                    embedders=embedders,
-                )
-            else:
-                while (depth := queue.depth()) is None or depth >= limit:
-                    bar.poll(tracker, report.equations)
-                    pending.prune()
-                    time.sleep(0.1)
-                queue.send(job, batch, records)
-                pending.add(batch, records)
-            bar.poll(tracker, report.equations)
-
-        def resend(missing: set[str]) -> None:
-            for batch in sorted(missing - set(report.resent_batches)):
-                records = pending.records.get(batch)
-                if queue is not None and records is not None:
-                    logger.warning("batch %s not finished: sent again", batch)
-                    queue.send(job, batch, records)
-                    report.resent_batches.append(batch)
-
+        sent, extraction = _enqueue(
+            run, stream, report, pending=pending, bar=bar, size=size, limit=limit,
+            whole_documents=whole_documents,
+        )  # fmt: skip
         wait_for_resend = stall_timeout / 2 if resend_after is None else resend_after
         snap = _wait(
-            tracker,
+            run.tracker,
             sent,
             bar,
             report.equations,
             stall_timeout,
-            resend=resend,
+            resend=_resender(run, pending, report),
             resend_after=wait_for_resend,
         )
     finally:
         bar.close()
+    return _Batches(snap, sent, extraction, start)
+
+
+def _count_outcome(report: IndexReport, outcome: _Batches, tracker: Progress) -> None:
+    """The last progress snapshot's counts into the report."""
+    snap, sent = outcome.snap, outcome.sent
     report.batches = len(sent)
     report.written, report.failed = snap.written, snap.failed
     report.failures_by_stage = dict(snap.failures_by_stage)
     report.stage_seconds = {k: round(v, 3) for k, v in snap.seconds.items()}
     report.missing_batches = sorted(sent - snap.finished)
     report.refusals = refusal_totals(tracker)
+
+
+def _record_failures(run: _Job, report: IndexReport, outcome: _Batches) -> None:
+    """Write failure records for the batches given up and the extraction failures; count them."""
+    extraction = outcome.extraction
     # batches given up after their last retry, and extraction failures: recorded here
     given_up: list[Failure] = []
-    for batch, entry in snap.lost.items():
+    for batch, entry in outcome.snap.lost.items():
         report.lost_batches.append(batch)
         given_up += batch_failures(entry["records"], "write", "gave-up", entry["reason"])
         given_up += [Failure.from_dict(item) for item in entry.get("failures") or []]
     if extraction or given_up:
-        _, recorded = write_outcome(client, job, [], [], extraction + given_up, settings=settings)
+        _, recorded = write_outcome(
+            run.client, run.job, [], [], extraction + given_up, settings=run.settings
+        )
         for failure in recorded:
             report.failures_by_stage[failure.stage] = (
                 report.failures_by_stage.get(failure.stage, 0) + 1
             )
         report.failed += len(recorded)
         report.equations += len(extraction)
-    targets = [index, failures_index] + ([enrich_index] if enrich_index else [])
-    client.indices.refresh(index=",".join(targets))
-    report.seconds = time.perf_counter() - start
+
+
+def _finish(
+    run: _Job,
+    report: IndexReport,
+    outcome: _Batches,
+    *,
+    enrich_index: str | None,
+    produced: ProducedIds | None,
+) -> None:
+    """Make the job searchable (refresh), prune, drop the job's progress and log the totals."""
+    index = report.index
+    targets = [index, run.failures_index] + ([enrich_index] if enrich_index else [])
+    run.client.indices.refresh(index=",".join(targets))
+    report.seconds = time.perf_counter() - outcome.started
     if produced is not None:
-        report.pruned = _prune(client, index, failures_index, produced, report, settings=settings)
-    if isinstance(tracker, RedisProgress):
-        tracker.delete()
+        report.pruned = _prune(
+            run.client, index, run.failures_index, produced, report, settings=run.settings
+        )
+    if isinstance(run.tracker, RedisProgress):
+        run.tracker.delete()
     logger.info(
         "job %s: %d equations, %d written, %d failed in %.1f s",
-        job.job_id,
+        run.job.job_id,
         report.equations,
         report.written,
         report.failed,
         report.seconds,
     )
-    return report
 
 
 def _recorded(

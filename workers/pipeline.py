@@ -44,14 +44,14 @@ from typing import Any
 
 from opensearchpy import OpenSearch
 
-from mathsearch.export.embedder_base import Embedder, EmbedRefusal
-from mathsearch.export.families import needs_prefix
 from mathsearch.indexer.records import Failure, scrub_surrogates, storable_id
 from mathsearch.opensearch.bulk_writer import BulkWriter
 from mathsearch.opensearch.documents import equation_actions, failure_actions, failure_id
 from mathsearch.opensearch.enrichment import enrichment_actions, group_by_document
 from mathsearch.opensearch.settings import OpenSearchSettings
 from mathsearch.opensearch.stored_vectors import VectorStorage, encode_column
+from mathsearch.runtime.embedder_base import Embedder, EmbedRefusal
+from mathsearch.runtime.families import needs_prefix
 from mathsearch.workers import metrics
 from mathsearch.workers.embedding import embed_items, process_embedders
 from mathsearch.workers.job_progress import Progress

@@ -25,8 +25,6 @@ from typing import Any
 from opensearchpy import OpenSearch
 
 from mathsearch.core.errors import MappingError
-from mathsearch.export.embedders import Embedder, as_embedder
-from mathsearch.export.families import needs_prefix
 from mathsearch.indexer.opensearch_source import iter_opensearch_index
 from mathsearch.indexer.parse import Featuriser
 from mathsearch.indexer.records import Failure
@@ -40,6 +38,8 @@ from mathsearch.opensearch.vector_fields import (
     field_storages,
     set_default_vector_field,
 )
+from mathsearch.runtime.embedders import Embedder, as_embedder
+from mathsearch.runtime.families import needs_prefix
 from mathsearch.workers.embedding import embedded
 
 logger = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ def reembed(
 ) -> ReembedReport:
     """Fill ``embedder.vector_field`` for every equation of ``alias`` (see module doc);
     ``embedder`` is an :class:`Embedder` of any family, or what
-    :func:`~mathsearch.export.embedders.as_embedder` takes (a family, a path, an ``Encoder``).
+    :func:`~mathsearch.runtime.embedders.as_embedder` takes (a family, a path, an ``GcnSession``).
 
     ``storage`` ``float16`` / ``int8`` adds the field for a second stage only: binary doc
     values without an ANN graph (:mod:`mathsearch.opensearch.stored_vectors`), the backfill of

@@ -35,7 +35,7 @@ MATHSEARCH_RERANK_STORAGE           how those fields are kept: float16     float
 
 ``MATHSEARCH_ENCODERS`` (``mathsearch worker --encoders``, ``mathsearch index --encoders``)
 names the encoders by family (``gcn``, ``bitmap``, ``seq2seq``, ``figure``: the family's default
-model, see :func:`mathsearch.export.embedders.default_model_path`) or by ``.onnx`` path. A worker
+model, see :func:`mathsearch.runtime.embedders.default_model_path`) or by ``.onnx`` path. A worker
 loads each
 once per pool process and refuses (``model-mismatch``) a batch whose job wants a vector field
 none of its models writes; see docs/encoders.md.
@@ -60,8 +60,8 @@ from dataclasses import dataclass, field
 
 from mathsearch.core.errors import ConfigurationError
 from mathsearch.core.redact import redact_url
-from mathsearch.export.embedders import parse_encoders
-from mathsearch.export.errors import ModelCardError
+from mathsearch.runtime.embedders import parse_encoders
+from mathsearch.runtime.errors import ModelCardError
 
 
 def _cpus() -> int:

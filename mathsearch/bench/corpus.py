@@ -4,7 +4,7 @@
 ``hep_array.txt.xz`` are extracted (:func:`mathsearch.indexer.extract.extract`), deduplicated on
 their whitespace-normalised LaTeX, featurised (:class:`mathsearch.indexer.parse.Featuriser`:
 MathML, graph, math tokens, symbols) and embedded with the real model (an
-:class:`~mathsearch.export.embedders.Embedder`, the shipped ``gcn-v7`` unless
+:class:`~mathsearch.runtime.embedders.Embedder`, the shipped ``gcn-v7`` unless
 ``MATHSEARCH_MODEL`` says otherwise). The equations are shuffled with a fixed seed (so that
 every size mixes both corpora) and the last :data:`HELD_OUT` are held out: they are never
 indexed and serve as queries, none of them twice in a run. The document fields and the float32

@@ -42,10 +42,10 @@ from tqdm import tqdm
 from mathsearch.bench.fuzz_inputs import FORMATS
 from mathsearch.bench.fuzz_runner import runner_main, tmp_root
 from mathsearch.bench.timing import percentile
-from mathsearch.export.embedders import encoder_card
 from mathsearch.opensearch.equation_index import ensure_equation_index
 from mathsearch.opensearch.schema import VectorSpec, ensure_failures_index
 from mathsearch.opensearch.settings import OpenSearchSettings
+from mathsearch.runtime.embedders import encoder_card
 from mathsearch.workers.pipeline import JobSpec
 
 logger = logging.getLogger(__name__)

@@ -147,9 +147,9 @@ def runner_main(
     job, batch_size, data_dir), reporting over ``conn`` (see the module docstring). Input files
     go to ``folder`` (the supervisor's, which it removes even when it has to kill the runner),
     else to a temporary folder of the runner's own."""
-    from mathsearch.export.embedders import load_embedder
     from mathsearch.opensearch.client import connect
     from mathsearch.opensearch.settings import OpenSearchSettings
+    from mathsearch.runtime.embedders import load_embedder
 
     logging.getLogger().setLevel(logging.ERROR)  # refusals are data, not log noise
     if spec.get("runners", 1) > 1:  # one ONNX thread per runner: no oversubscribed cores

@@ -40,7 +40,6 @@ from typing import Any
 from opensearchpy import OpenSearch, helpers
 
 from mathsearch.bench.timing import latency_summary
-from mathsearch.export.embedders import encoder_card
 from mathsearch.indexer.records import EquationRecord, Failure
 from mathsearch.opensearch.client import connect
 from mathsearch.opensearch.equation_index import ensure_equation_index
@@ -49,6 +48,7 @@ from mathsearch.opensearch.schema import VectorSpec, ensure_failures_index
 from mathsearch.opensearch.search_request import SearchRequest
 from mathsearch.opensearch.searcher import Searcher
 from mathsearch.opensearch.settings import OpenSearchSettings
+from mathsearch.runtime.embedders import encoder_card
 from mathsearch.stack import Stack
 from mathsearch.workers.index_job import IndexReport, run_index
 from mathsearch.workers.settings import WorkerSettings

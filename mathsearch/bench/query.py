@@ -42,13 +42,15 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mathsearch.bench.corpus import (
     HELD_OUT,
     REPLICA_VECTORS,
+    BenchCorpus,
     add_field_vectors,
     default_query_sources,
     default_sources,
@@ -78,6 +80,9 @@ from mathsearch.core.errors import MathsearchOpenSearchError
 from mathsearch.opensearch.modes import MODES as SEARCH_MODES
 from mathsearch.opensearch.modes import SearchMode
 from mathsearch.opensearch.queries import Mode
+
+if TYPE_CHECKING:
+    from mathsearch.opensearch.search_profile import SearchProfile
 
 logger = logging.getLogger(__name__)
 
@@ -244,32 +249,117 @@ def bench_query(
     The indexes hold what ``mathsearch index`` writes by default: the default model's kNN
     field and the default profile's rerank encoders (with ``rerank``'s) as exact-only fields
     (``MATHSEARCH_RERANK_STORAGE``), so that the ``default`` row is what a user gets."""
-    from mathsearch.export.embedders import load_embedder
-    from mathsearch.opensearch.search_profile import SearchProfile
-    from mathsearch.opensearch.searcher import ModelQueryEncoder
-    from mathsearch.workers.settings import WorkerSettings
+    _check_arguments(modes, replica_vectors)
+    modes = with_rerank_rows(modes, rerank)
+    environment = _environment(client, settings)
+    models = _load_models(rerank)
+    corpus = load_corpus(
+        list(sources or default_sources()),
+        fmt,
+        models.encoder,
+        settings.cache_dir / "bench-query",
+        progress=progress,
+        held_out=held_out,
+    )
+    extra_s = add_field_vectors(corpus, models.extra, progress=progress)
+    pool = _query_pool(corpus, query_sources, models.second)
+    timing = _Timing(
+        modes=modes, k=k, count=queries, warmup=warmup, max_df=max_df,
+        max_terms=max_terms, depth=depth, rerank=rerank, rerank_window=rerank_window,
+        progress=progress,
+    )  # fmt: skip
+    report = _report_head(environment, models, corpus, pool, extra_s=extra_s, timing=timing)
+    for size in sizes:
+        built = _size_index(
+            client, settings, corpus, size, models, replica_vectors=replica_vectors,
+            rebuild=rebuild, force_merge=force_merge, progress=progress,
+        )  # fmt: skip
+        alias = bench_alias(settings.index_prefix, size)
+        rows = _time_size(client, alias, pool, timing)
+        entry = _size_entry(size, built, rows)
+        report["notes"].extend(_size_notes(size, built, rows))
+        report["sizes"].append(entry)
+        if not keep:
+            drop_bench_index(client, alias, settings.index_prefix)
+    return report
 
+
+@dataclass
+class _Models:
+    """The query model, the default profile and the second stage's encoders the indexes hold."""
+
+    encoder: Any
+    profile: SearchProfile
+    second: list[str]
+    storage: str
+    extra: list[Any]
+
+
+@dataclass
+class _QueryPool:
+    """The featurised queries (topics and held-out equations), interleaved into one pool."""
+
+    model_encoder: Any
+    topics: list[BenchQuery]
+    topics_ok: list[BenchQuery]
+    topics_failed: int
+    held: list[BenchQuery]
+    held_ok: list[BenchQuery]
+    held_failed: int
+    features: dict[str, Any]
+    pool: list[BenchQuery]
+    features_ms: list[float]
+
+
+@dataclass(frozen=True)
+class _Timing:
+    """How every size's modes are timed (:func:`~mathsearch.bench.timing.time_modes`)."""
+
+    modes: Sequence[str]
+    k: int
+    count: int
+    warmup: int
+    max_df: float | None
+    max_terms: int | None
+    depth: int | None
+    rerank: Sequence[str]
+    rerank_window: int
+    progress: bool
+
+
+def _check_arguments(modes: Sequence[str], replica_vectors: str) -> None:
+    """Refuse unknown replica-vector choices and modes before any work."""
     if replica_vectors not in REPLICA_VECTORS:
         raise ValueError(f"replica vectors must be one of {REPLICA_VECTORS}")
     unknown = [mode for mode in modes if mode not in MODES]
     if unknown:
         raise ValueError(f"unknown mode(s) {', '.join(unknown)}: use {', '.join(MODES)}")
-    modes = with_rerank_rows(modes, rerank)
-    environment = _environment(client, settings)
+
+
+def _load_models(rerank: Sequence[str]) -> _Models:
+    """The ``gcn`` query model, and the default profile's and ``rerank``'s encoders."""
+    from mathsearch.opensearch.search_profile import SearchProfile
+    from mathsearch.runtime.embedders import load_embedder
+    from mathsearch.workers.settings import WorkerSettings
+
     encoder = load_embedder("gcn")
     profile = SearchProfile.default()
     second = list(dict.fromkeys([*profile.rerank, *rerank]))
     storage = WorkerSettings.from_env().rerank_storage
     extra = [load_embedder(name) for name in second]
-    corpus = load_corpus(
-        list(sources or default_sources()),
-        fmt,
-        encoder,
-        settings.cache_dir / "bench-query",
-        progress=progress,
-        held_out=held_out,
-    )
-    extra_s = add_field_vectors(corpus, extra, progress=progress)
+    return _Models(encoder, profile, second, storage, extra)
+
+
+def _query_pool(
+    corpus: BenchCorpus, query_sources: Sequence[str] | None, second: list[str]
+) -> _QueryPool:
+    """Featurise the topics and the held-out equations; the ones that parse, interleaved.
+
+    Raises:
+        MathsearchOpenSearchError: no query could be featurised.
+    """
+    from mathsearch.opensearch.searcher import ModelQueryEncoder
+
     model_encoder = ModelQueryEncoder()
     topics = [
         BenchQuery(name, latex, "topic")
@@ -282,8 +372,24 @@ def bench_query(
     pool = interleave(topics_ok, held_ok)
     if not pool:
         raise MathsearchOpenSearchError("no query could be featurised")
-    all_ms = feature_ms + held_ms
-    report: dict[str, Any] = {
+    return _QueryPool(
+        model_encoder, topics, topics_ok, failed_t["topic"], held, held_ok, failed_h["held"],
+        features, pool, feature_ms + held_ms,
+    )  # fmt: skip
+
+
+def _report_head(
+    environment: dict[str, Any],
+    models: _Models,
+    corpus: BenchCorpus,
+    pool: _QueryPool,
+    *,
+    extra_s: dict[str, float],
+    timing: _Timing,
+) -> dict[str, Any]:
+    """The report before any size: environment, model, corpus, queries and settings."""
+    encoder, rerank = models.encoder, timing.rerank
+    return {
         "environment": environment,
         "model": {
             "name": encoder.card.name,
@@ -293,93 +399,123 @@ def bench_query(
             "providers": encoder.providers,
         },
         "corpus": {name: corpus.stats.get(name) for name in _CORPUS_KEYS},
-        "queries": {
-            "topics": len(topics),
-            "topics_ok": len(topics_ok),
-            "topics_failed": failed_t["topic"],
-            "held": len(held),
-            "held_ok": len(held_ok),
-            "held_failed": failed_h["held"],
-            "pool": len(pool),
-            "mean_tokens": {
-                kind: round(float(np.mean([len(features[q.latex].tokens) for q in group])), 1)
-                for kind, group in (("topic", topics_ok), ("held", held_ok))
-                if group
-            },
-            "features_ms": latency_summary(all_ms, sum(all_ms) / 1000),
-        },
-        "k": k,
-        "max_df": max_df,
-        "max_terms": max_terms or None,
-        "depth": depth,
-        "rerank": {"encoders": list(rerank), "window": rerank_window} if rerank else None,
-        "default_profile": profile.label,
+        "queries": _queries_info(pool),
+        "k": timing.k,
+        "max_df": timing.max_df,
+        "max_terms": timing.max_terms or None,
+        "depth": timing.depth,
+        "rerank": {"encoders": list(rerank), "window": timing.rerank_window} if rerank else None,
+        "default_profile": models.profile.label,
         "rerank_fields": {
-            "encoders": second,
-            "storage": storage,
-            "fields": [e.vector_field for e in extra],
+            "encoders": models.second,
+            "storage": models.storage,
+            "fields": [e.vector_field for e in models.extra],
             "embed_s": extra_s,
         },
-        "queries_per_mode": queries,
-        "warmup": warmup,
-        "modes": list(modes),
+        "queries_per_mode": timing.count,
+        "warmup": timing.warmup,
+        "modes": list(timing.modes),
         "sizes": [],
         "notes": [],
     }
-    for size in sizes:
-        built = build_index(
-            client,
-            settings,
-            corpus,
-            size,
-            encoder=encoder,
-            replica_vectors=replica_vectors,
-            rebuild=rebuild,
-            force_merge=force_merge,
-            progress=progress,
-            extra=extra,
-            storage=storage,
+
+
+def _queries_info(pool: _QueryPool) -> dict[str, Any]:
+    """The report's ``queries``: counts, mean tokens by kind and featurisation latency."""
+    all_ms = pool.features_ms
+    return {
+        "topics": len(pool.topics),
+        "topics_ok": len(pool.topics_ok),
+        "topics_failed": pool.topics_failed,
+        "held": len(pool.held),
+        "held_ok": len(pool.held_ok),
+        "held_failed": pool.held_failed,
+        "pool": len(pool.pool),
+        "mean_tokens": {
+            kind: round(float(np.mean([len(pool.features[q.latex].tokens) for q in group])), 1)
+            for kind, group in (("topic", pool.topics_ok), ("held", pool.held_ok))
+            if group
+        },
+        "features_ms": latency_summary(all_ms, sum(all_ms) / 1000),
+    }
+
+
+def _size_index(
+    client: Any,
+    settings: Any,
+    corpus: BenchCorpus,
+    size: int,
+    models: _Models,
+    *,
+    replica_vectors: str,
+    rebuild: bool,
+    force_merge: bool,
+    progress: bool,
+) -> dict[str, Any]:
+    """Build (or reuse) the index of ``size`` equations; what it holds once merges settled."""
+    built = build_index(
+        client,
+        settings,
+        corpus,
+        size,
+        encoder=models.encoder,
+        replica_vectors=replica_vectors,
+        rebuild=rebuild,
+        force_merge=force_merge,
+        progress=progress,
+        extra=models.extra,
+        storage=models.storage,
+    )
+    built["merge_wait_s"] = round(wait_for_merges(client, built["index"]), 1)
+    built.update(settled_index_info(client, built["index"]))
+    return built
+
+
+def _time_size(client: Any, alias: str, pool: _QueryPool, timing: _Timing) -> list[dict[str, Any]]:
+    """Time every mode on the index behind ``alias``: one row per mode."""
+    return time_modes(
+        client,
+        alias,
+        modes=timing.modes,
+        pool=pool.pool,
+        features=pool.features,
+        model_encoder=pool.model_encoder,
+        k=timing.k,
+        count=timing.count,
+        warmup=timing.warmup,
+        max_df=timing.max_df,
+        max_terms=timing.max_terms,
+        depth=timing.depth,
+        progress=timing.progress,
+        rerank=timing.rerank,
+        rerank_window=timing.rerank_window,
+    )
+
+
+def _size_entry(size: int, built: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One size's entry of the report: its index, its rows and their goals."""
+    return {
+        "equations": size,
+        **built,
+        "bytes_per_equation": round(built["store_bytes"] / max(size, 1), 1),
+        "modes": rows,
+        "goal": goal_check(rows),
+        "against_knn": knn_ratios(rows),
+    }
+
+
+def _size_notes(size: int, built: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
+    """What a reader of one size's rows should know: copied replica vectors, repeated queries."""
+    notes: list[str] = []
+    if (built.get("replicas") or {}).get("vectors") == "copy":
+        notes.append(
+            f"{size:,}: replica vectors are copies of the original equations' vectors "
+            "(shortcut), not the model's vectors of the renamed equations"
         )
-        alias = bench_alias(settings.index_prefix, size)
-        built["merge_wait_s"] = round(wait_for_merges(client, built["index"]), 1)
-        built.update(settled_index_info(client, built["index"]))
-        rows = time_modes(
-            client,
-            alias,
-            modes=modes,
-            pool=pool,
-            features=features,
-            model_encoder=model_encoder,
-            k=k,
-            count=queries,
-            warmup=warmup,
-            max_df=max_df,
-            max_terms=max_terms,
-            depth=depth,
-            progress=progress,
-            rerank=rerank,
-            rerank_window=rerank_window,
+    repeated = sum(row.get("repeated_queries", 0) for row in rows)
+    if repeated:
+        notes.append(
+            f"{size:,}: {repeated} timed or warm-up queries repeated an earlier one (the "
+            "pool ran out): raise the held-out equations or lower --queries"
         )
-        entry = {
-            "equations": size,
-            **built,
-            "bytes_per_equation": round(built["store_bytes"] / max(size, 1), 1),
-            "modes": rows,
-            "goal": goal_check(rows),
-            "against_knn": knn_ratios(rows),
-        }
-        if (built.get("replicas") or {}).get("vectors") == "copy":
-            report["notes"].append(
-                f"{size:,}: replica vectors are copies of the original equations' vectors "
-                "(shortcut), not the model's vectors of the renamed equations"
-            )
-        repeated = sum(row.get("repeated_queries", 0) for row in rows)
-        if repeated:
-            report["notes"].append(
-                f"{size:,}: {repeated} timed or warm-up queries repeated an earlier one (the "
-                "pool ran out): raise the held-out equations or lower --queries"
-            )
-        report["sizes"].append(entry)
-        if not keep:
-            drop_bench_index(client, alias, settings.index_prefix)
-    return report
+    return notes

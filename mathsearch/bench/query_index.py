@@ -60,9 +60,9 @@ def _index_actions(
 ) -> Iterator[dict[str, Any]]:
     """Index actions; the extra (second-stage) fields encoded as ``storage`` (float16 / int8),
     as the workers write them."""
-    from mathsearch.export.embedder_base import written_vector
     from mathsearch.opensearch.documents import equation_source, now_iso
     from mathsearch.opensearch.stored_vectors import VectorStorage, encode_vector
+    from mathsearch.runtime.embedder_base import written_vector
 
     kept = VectorStorage.parse(storage)
     stamp = now_iso()

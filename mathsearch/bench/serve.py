@@ -279,11 +279,11 @@ def ensure_bench_index(client: Any, settings: Any, index: str | None = None) -> 
     alias = f"{prefix}-bench-serve-equations"
     if client.indices.exists(index=alias) and int(client.count(index=alias)["count"]) > 0:
         return alias, "existing"
-    from mathsearch.export.embedders import load_embedder
     from mathsearch.opensearch.bulk_writer import BulkWriter
     from mathsearch.opensearch.documents import equation_actions
     from mathsearch.opensearch.equation_index import ensure_equation_index
     from mathsearch.opensearch.schema import VectorSpec
+    from mathsearch.runtime.embedders import load_embedder
     from mathsearch.stack.demo import demo_records
     from mathsearch.workers.embedding import vectors_of
 

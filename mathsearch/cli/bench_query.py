@@ -173,10 +173,10 @@ def run_bench_query(args: argparse.Namespace) -> int:
         return fail(checked)
     sizes, modes = checked
     try:
-        from mathsearch.export.embedders import parse_encoders
         from mathsearch.opensearch.client import connect
         from mathsearch.opensearch.search_profile import SearchProfile
         from mathsearch.opensearch.settings import OpenSearchSettings
+        from mathsearch.runtime.embedders import parse_encoders
 
         settings = OpenSearchSettings.from_env()
         client = connect(settings, pool_maxsize=4)  # parallel_bulk uses 2 threads

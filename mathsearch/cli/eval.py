@@ -178,7 +178,7 @@ def run_eval(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch eval``; 0 on success, 1 with a one-line reason otherwise."""
     from mathsearch.cli.families import eval_module
 
-    plugin = eval_module(args.eval_command)
+    plugin = eval_module(args)
     if plugin is not None:
         return int(plugin.run(args))
     if args.eval_command == "retrieval":
@@ -301,7 +301,7 @@ def _corpus(
 
 def _card_metadata(path: str) -> dict[str, Any]:
     """A checkpoint's split and configuration as a model card records them."""
-    from mathsearch.export.model_card import load_card
+    from mathsearch.runtime.model_card import load_card
 
     training = load_card(path).training
     config = dict(training.get("config") or {})
@@ -337,9 +337,9 @@ def _ranking(args: argparse.Namespace) -> dict[str, Any]:
     if metadata.get("model_config"):
         models["untrained"] = untrained_model(metadata, device)
     for path in args.onnx:
-        from mathsearch.export.runtime import Encoder
+        from mathsearch.runtime.gcn_session import GcnSession
 
-        models[f"onnx:{Path(path).name}"] = Encoder(path, vocab_hash=vocabulary.content_hash)
+        models[f"onnx:{Path(path).name}"] = GcnSession(path, vocab_hash=vocabulary.content_hash)
     report = eval_ranking(
         corpus_test, triplets, models, device=device, progress=not args.no_progress
     )

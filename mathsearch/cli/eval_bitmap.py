@@ -114,7 +114,7 @@ def evaluate_embeddings(
 
 def _embedder(model_path: Path) -> tuple[Any, str]:
     if model_path.suffix == ".onnx":
-        from mathsearch.export.bitmap_runtime import BitmapEmbedder
+        from mathsearch.runtime.bitmap_runtime import BitmapEmbedder
 
         onnx = BitmapEmbedder(model_path, device="cpu")
         return onnx.encode_crops, "onnx"

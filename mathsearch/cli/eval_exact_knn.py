@@ -105,8 +105,8 @@ def _report(args: argparse.Namespace) -> dict[str, Any]:
     from mathsearch.evaluation.held_out import held_out_papers, validation_papers
     from mathsearch.evaluation.relevance_sets import build_relevance, featuriser_filter
     from mathsearch.evaluation.retrieval_eval import split_topics
-    from mathsearch.export.runtime import Encoder
     from mathsearch.indexer.parse import Featuriser, ParsedEquation
+    from mathsearch.runtime.gcn_session import GcnSession
 
     if (args.held_out or args.validation) and args.task != "same-document":
         raise EvaluationError("--held-out / --validation are same-document options")
@@ -136,7 +136,7 @@ def _report(args: argparse.Namespace) -> dict[str, Any]:
     seconds: dict[str, float] = {}
     for model in args.onnx:
         start = time.perf_counter()
-        encoder = Encoder(model)
+        encoder = GcnSession(model)
         systems[Path(model).stem] = encoder.encode([p.graph for p in kept])
         if fragments:
             queries[Path(model).stem] = encoder.encode([p.graph for _, p in fragments])

@@ -70,7 +70,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
 
         model, vocabulary, meta = load_figure_checkpoint(args.checkpoint)
     else:
-        from mathsearch.export.figure_runtime import FigureEmbedder
+        from mathsearch.runtime.figure_runtime import FigureEmbedder
 
         embedder = FigureEmbedder(args.onnx, device="cpu")
         vocabulary, meta = embedder.vocabulary, dict(embedder.card.training)

@@ -155,7 +155,7 @@ def register(kinds: Any) -> None:
 
 
 def _default_onnx() -> str:
-    from mathsearch.export.embedders import default_model_path
+    from mathsearch.runtime.embedders import default_model_path
 
     return str(default_model_path("seq2seq"))
 
@@ -177,7 +177,7 @@ def _embedders(args: argparse.Namespace, baselines: bool = False) -> dict[str, A
             out["untrained"] = checkpoint_embedder(ExpEmb(model.config).eval(), vocab)
             out["bag-of-tokens"] = bag_of_tokens(vocab.tokens)
     else:
-        from mathsearch.export.seq2seq_runtime import Seq2SeqEmbedder
+        from mathsearch.runtime.seq2seq_runtime import Seq2SeqEmbedder
 
         embedder = Seq2SeqEmbedder(getattr(args, "onnx", None) or _default_onnx(), threads=1)
         out["model"] = onnx_embedder(embedder)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import textwrap
 from pathlib import Path
@@ -16,9 +15,9 @@ from mathsearch.export.errors import (
     ModelMismatchError,
     RuntimeInputError,
 )
-from mathsearch.export.model_card import ModelCard, card_path, load_card
 from mathsearch.indexer.errors import IndexerError
 from mathsearch.indexer.extract import FORMATS
+from mathsearch.runtime.model_card import card_path, load_card
 
 __all__ = ["add_bench_embed", "add_export", "run_bench_embed", "run_export"]
 
@@ -96,74 +95,32 @@ def add_export(commands: Any) -> None:
 def run_export(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch export``."""
     try:
-        from mathsearch.encoders.checkpoints import run_dir
-        from mathsearch.export.export_model import export_checkpoint, parity_sample
+        import mathsearch.export.export_model  # noqa: F401  (torch: the train extra)
     except ImportError as exc:
         return _train_extra_missing(exc)
-    from mathsearch.bench.corpus import default_bench_sources
 
     checkpoint = Path(args.checkpoint)
     if not checkpoint.is_file():
         return fail(f"checkpoint {checkpoint} does not exist")
     if checkpoint.suffix == ".onnx":
         return _reexport(args, checkpoint)
-    from mathsearch.cli.families import checkpoint_family
+    from mathsearch.cli.families import checkpoint_family, export_module
 
     try:
         family = checkpoint_family(checkpoint)
     except Exception as exc:  # torch.load fails in many ways (pickle, zip, struct, OS)
         return fail(f"cannot read checkpoint {checkpoint}: {exc}")
-    if family != "gcn":
-        try:
-            module = importlib.import_module(f"mathsearch.cli.export_{family}")
-        except ModuleNotFoundError:
-            return fail(f"{checkpoint} is a {family!r} checkpoint, which has no exporter")
-        return int(module.run_export(args))
-    metrics = None
-    try:
-        if args.metrics:
-            metrics = {"eval": json.loads(Path(args.metrics).read_text(encoding="utf-8"))}
-        sources = args.parity_data or default_bench_sources()
-        cache = Path(args.cache_dir) if args.cache_dir else run_dir(checkpoint) / "cache"
-        graphs = parity_sample(sources, args.format, args.parity_equations, cache)
-        card, parity = export_checkpoint(
-            checkpoint,
-            args.out,
-            graphs,
-            name=args.name,
-            version=args.version,
-            tolerance=args.tolerance,
-            metrics=metrics,
-            parity_data=" ".join(str(Path(s).name) for s in sources),
-        )
-        variant = None
-        if args.int8:
-            from mathsearch.export.quantize import quantize_int8
 
-            variant, _ = quantize_int8(args.out, graphs, metrics=metrics)
-    except (ExportError, IndexerError, OSError, ValueError) as exc:
-        return fail(str(exc))
-    if args.json:
-        _emit_json(card.to_dict(), variant)
-        return 0
-    emit(f"exported {card.name} ({card.family}, {card.embedding_dim}-d, {card.similarity})")
-    emit(f"  model: {args.out}  (opset {card.opset}, IR {card.ir_version})")
-    emit(f"  card:  {card_path(args.out)}")
-    emit(
-        f"  parity: {parity.equations} real equations, max |onnx - torch| "
-        f"{parity.max_abs_diff:.2e} <= {parity.tolerance:g}"
-    )
-    for key, value in card.metrics.items():
-        if not isinstance(value, dict):
-            emit(f"  {key}: {value}")
-    if variant is not None:
-        _emit_int8(args.out, variant)
-    return 0
+    module = export_module(family)
+    if module is None:
+        return fail(f"{checkpoint} is a {family!r} checkpoint, which has no exporter")
+    return int(module.run_export(args))
 
 
 def _reexport(args: argparse.Namespace, model: Path) -> int:
     """``mathsearch export MODEL.onnx -o NEW.onnx``: the same graph CNN, today's exporter."""
     from mathsearch.bench.corpus import default_bench_sources
+    from mathsearch.cli.export_gcn import emit_int8, emit_json
     from mathsearch.export.export_model import parity_sample
     from mathsearch.export.onnx_checkpoint import reexport_onnx
 
@@ -189,39 +146,15 @@ def _reexport(args: argparse.Namespace, model: Path) -> int:
     except (ExportError, IndexerError, OSError, ValueError) as exc:  # ModelCardError too
         return fail(str(exc))
     if args.json:
-        _emit_json({**card.to_dict(), "max_abs_diff_to_original": diff}, variant)
+        emit_json({**card.to_dict(), "max_abs_diff_to_original": diff}, variant)
         return 0
     emit(f"re-exported {card.name} ({card.vector_field}) from {model}")
     emit(f"  model: {args.out}  (opset {card.opset}, IR {card.ir_version})")
     emit(f"  card:  {card_path(args.out)}")
     emit(f"  same vectors: max |new - old| {diff:.2e} on {len(graphs)} real equations")
     if variant is not None:
-        _emit_int8(args.out, variant)
+        emit_int8(args.out, variant)
     return 0
-
-
-def _emit_json(cards: dict[str, Any], variant: ModelCard | None) -> None:
-    """``mathsearch export --json``: the card, with the int8 variant's under ``int8_variant``."""
-    if variant is not None:
-        cards["int8_variant"] = variant.to_dict()
-    emit(json.dumps(cards, indent=2))
-
-
-def _emit_int8(out: str | Path, variant: ModelCard) -> None:
-    """The int8 variant's lines of ``mathsearch export``'s report."""
-    from mathsearch.export.quantize import int8_dot_instructions, int8_path
-
-    parity = variant.parity
-    emit(
-        f"  int8 variant: {int8_path(out)} ({parity['products']} products), mean cosine "
-        f"{parity['mean_cosine']:.5f} to float32, max |int8 - float32| "
-        f"{parity['max_abs_diff']:.3g} (judge it with `mathsearch eval ranking --onnx`)"
-    )
-    if int8_dot_instructions() is False:
-        emit(
-            "  note: this CPU has no VNNI or AMX int8 instructions, so the variant embeds about "
-            "as fast as float32 here; it pays off on CPUs that have them (docs/export.md, int8)"
-        )
 
 
 def _batch_sizes(args: argparse.Namespace) -> list[int] | None:

@@ -35,7 +35,7 @@ def run_export(args: argparse.Namespace) -> int:
     except ImportError as exc:
         return fail(f"export needs the train extra (torch): {exc}")
     from mathsearch.export.errors import ExportError
-    from mathsearch.export.model_card import card_path
+    from mathsearch.runtime.model_card import card_path
 
     sources = list(getattr(args, "parity_data", None) or DEFAULT_PARITY_SOURCES)
     try:

@@ -46,7 +46,8 @@ def parity_sequences(sources: list[str], limit: int, seed: int = 0) -> list[tupl
 def run_export(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch export`` for seq2seq checkpoints."""
     try:
-        from mathsearch.encoders.seq2seq_training import Seq2SeqCheckpointError, load_expemb
+        from mathsearch.encoders.checkpoints import CheckpointError
+        from mathsearch.encoders.seq2seq_training import load_expemb
         from mathsearch.export.errors import ExportError
         from mathsearch.export.seq2seq_onnx import export_seq2seq, vocab_path
     except ImportError as exc:
@@ -54,7 +55,7 @@ def run_export(args: argparse.Namespace) -> int:
     checkpoint = Path(args.checkpoint)
     try:
         model, vocab, data = load_expemb(checkpoint)
-    except Seq2SeqCheckpointError as exc:
+    except CheckpointError as exc:
         return fail(str(exc))
     if getattr(args, "int8", False):
         return fail("--int8 is not available for seq2seq models (the GRU is float32 only)")

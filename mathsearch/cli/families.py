@@ -1,15 +1,17 @@
-"""Command-line plug-ins of the encoder families beyond the graph CNN.
+"""Command-line plug-ins of the encoder families, read from the one family registry
+(:data:`mathsearch.runtime.families.FAMILY_REGISTRY`).
 
 ``mathsearch train``, ``mathsearch eval`` and ``mathsearch export`` keep one parser each; every
-other family adds its sub-commands from its own module, so that each family's code stays in one
+family adds its sub-commands from its own modules, so that each family's code stays in one
 place and ``mathsearch --help`` imports no torch:
 
-* ``train <family>``: module ``mathsearch.cli.train_<family>`` with ``register(kinds)``
-  (adds the
-  ``<family>`` sub-parser to ``train``'s sub-parsers) and ``run(args) -> int``;
-* ``eval <name>``: the modules in :data:`EVAL_MODULES`, same two functions;
-* ``export``: a checkpoint whose top-level ``"family"`` entry is not ``gcn`` goes to
-  ``mathsearch.cli.export_<family>.run_export(args) -> int`` (see :func:`checkpoint_family`).
+* ``train <family>``: the family's ``cli_train`` module (``mathsearch.cli.train_<family>``) with
+  ``register(kinds)`` (adds the ``<family>`` sub-parser to ``train``'s sub-parsers) and
+  ``run(args) -> int``; the graph CNN's ``train gcn`` is one of them;
+* ``eval <name>``: the family's ``cli_eval`` module, and the plug-ins over every family in
+  :data:`GENERAL_EVALS`, same two functions (a module may register several sub-commands);
+* ``export CHECKPOINT``: the family named by the checkpoint's top-level ``"family"`` entry
+  (:func:`checkpoint_family`) goes to its ``cli_export`` module's ``run_export(args) -> int``.
 """
 
 from __future__ import annotations
@@ -21,35 +23,22 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from mathsearch.export.families import FAMILY_REGISTRY
+from mathsearch.runtime.families import FAMILY_REGISTRY
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "EVAL_MODULES",
-    "TRAIN_FAMILIES",
+    "GENERAL_EVALS",
     "checkpoint_family",
     "eval_module",
+    "export_module",
     "register_evals",
     "register_trainers",
     "train_module",
 ]
 
-#: Families trained by a plug-in module ``mathsearch.cli.train_<family>``: every family of the
-#: registry but the graph CNN, whose ``train gcn`` is built in.
-TRAIN_FAMILIES = tuple(name for name in FAMILY_REGISTRY if name != "gcn")
-#: ``eval`` sub-commands from plug-in modules (name -> module).
-EVAL_MODULES: dict[str, str] = {
-    "score-k": "mathsearch.cli.eval_seq2seq",
-    "generation": "mathsearch.cli.eval_seq2seq",
-    "analogies": "mathsearch.cli.eval_seq2seq",
-    "class-split": "mathsearch.cli.eval_seq2seq",
-    "bitmap": "mathsearch.cli.eval_bitmap",
-    "figure": "mathsearch.cli.eval_figure",
-    "exact-knn": "mathsearch.cli.eval_exact_knn",
-    "compare": "mathsearch.cli.eval_compare",
-    "library": "mathsearch.cli.eval_library",
-}
+#: ``eval`` plug-ins that belong to no one family (modules of :mod:`mathsearch.cli`).
+GENERAL_EVALS = ("eval_exact_knn", "eval_compare", "eval_library")
 
 
 def _module(name: str) -> ModuleType | None:
@@ -62,31 +51,46 @@ def _module(name: str) -> ModuleType | None:
 
 
 def train_module(family: str) -> ModuleType | None:
-    """The plug-in module that trains ``family`` (None when there is none)."""
-    return _module(f"mathsearch.cli.train_{family}")
+    """The plug-in module that trains ``family`` (None when there is no such family)."""
+    entry = FAMILY_REGISTRY.get(family)
+    return None if entry is None else _module(entry.module("cli_train"))
 
 
-def eval_module(command: str) -> ModuleType | None:
-    """The plug-in module of ``eval <command>`` (None when there is none)."""
-    return _module(EVAL_MODULES[command]) if command in EVAL_MODULES else None
+def export_module(family: str) -> ModuleType | None:
+    """The plug-in module that exports ``family``'s checkpoints (None when there is none)."""
+    entry = FAMILY_REGISTRY.get(family)
+    return None if entry is None else _module(entry.module("cli_export"))
+
+
+def eval_module(args: argparse.Namespace) -> ModuleType | None:
+    """The plug-in module of the parsed ``eval`` sub-command (None for a built-in one)."""
+    name = getattr(args, "eval_plugin", None)
+    return _module(name) if name else None
 
 
 def register_trainers(kinds: Any) -> None:
-    """Add every plug-in family to ``train``'s sub-parsers."""
-    for family in TRAIN_FAMILIES:
+    """Add every family's ``train`` sub-command, in the registry's order."""
+    for family in FAMILY_REGISTRY:
         module = train_module(family)
         if module is not None:
             module.register(kinds)
 
 
+def _eval_plugins() -> list[str]:
+    families = [f.module("cli_eval") for f in FAMILY_REGISTRY.values() if f.cli_eval]
+    return [*families, *(f"mathsearch.cli.{name}" for name in GENERAL_EVALS)]
+
+
 def register_evals(kinds: Any) -> None:
-    """Add every plug-in ``eval`` sub-command (a module registering several adds them once)."""
-    done: set[str] = set()
-    for module_name in dict.fromkeys(EVAL_MODULES.values()):
+    """Add every plug-in ``eval`` sub-command; each parser it adds remembers its module."""
+    for module_name in dict.fromkeys(_eval_plugins()):
         module = _module(module_name)
-        if module is not None and module_name not in done:
-            module.register(kinds)
-            done.add(module_name)
+        if module is None:
+            continue
+        before = set(kinds.choices)
+        module.register(kinds)
+        for command in set(kinds.choices) - before:
+            kinds.choices[command].set_defaults(eval_plugin=module_name)
 
 
 def checkpoint_family(path: str | Path) -> str:

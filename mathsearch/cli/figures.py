@@ -3,7 +3,7 @@
 ``index`` extracts every figure environment of LaTeX sources (caption, the sentences that
 ``\\ref`` it, the image file when the source has it; :mod:`mathsearch.indexer.figures`), embeds it
 with the
-figure encoder (:mod:`mathsearch.export.figure_runtime`) and upserts it into ``<prefix>-figures``
+figure encoder (:mod:`mathsearch.runtime.figure_runtime`) and upserts it into ``<prefix>-figures``
 (:mod:`mathsearch.opensearch.figure_index`). ``search`` answers query words in the same six hybrid
 modes as
 equation search (:mod:`mathsearch.opensearch.figure_search`).
@@ -84,12 +84,12 @@ def run_figures(args: argparse.Namespace) -> int:
 
 
 def _index(args: argparse.Namespace) -> int:
-    from mathsearch.export.embedders import load_embedder
     from mathsearch.indexer.figures import extract_figures
     from mathsearch.opensearch.client import connect
     from mathsearch.opensearch.figure_index import index_figures
     from mathsearch.opensearch.figure_search import figures_alias
     from mathsearch.opensearch.settings import OpenSearchSettings
+    from mathsearch.runtime.embedders import load_embedder
 
     settings = OpenSearchSettings.from_env()
     embedder = load_embedder(args.model or "figure")

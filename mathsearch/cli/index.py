@@ -357,7 +357,7 @@ def check_encoders(spec: str | None) -> list[str] | None:
     """
     if spec is None:
         return None
-    from mathsearch.export.embedders import encoder_card, parse_encoders
+    from mathsearch.runtime.embedders import encoder_card, parse_encoders
 
     names = parse_encoders(spec)
     for name in names:

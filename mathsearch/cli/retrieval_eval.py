@@ -193,7 +193,7 @@ def run_index_form(
         encoders = None
         if getattr(args, "encoders", None):
             from mathsearch.evaluation.retrieval_eval import eval_encoders
-            from mathsearch.export.embedders import parse_encoders
+            from mathsearch.runtime.embedders import parse_encoders
 
             encoders = parse_encoders(args.encoders)
             # an unknown family, a missing model or two models on one field fail here, not
@@ -201,7 +201,7 @@ def run_index_form(
             eval_encoders(encoders)
         rerank = None
         if getattr(args, "rerank", None):
-            from mathsearch.export.embedders import parse_encoders
+            from mathsearch.runtime.embedders import parse_encoders
 
             rerank = parse_encoders(args.rerank)
         elif getattr(args, "no_rerank", False):

@@ -39,7 +39,20 @@ def _modes_help() -> str:
 
 def add_search(commands: Any) -> None:
     """Register ``search`` on the ``mathsearch`` subparsers."""
-    parser = commands.add_parser(
+    parser = _search_parser(commands)
+    _add_query_options(parser)
+    _add_ranking_options(parser)
+    _add_filter_options(parser)
+    _add_result_options(parser)
+    _add_vector_options(parser)
+    _add_rerank_options(parser)
+    _add_target_options(parser)
+    add_library_flags(parser)
+
+
+def _search_parser(commands: Any) -> argparse.ArgumentParser:
+    """The ``search`` sub-parser: its help, description and examples (no arguments yet)."""
+    parser: argparse.ArgumentParser = commands.add_parser(
         "search",
         help="search the equation index with a LaTeX query (every hybrid mode)",
         description="Featurise the LaTeX query like the indexed equations (math tokens + the "
@@ -89,6 +102,11 @@ def add_search(commands: Any) -> None:
         + _modes_help(),
         formatter_class=RAW_HELP,
     )
+    return parser
+
+
+def _add_query_options(parser: argparse.ArgumentParser) -> None:
+    """The query: LATEX or ``--like``, ``--text`` and ``--profile``."""
     parser.add_argument(
         "latex", metavar="LATEX", nargs="?", default="", help="the query equation (LaTeX)"
     )
@@ -105,6 +123,10 @@ def add_search(commands: Any) -> None:
         help="search profile (e.g. best_profile.json of `mathsearch tune`): its parameters are "
         "the defaults, flags given explicitly win",
     )
+
+
+def _add_ranking_options(parser: argparse.ArgumentParser) -> None:
+    """The mode, the result page and the fusion parameters."""
     parser.add_argument(
         "--mode", choices=[m.value for m in Mode], help="default fusion (or the profile's)"
     )
@@ -138,6 +160,10 @@ def add_search(commands: Any) -> None:
         help="where fusion / rrf run: server (neural-search pipeline) or client (one _msearch, "
         "same ranking, faster); auto = client",
     )
+
+
+def _add_filter_options(parser: argparse.ArgumentParser) -> None:
+    """Which equations may match (--doc, --filter, --range) and which query tokens count."""
     parser.add_argument("--doc", action="append", default=[], help="only this document (repeat)")
     parser.add_argument(
         "--filter",
@@ -167,8 +193,16 @@ def add_search(commands: Any) -> None:
         help="send BM25 the N most informative distinct query tokens (idf x kind; 0: all; "
         "default: the profile's)",
     )
+
+
+def _add_result_options(parser: argparse.ArgumentParser) -> None:
+    """How the hits are shown: grouped by document, explained."""
     parser.add_argument("--group", action="store_true", help="group results by document")
     parser.add_argument("--explain", action="store_true", help="per-subquery score breakdown")
+
+
+def _add_vector_options(parser: argparse.ArgumentParser) -> None:
+    """The vector fields searched and each subquery's weight."""
     parser.add_argument("--field", help="vector field (default: the index's default)")
     parser.add_argument(
         "--encoders",
@@ -182,6 +216,10 @@ def add_search(commands: Any) -> None:
         help="each subquery's share, BM25 first then one per vector field, summing to 1 "
         "(default: 1-alpha for BM25, alpha split evenly over the fields)",
     )
+
+
+def _add_rerank_options(parser: argparse.ArgumentParser) -> None:
+    """The second stage: its encoders (or none), window and share."""
     rerank = parser.add_mutually_exclusive_group()
     rerank.add_argument(
         "--rerank",
@@ -199,6 +237,10 @@ def add_search(commands: Any) -> None:
     parser.add_argument(
         "--rerank-alpha", type=float, metavar="A", help="the rerank encoders' share, 0..1"
     )
+
+
+def _add_target_options(parser: argparse.ArgumentParser) -> None:
+    """The index searched, the query model and the output format."""
     parser.add_argument(
         "--index",
         help="equation index alias (default <prefix>-equations), or a library's own index "
@@ -206,7 +248,6 @@ def add_search(commands: Any) -> None:
     )
     parser.add_argument("--model", help="ONNX model for the query (default MATHSEARCH_MODEL)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
-    add_library_flags(parser)
 
 
 def parse_filters(docs: list[str], terms: list[str], ranges: list[str]) -> Filters:
@@ -273,12 +314,12 @@ def parse_weights(text: str | None) -> tuple[float, ...] | None:
 def run_search(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch search``."""
     from mathsearch.cli.library_search import library_or_none, run_library
-    from mathsearch.export.embedders import parse_encoders
     from mathsearch.opensearch.client import connect
     from mathsearch.opensearch.schema import equations_alias
     from mathsearch.opensearch.search_profile import SearchProfile
     from mathsearch.opensearch.searcher import ModelQueryEncoder, Searcher
     from mathsearch.opensearch.settings import OpenSearchSettings
+    from mathsearch.runtime.embedders import parse_encoders
 
     if bool(args.latex.strip()) == bool(args.like):
         return fail("give a LATEX query or --like EQ_ID (one of them)")
@@ -346,7 +387,7 @@ def models_used(response: Any, request: Any) -> list[str]:
     """
     from pathlib import Path
 
-    from mathsearch.export.model_card import model_name_of_field
+    from mathsearch.runtime.model_card import model_name_of_field
 
     fields = list(
         response.vector_fields or ([response.vector_field] if response.vector_field else [])

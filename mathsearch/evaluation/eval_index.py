@@ -153,15 +153,15 @@ def ensure_eval_index(
         MappingError: ``alias`` names an index that is not an eval index.
         ClusterUnavailableError: the cluster does not answer.
     """
-    from mathsearch.export.embedders import encoder_card
-    from mathsearch.export.model_card import load_card
-    from mathsearch.export.settings import ExportSettings
     from mathsearch.indexer.settings import IndexerSettings
+    from mathsearch.runtime.embedders import encoder_card
+    from mathsearch.runtime.model_card import load_card
+    from mathsearch.runtime.settings import RuntimeSettings
     from mathsearch.workers.index_job import run_index
 
     settings = settings or OpenSearchSettings.from_env()
     names = list(encoders or [])
-    cards = [encoder_card(n) for n in names] or [load_card(ExportSettings.from_env().model)]
+    cards = [encoder_card(n) for n in names] or [load_card(RuntimeSettings.from_env().model)]
     card = cards[0]
     featurisation = f"v{FEATURISATION_VERSION}:{IndexerSettings.from_env().canonical_form}"
     for extra in cards[1:]:

@@ -49,11 +49,11 @@ def _papers(side: str) -> list[str]:
     from mathsearch.core.errors import EvaluationError
     from mathsearch.encoders.corpus import CorpusError, EquationCorpus
     from mathsearch.evaluation.relevance_sets import SHARED_DATA
-    from mathsearch.export.model_card import load_card
-    from mathsearch.export.settings import ExportSettings
     from mathsearch.indexer.parse import Featuriser
+    from mathsearch.runtime.model_card import load_card
+    from mathsearch.runtime.settings import RuntimeSettings
 
-    card = load_card(ExportSettings.from_env().model)
+    card = load_card(RuntimeSettings.from_env().model)
     split = dict(card.training.get("split") or {})
     data = dict(card.training.get("data") or {})
     data = {**data, "all": data.get("hepth2003") or data.get("all")}  # --shared-data cards

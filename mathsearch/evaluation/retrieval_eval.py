@@ -45,7 +45,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opensearchpy import OpenSearch
 from tqdm import tqdm
@@ -66,11 +66,15 @@ from mathsearch.evaluation.trec_files import (
     write_topics,
 )
 from mathsearch.evaluation.tuning import DEFAULT_METRIC
-from mathsearch.export.model_card import ModelCard
 from mathsearch.opensearch.modes import MODES
 from mathsearch.opensearch.queries import Mode
 from mathsearch.opensearch.search_profile import SearchProfile
 from mathsearch.opensearch.settings import OpenSearchSettings
+from mathsearch.runtime.model_card import ModelCard
+
+if TYPE_CHECKING:
+    from mathsearch.evaluation.tuning import TuneResult
+    from mathsearch.opensearch.searcher import Searcher
 
 logger = logging.getLogger(__name__)
 
@@ -220,10 +224,10 @@ def eval_encoders(encoders: Sequence[str]) -> tuple[list[str], list[ModelCard]]:
         ModelCardError: an encoder without its model or card, or two different models that
             write the same field.
     """
-    from mathsearch.export.embedders import encoder_card, one_field_each
-    from mathsearch.export.settings import ExportSettings
+    from mathsearch.runtime.embedders import encoder_card, one_field_each
+    from mathsearch.runtime.settings import RuntimeSettings
 
-    names = dict.fromkeys([str(ExportSettings.from_env().model), *encoders])
+    names = dict.fromkeys([str(RuntimeSettings.from_env().model), *encoders])
     cards = {name: encoder_card(name) for name in names}
     by_field = one_field_each(list(cards.items()))
     wanted = dict.fromkeys(cards[name].vector_field for name in encoders)
@@ -271,19 +275,9 @@ def run_retrieval_eval(
         Pya0Unavailable, Pya0Error: pya0 is asked for but missing, or failed to index.
     """
     from mathsearch.evaluation.retrieval_report import write_report
-    from mathsearch.evaluation.topic_runs import run_topics
-    from mathsearch.evaluation.tune_report import write_report as write_tune_report
-    from mathsearch.evaluation.tuning import tune
-    from mathsearch.evaluation.tuning_grid import DEFAULT_GRID, expand
     from mathsearch.opensearch.client import connect
-    from mathsearch.opensearch.query_encoder import ModelQueryEncoder
-    from mathsearch.opensearch.search_fields import EQUATION_FIELDS
-    from mathsearch.opensearch.searcher import Searcher
 
-    if pya0 and not pya0_available():
-        from mathsearch.evaluation.pya0_peer import Pya0Unavailable
-
-        raise Pya0Unavailable(f"pya0 is not importable; {PYA0_HINT}")
+    _require_pya0(pya0)
     started = time.perf_counter()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -292,7 +286,60 @@ def run_retrieval_eval(
     check_cluster(client, settings)
     tune_topics, test_topics = split_topics(data, seed)
     _write_inputs(out, data, tune_topics, test_topics)
-    clock: dict[str, float] = {}
+    built, searcher = _eval_searcher(
+        client, settings, data, index=index, encoders=encoders, encoder=encoder, progress=progress
+    )
+    clock: dict[str, float] = {"index": built.seconds}
+    tick = time.perf_counter()
+    base = _base_profile(encoders, rerank)
+    tuned, tuned_info = _tune_half(
+        searcher, data, tune_topics, out, base, grid=grid, k=k, metric=metric, progress=progress
+    )
+    clock["tune"] = time.perf_counter() - tick
+    test_qrels = _subset(data.qrels, test_topics)
+    _featurise(searcher, test_topics)  # the timings below are searches, not featurisation
+    profiles = _test_profiles(base, tuned, k)
+    tick = time.perf_counter()
+    systems = _profile_systems(out, searcher, profiles, test_topics, test_qrels, progress=progress)
+    clock["test"] = time.perf_counter() - tick
+    pya0_info: dict[str, Any] | None = None
+    if pya0:
+        system, pya0_info, clock["pya0"] = _timed_pya0_system(
+            out, data, test_topics, test_qrels, pya0_dir=pya0_dir, k=k, progress=progress
+        )
+        systems.append(system)
+    systems.append(_random_system(out, data, test_topics, test_qrels, k=k, seed=seed))
+    clock["total"] = time.perf_counter() - started
+    result = _result(
+        data, out, k=k, seed=seed, metric=metric, built=built, halves=(tune_topics, test_topics),
+        systems=systems, tuned_info=tuned_info, pya0_info=pya0_info, clock=clock,
+    )  # fmt: skip
+    write_report(result)
+    return result
+
+
+def _require_pya0(pya0: bool) -> None:
+    """Refuse to start when pya0 is asked for but cannot be imported."""
+    if pya0 and not pya0_available():
+        from mathsearch.evaluation.pya0_peer import Pya0Unavailable
+
+        raise Pya0Unavailable(f"pya0 is not importable; {PYA0_HINT}")
+
+
+def _eval_searcher(
+    client: OpenSearch,
+    settings: OpenSearchSettings,
+    data: RelevanceSet,
+    *,
+    index: str | None,
+    encoders: Sequence[str] | None,
+    encoder: Any,
+    progress: bool,
+) -> tuple[EvalIndex, Searcher]:
+    """Reuse or build the eval index of the collection; a searcher over its vector fields."""
+    from mathsearch.opensearch.query_encoder import ModelQueryEncoder
+    from mathsearch.opensearch.search_fields import EQUATION_FIELDS
+    from mathsearch.opensearch.searcher import Searcher
 
     alias = index or eval_alias(settings, data.task)
     fields = EQUATION_FIELDS
@@ -308,23 +355,43 @@ def run_retrieval_eval(
     if searched and list(fields.vectors) != [built.vector_field]:
         built.searched_field = " + ".join(fields.vectors)
         built.searched_model = " + ".join(card.name for card in searched)
-    clock["index"] = built.seconds
     query_encoder = encoder or ModelQueryEncoder(encoders=list(encoders or []) or None)
-    searcher = Searcher(client, alias, encoder=query_encoder, fields=fields)
+    return built, Searcher(client, alias, encoder=query_encoder, fields=fields)
 
-    tick = time.perf_counter()
+
+def _base_profile(encoders: Sequence[str] | None, rerank: Sequence[str] | None) -> SearchProfile:
+    """The shipped default profile with ``encoders`` (and ``rerank``, when given)."""
     # the grid keeps the query tokens of the profile users get (max_terms, max_df) unless it
     # names them, so the tuned row and the default rows below search with the same tokens
     base = replace(SearchProfile.default(), encoders=tuple(encoders or ()))
     if rerank is not None:
         base = replace(base, rerank=tuple(rerank))
+    return base
+
+
+def _tune_half(
+    searcher: Searcher,
+    data: RelevanceSet,
+    topics: list[Topic],
+    out: Path,
+    base: SearchProfile,
+    *,
+    grid: dict[str, tuple[Any, ...]] | None,
+    k: int,
+    metric: str,
+    progress: bool,
+) -> tuple[TuneResult, dict[str, Any]]:
+    """Tune the grid on the tuning half (its report in ``out/tune``); the result and its info."""
+    from mathsearch.evaluation.tune_report import write_report as write_tune_report
+    from mathsearch.evaluation.tuning import tune
+    from mathsearch.evaluation.tuning_grid import DEFAULT_GRID, expand
+
     configs = expand({**(grid or DEFAULT_GRID), "k": (k,)}, base=base)
     tuned = tune(
-        searcher, tune_topics, _subset(data.qrels, tune_topics), configs,
+        searcher, topics, _subset(data.qrels, topics), configs,
         out_dir=out / "tune", metric=metric, progress=progress,
     )  # fmt: skip
     write_tune_report(tuned, topics_path=out / "topics-tune.jsonl", qrels_path=out / "qrels.txt")
-    clock["tune"] = time.perf_counter() - tick
     best = tuned.best
     tuned_info = {
         "configuration": best.config.name,
@@ -334,54 +401,101 @@ def run_retrieval_eval(
         "tuning_topics": tuned.topics,
         "report": "tune/report.json",
     }
+    return tuned, tuned_info
 
-    test_qrels = _subset(data.qrels, test_topics)
-    _featurise(searcher, test_topics)  # the timings below are searches, not featurisation
-    systems: list[SystemResult] = []
+
+def _test_profiles(
+    base: SearchProfile, tuned: TuneResult, k: int
+) -> list[tuple[str, SearchProfile]]:
+    """The test half's searched systems: every mode, the default profile, the tuned best."""
     # every mode with the parameters users get without --profile (the shipped default
     # profile's alpha, normalisation, ...), the default profile itself, and the tuned best
     default = replace(base, k=k)
     profiles = [(mode.value, replace(default, mode=mode)) for mode in BASELINES]
     profiles.append(("default", default))
-    profiles.append(("tuned", replace(best.config.profile, k=k)))
-    tick = time.perf_counter()
+    profiles.append(("tuned", replace(tuned.best.config.profile, k=k)))
+    return profiles
+
+
+def _profile_systems(
+    out: Path,
+    searcher: Searcher,
+    profiles: list[tuple[str, SearchProfile]],
+    topics: list[Topic],
+    qrels: Qrels,
+    *,
+    progress: bool,
+) -> list[SystemResult]:
+    """Search the test half with each profile: one run file and evaluation each."""
+    from mathsearch.evaluation.topic_runs import run_topics
+
+    systems: list[SystemResult] = []
     with tqdm(
-        total=len(profiles) * len(test_topics), desc="test half", unit="query",
+        total=len(profiles) * len(topics), desc="test half", unit="query",
         file=sys.stderr, disable=not progress,
     ) as bar:  # fmt: skip
         for name, profile in profiles:
             bar.set_postfix_str(name, refresh=False)
             begun = time.perf_counter()
-            found = run_topics(searcher, test_topics, profile, progress=bar.update)
+            found = run_topics(searcher, topics, profile, progress=bar.update)
             parameters = {"mode": profile.mode.value, **profile.request("x").parameters()}
             systems.append(
                 _system(
-                    out, name, parameters=parameters, run=found.run, qrels=test_qrels,
+                    out, name, parameters=parameters, run=found.run, qrels=qrels,
                     failures=found.failures, seconds=time.perf_counter() - begun,
                 )
             )  # fmt: skip
-    clock["test"] = time.perf_counter() - tick
+    return systems
 
-    pya0_info: dict[str, Any] | None = None
-    if pya0:
-        tick = time.perf_counter()
-        workdir = Path(pya0_dir) if pya0_dir else out / "pya0"
-        system, pya0_info = _pya0_system(
-            out, data, topics=test_topics, qrels=test_qrels, workdir=workdir, k=k,
-            progress=progress,
-        )  # fmt: skip
-        systems.append(system)
-        clock["pya0"] = time.perf_counter() - tick
+
+def _random_system(
+    out: Path, data: RelevanceSet, topics: list[Topic], qrels: Qrels, *, k: int, seed: int
+) -> SystemResult:
+    """The seeded random ranking of the test half (the trivial baseline)."""
     begun = time.perf_counter()
-    trivial = random_run(data, test_topics, k, seed)
-    systems.append(
-        _system(
-            out, "random", parameters={"k": k, "seed": seed}, run=trivial, qrels=test_qrels,
-            failures={}, seconds=time.perf_counter() - begun,
-        )
+    trivial = random_run(data, topics, k, seed)
+    return _system(
+        out, "random", parameters={"k": k, "seed": seed}, run=trivial, qrels=qrels,
+        failures={}, seconds=time.perf_counter() - begun,
     )  # fmt: skip
-    clock["total"] = time.perf_counter() - started
-    result = RetrievalEval(
+
+
+def _timed_pya0_system(
+    out: Path,
+    data: RelevanceSet,
+    topics: list[Topic],
+    qrels: Qrels,
+    *,
+    pya0_dir: str | Path | None,
+    k: int,
+    progress: bool,
+) -> tuple[SystemResult, dict[str, Any], float]:
+    """Approach Zero on the test half (:func:`_pya0_system`), its info and its seconds."""
+    tick = time.perf_counter()
+    workdir = Path(pya0_dir) if pya0_dir else out / "pya0"
+    system, info = _pya0_system(
+        out, data, topics=topics, qrels=qrels, workdir=workdir, k=k, progress=progress
+    )
+    return system, info, time.perf_counter() - tick
+
+
+def _result(
+    data: RelevanceSet,
+    out: Path,
+    *,
+    k: int,
+    seed: int,
+    metric: str,
+    built: EvalIndex,
+    halves: tuple[list[Topic], list[Topic]],
+    systems: list[SystemResult],
+    tuned_info: dict[str, Any],
+    pya0_info: dict[str, Any] | None,
+    clock: dict[str, float],
+) -> RetrievalEval:
+    """The evaluation's result, with every system compared with BM25 on the test half."""
+    tune_topics, test_topics = halves
+    return RetrievalEval(
         task=data.task, out_dir=out, k=k, seed=seed, metric=metric, index=built,
         data_info=data.info,
         split={"topics": len(data.topics), "tune": len(tune_topics), "test": len(test_topics)},
@@ -391,8 +505,6 @@ def run_retrieval_eval(
             systems, metric, {t.qid: data.groups.get(t.qid, t.qid) for t in test_topics}
         ),
     )  # fmt: skip
-    write_report(result)
-    return result
 
 
 def _featurise(searcher: Any, topics: Sequence[Topic]) -> None:

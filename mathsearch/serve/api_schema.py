@@ -122,7 +122,7 @@ class SearchBody(_Strict):
         """Families only (a server loads no model file a request names)."""
         if value is None:
             return None
-        from mathsearch.export.embedders import FAMILIES
+        from mathsearch.runtime.embedders import FAMILIES
 
         unknown = [name for name in value if name not in FAMILIES]
         if unknown:

@@ -33,7 +33,6 @@ from typing import Any
 from opensearchpy import OpenSearch
 
 from mathsearch.core.errors import QueryError
-from mathsearch.export.embedders import MODELS_DIR, default_model_path, load_embedder
 from mathsearch.indexer.hepth import bundled_sample_lines, iter_hepth
 from mathsearch.indexer.opensearch_source import iter_opensearch_index
 from mathsearch.indexer.parse import Featuriser, ParsedEquation
@@ -46,6 +45,7 @@ from mathsearch.opensearch.schema import resolve_alias
 from mathsearch.opensearch.search_profile import SearchProfile
 from mathsearch.opensearch.searcher import ModelQueryEncoder, Searcher, SearchRequest
 from mathsearch.opensearch.settings import OpenSearchSettings
+from mathsearch.runtime.embedders import MODELS_DIR, default_model_path, load_embedder
 from mathsearch.stack import Stack
 from mathsearch.workers.index_job import Broker, IndexJobError, IndexReport, run_index
 from mathsearch.workers.settings import WorkerSettings

@@ -113,10 +113,10 @@ def test_binary_and_unterminated_sources_are_failure_records_not_silence(
 def test_delete_with_figures_also_removes_the_documents_figures(
     client, settings, alias, tmp_path: Path
 ) -> None:
-    from mathsearch.export.embedders import load_embedder
     from mathsearch.indexer.figures import figures_of_text
     from mathsearch.opensearch.figure_index import index_figures
     from mathsearch.opensearch.schema import failures_index_name
+    from mathsearch.runtime.embedders import load_embedder
 
     for name in ("paper", "other"):
         (tmp_path / f"{name}.tex").write_text(PAPER % "")

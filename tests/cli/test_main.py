@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from mathsearch.cli.main import main
-from mathsearch.export.embedders import MODELS_DIR
+from mathsearch.runtime.embedders import MODELS_DIR
 from tests.conftest import DEFAULT_DIM, DEFAULT_FIELD
 
 #: Nothing listens there: every request is refused.

@@ -180,9 +180,9 @@ def test_ensemble_of_two_runs_loads_embeds_exports_and_refuses_training(
     monkeypatch.setenv("MATHSEARCH_MODEL", str(tmp_path / "ens.onnx"))
     timed = _default_model()
     assert isinstance(timed, GCNEnsemble) and len(timed.towers) == 2
-    from mathsearch.export.runtime import Encoder
+    from mathsearch.runtime.gcn_session import GcnSession
 
-    onnx = Encoder(tmp_path / "ens.onnx").encode(graphs)
+    onnx = GcnSession(tmp_path / "ens.onnx").encode(graphs)
     assert np.allclose(onnx, got.numpy(), atol=1e-4)
 
     # not trainable further, and not a tower of another ensemble
@@ -212,7 +212,7 @@ def test_ensemble_of_two_runs_loads_embeds_exports_and_refuses_training(
     assert card.training["ensemble"]["towers"] == 3
     assert "weighted mean (0.125, 0.125, 0.75)" in card.description
     assert np.allclose(
-        Encoder(tmp_path / "e3.onnx").encode(graphs),
+        GcnSession(tmp_path / "e3.onnx").encode(graphs),
         load_model(tmp_path / "e3" / "checkpoint.pt")[0](collate(graphs)).detach().numpy(),
         atol=1e-4,
     )

@@ -21,8 +21,8 @@ from mathsearch.encoders.seq2seq_data import (
     semvec_pairs,
     split_clusters,
 )
-from mathsearch.export.seq2seq_runtime import load_vocab_tokens, vocab_hash
 from mathsearch.indexer.semvec_prefix import read_semvec_prefix
+from mathsearch.runtime.seq2seq_runtime import load_vocab_tokens, vocab_hash
 
 RESOURCES = Path(__file__).resolve().parents[1] / "resources"
 EGEN = RESOURCES / "encoders" / "egen-clusters.txt"

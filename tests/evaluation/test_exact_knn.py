@@ -12,7 +12,7 @@ from mathsearch.core.errors import EvaluationError
 from mathsearch.evaluation.exact_knn import exact_knn_report, exact_knn_run
 from mathsearch.evaluation.relevance_sets import SHARED_DATA, RelevanceSet
 from mathsearch.evaluation.trec_files import Topic
-from mathsearch.export.settings import DEFAULT_MODEL_PATH
+from mathsearch.runtime.settings import DEFAULT_MODEL_PATH
 
 IDS = ["a1", "a2", "b1", "b2"]
 #: a1/a2 point one way, b1/b2 the other; a2 is a longer copy of a1 (cosine ignores length).

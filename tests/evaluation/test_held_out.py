@@ -7,8 +7,8 @@ import pytest
 from mathsearch.core.errors import EvaluationError
 from mathsearch.evaluation.held_out import held_out_papers
 from mathsearch.evaluation.relevance_sets import SHARED_DATA
-from mathsearch.export.model_card import load_card
-from mathsearch.export.settings import ExportSettings
+from mathsearch.runtime.model_card import load_card
+from mathsearch.runtime.settings import RuntimeSettings
 
 pytestmark = pytest.mark.skipif(
     not (SHARED_DATA / "hepth2003" / "eqnarray.txt").is_file(), reason="needs ../shared/data"
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def test_the_cards_split_is_rebuilt() -> None:
-    card = load_card(ExportSettings.from_env().model)
+    card = load_card(RuntimeSettings.from_env().model)
     papers = held_out_papers()
     assert len(papers) == card.training["data"]["test"]["papers"] == 95
     assert len(set(papers)) == 95
@@ -24,16 +24,16 @@ def test_the_cards_split_is_rebuilt() -> None:
 
 
 def test_a_card_without_a_split_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    import mathsearch.export.model_card
+    import mathsearch.runtime.model_card
 
-    real = mathsearch.export.model_card.load_card
+    real = mathsearch.runtime.model_card.load_card
 
     def no_split(path: object, verify_sha256: bool = True) -> object:
         card = real(path, verify_sha256)
         card.training = {}
         return card
 
-    monkeypatch.setattr(mathsearch.export.model_card, "load_card", no_split)
+    monkeypatch.setattr(mathsearch.runtime.model_card, "load_card", no_split)
     with pytest.raises(EvaluationError, match="records no paper split"):
         held_out_papers()
 
@@ -41,7 +41,7 @@ def test_a_card_without_a_split_is_refused(monkeypatch: pytest.MonkeyPatch) -> N
 def test_validation_papers_are_neither_trained_nor_held_out() -> None:
     from mathsearch.evaluation.held_out import validation_papers
 
-    card = load_card(ExportSettings.from_env().model)
+    card = load_card(RuntimeSettings.from_env().model)
     validation = validation_papers()
     assert card.training["split"]["validation"] == {"test_fraction": 0.1, "seed": 1}
     assert len(validation) == 38  # 0.1 of the 379 papers left after the 95 held out
@@ -61,9 +61,9 @@ def test_the_shipped_cards_ranking_score_is_reproduced_on_its_hold_out(
     from pathlib import Path
 
     from mathsearch.cli.main import main
-    from mathsearch.export.embedders import shipped_or_path
+    from mathsearch.runtime.embedders import shipped_or_path
 
-    default = ExportSettings.from_env().model
+    default = RuntimeSettings.from_env().model
     # gcn-v11 is superseded: in models/ of the checkout, not in the wheel
     path = default if model == "default" else Path(shipped_or_path(f"{model}.onnx"))
     card = load_card(path)

@@ -23,12 +23,12 @@ from mathsearch.evaluation.eval_index import drop_eval_index, ensure_eval_index
 from mathsearch.evaluation.relevance_sets import CollectionEquation
 from mathsearch.evaluation.retrieval_eval import split_topics
 from mathsearch.evaluation.trec_files import read_qrels, read_run, read_topics
-from mathsearch.export.model_card import load_card
-from mathsearch.export.settings import ExportSettings
 from mathsearch.opensearch import OpenSearchSettings
 from mathsearch.opensearch.equation_index import ensure_equation_index
 from mathsearch.opensearch.schema import VectorSpec
 from mathsearch.opensearch.search_profile import SearchProfile
+from mathsearch.runtime.model_card import load_card
+from mathsearch.runtime.settings import RuntimeSettings
 
 pytest.importorskip("pya0")
 
@@ -156,7 +156,7 @@ def test_equivalence_index_form(
 def test_equivalence_over_the_seq2seq_vectors(
     tmp_path: Path, eval_alias: str, capsys: pytest.CaptureFixture[str], client: Any
 ) -> None:
-    from mathsearch.export.embedders import encoder_card
+    from mathsearch.runtime.embedders import encoder_card
 
     out = tmp_path / "eq-s2s"
     argv = ["--task", "equivalence", "-o", str(out), "--semvec", str(SEMVEC), "--topics", "4"]
@@ -206,7 +206,7 @@ def test_split_keeps_papers_together() -> None:
 def test_foreign_index_is_never_overwritten(
     client: OpenSearch, settings: OpenSearchSettings, eval_alias: str
 ) -> None:
-    spec = VectorSpec.from_card(load_card(ExportSettings.from_env().model))
+    spec = VectorSpec.from_card(load_card(RuntimeSettings.from_env().model))
     ensure_equation_index(client, eval_alias, [spec], settings)  # not built by eval: no marker
     with pytest.raises(MappingError, match="not built by `mathsearch eval retrieval`"):
         ensure_eval_index(client, eval_alias, [CollectionEquation("a#0", "a", "x^2")])

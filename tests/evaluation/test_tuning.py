@@ -23,12 +23,12 @@ from mathsearch.evaluation.topic_runs import run_topics, search_topics
 from mathsearch.evaluation.trec_files import Qrels, Topic, read_run, write_qrels, write_topics
 from mathsearch.evaluation.tuning import tune
 from mathsearch.evaluation.tuning_grid import baseline_configuration, expand, parse_grid
-from mathsearch.export.embedders import Embedder
 from mathsearch.opensearch.queries import Mode
 from mathsearch.opensearch.query_encoder import ModelQueryEncoder, QueryFeatures
 from mathsearch.opensearch.read_cache import ReadCache
 from mathsearch.opensearch.search_profile import SearchProfile
 from mathsearch.opensearch.searcher import Searcher
+from mathsearch.runtime.embedders import Embedder
 
 # every query token (max_terms 0): the grid names it, so the shipped profile's cut does not apply
 GRID = ["mode=knn,bm25,fusion,rrf", "alpha=0.2,0.5", "normalization=min_max,l2", "max_terms=0"]

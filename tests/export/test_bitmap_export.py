@@ -19,11 +19,11 @@ from mathsearch.encoders.bitmap_training import (
     train_bitmap,
 )
 from mathsearch.export.bitmap_onnx import check_bitmap_parity, export_bitmap_checkpoint
-from mathsearch.export.bitmap_runtime import BitmapEmbedder, settings_hash
-from mathsearch.export.embedders import EmbedRefusal, load_embedder
 from mathsearch.export.errors import ExportError, ModelMismatchError
-from mathsearch.export.model_card import load_card
 from mathsearch.indexer.bitmap import BitmapSettings
+from mathsearch.runtime.bitmap_runtime import BitmapEmbedder, settings_hash
+from mathsearch.runtime.embedders import EmbedRefusal, load_embedder
+from mathsearch.runtime.model_card import load_card
 
 SLICE = Path(__file__).resolve().parents[1] / "resources" / "export" / "hepth2003-every12th.txt"
 

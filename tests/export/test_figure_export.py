@@ -18,10 +18,10 @@ from mathsearch.encoders.figure_training import (
     save_figure_checkpoint,
     train_figure_encoder,
 )
-from mathsearch.export.embedders import EmbedRefusal, load_embedder
 from mathsearch.export.errors import ModelMismatchError
-from mathsearch.export.model_card import load_card
 from mathsearch.indexer.figure_features import FigureVocabulary, figure_text
+from mathsearch.runtime.embedders import EmbedRefusal, load_embedder
+from mathsearch.runtime.model_card import load_card
 
 FIGURES = Path(__file__).resolve().parents[1] / "resources" / "indexer" / "figures"
 

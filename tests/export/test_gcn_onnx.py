@@ -26,8 +26,8 @@ from mathsearch.export.gcn_onnx import (
     planned_aggregate,
     segment_sum,
 )
-from mathsearch.export.graph_batch import pack_graphs
 from mathsearch.export.parity import check_parity
+from mathsearch.runtime.graph_batch import pack_graphs
 from tests.export.conftest import real_graphs
 
 

@@ -15,13 +15,13 @@ from mathsearch.encoders.checkpoints import load_model
 from mathsearch.encoders.gcn import GCNConfig, GraphCNN
 from mathsearch.encoders.gcn_ensemble import GCNEnsemble
 from mathsearch.encoders.graph_data import collate
-from mathsearch.export.embedders import MODELS_DIR
 from mathsearch.export.errors import ExportError, ParityError
 from mathsearch.export.gcn_onnx import export_gcn
-from mathsearch.export.graph_batch import pack_graphs
-from mathsearch.export.model_card import ModelCard, file_sha256
 from mathsearch.export.onnx_checkpoint import checkpoint_from_onnx, model_from_onnx
-from mathsearch.export.runtime import Encoder, open_session
+from mathsearch.runtime.embedders import MODELS_DIR
+from mathsearch.runtime.gcn_session import GcnSession, open_session
+from mathsearch.runtime.graph_batch import pack_graphs
+from mathsearch.runtime.model_card import ModelCard, file_sha256
 from tests.export.conftest import real_graphs
 
 
@@ -82,11 +82,11 @@ def test_shipped_ensemble_and_gated_tower_are_read_back_exactly(tmp_path: Path) 
         )
         with torch.no_grad():
             got = model(collate(graphs)).numpy()
-        assert np.abs(got - Encoder(shipped).encode(graphs)).max() < 1e-4
+        assert np.abs(got - GcnSession(shipped).encode(graphs)).max() < 1e-4
         # and written again by today's exporter, the same vectors
         again = open_session(export_gcn(model, tmp_path / f"{name}-again.onnx"), device="cpu")
         (vectors,) = again.run(None, pack_graphs(graphs).feeds())
-        assert np.abs(vectors - Encoder(shipped).encode(graphs)).max() < 1e-5
+        assert np.abs(vectors - GcnSession(shipped).encode(graphs)).max() < 1e-5
     assert isinstance(load_model(tmp_path / "gcn-v7" / "checkpoint.pt")[0], GCNEnsemble)
 
 
@@ -130,7 +130,7 @@ def test_cli_export_of_a_shipped_file_writes_the_same_model_again(
     assert card["parity"]["reexported_from"] == {"file": "gcn-v9.onnx", "sha256": old["sha256"]}
     assert card["max_abs_diff_to_original"] < 1e-4
     graphs = _graphs(100)
-    assert np.abs(Encoder(out).encode(graphs) - Encoder(shipped).encode(graphs)).max() < 1e-4
+    assert np.abs(GcnSession(out).encode(graphs) - GcnSession(shipped).encode(graphs)).max() < 1e-4
     assert main(["export", str(out), "-o", str(out), *argv[4:]]) == 1
     assert "another file" in capsys.readouterr().err
     assert main(["export", str(MODELS_DIR / "bitmap-v1.onnx"), "-o", str(tmp_path / "b.onnx")]) == 1

@@ -18,7 +18,7 @@ from mathsearch.export.quantize import (
     quantize_weight,
     row_scaled_int8,
 )
-from mathsearch.export.runtime import Encoder
+from mathsearch.runtime.gcn_session import GcnSession
 
 from .conftest import real_graphs
 
@@ -120,11 +120,11 @@ def test_the_shipped_seed_size_tower_keeps_its_vectors(tmp_path: Path) -> None:
     # the same products with one activation scale per call (ONNX Runtime's quantize_dynamic)
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from mathsearch.export.graph_batch import pack_graphs
+    from mathsearch.runtime.graph_batch import pack_graphs
 
     per_call = tmp_path / "per-call.onnx"
     quantize_dynamic(source, per_call, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"])
-    reference = Encoder(source).encode(graphs)
+    reference = GcnSession(source).encode(graphs)
     session = ort.InferenceSession(str(per_call), providers=["CPUExecutionProvider"])
     packed = pack_graphs(graphs, card.vocab_hash, card.vocab_sizes)
     (coarse,) = session.run(None, packed.feeds())
@@ -138,7 +138,7 @@ def test_cli_writes_the_int8_variant_of_a_shipped_file(
 ) -> None:
     from mathsearch.cli.main import main
     from mathsearch.export import quantize
-    from mathsearch.export.model_card import load_card
+    from mathsearch.runtime.model_card import load_card
 
     from .conftest import PARITY_FILE
 

@@ -12,10 +12,10 @@ import torch
 from mathsearch.encoders.seq2seq import ExpEmb, ExpEmbConfig
 from mathsearch.encoders.seq2seq_data import TokenVocabulary, read_egen
 from mathsearch.export.errors import ModelMismatchError
-from mathsearch.export.model_card import load_card
 from mathsearch.export.seq2seq_onnx import check_seq2seq_parity, export_seq2seq, vocab_path
-from mathsearch.export.seq2seq_runtime import Seq2SeqEmbedder
 from mathsearch.indexer.semvec_prefix import read_semvec_prefix
+from mathsearch.runtime.model_card import load_card
+from mathsearch.runtime.seq2seq_runtime import Seq2SeqEmbedder
 
 RESOURCES = Path(__file__).resolve().parents[1] / "resources"
 

@@ -1,4 +1,4 @@
-"""The written form of a vector (:func:`mathsearch.export.embedder_base.written_vector`): what
+"""The written form of a vector (:func:`mathsearch.runtime.embedder_base.written_vector`): what
 every job writes to OpenSearch and every kNN query sends."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 
-from mathsearch.export.embedder_base import WRITTEN_DECIMALS, written_vector
+from mathsearch.runtime.embedder_base import WRITTEN_DECIMALS, written_vector
 
 
 def _unit_vectors(n: int, dim: int) -> np.ndarray:

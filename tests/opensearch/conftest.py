@@ -8,12 +8,12 @@ from typing import Any
 
 from opensearchpy import OpenSearch
 
-from mathsearch.export.embedders import Embedder
 from mathsearch.opensearch import OpenSearchSettings
 from mathsearch.opensearch.bulk_writer import BulkWriter
 from mathsearch.opensearch.documents import equation_actions
 from mathsearch.opensearch.equation_index import ensure_equation_index
 from mathsearch.opensearch.schema import VectorSpec
+from mathsearch.runtime.embedders import Embedder
 
 
 def new_alias(settings: OpenSearchSettings) -> str:

@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from mathsearch.export.embedders import FAMILIES, Embedder, EmbedRefusal, default_model_path
-from mathsearch.export.model_card import card_path
 from mathsearch.indexer.mathml_graph import EquationGraph
+from mathsearch.runtime.embedders import FAMILIES, Embedder, EmbedRefusal, default_model_path
+from mathsearch.runtime.model_card import card_path
 
 
 def gcn_int8(folder: Path, graphs: Sequence[EquationGraph]) -> Path:

@@ -12,13 +12,13 @@ import pytest
 from opensearchpy import OpenSearch
 
 from mathsearch.core.errors import WriteError
-from mathsearch.export.embedders import Embedder
 from mathsearch.indexer.records import Failure
 from mathsearch.opensearch import OpenSearchSettings, connect
 from mathsearch.opensearch.bulk_writer import BulkWriter, is_transient
 from mathsearch.opensearch.documents import equation_actions, failure_actions
 from mathsearch.opensearch.equation_index import ensure_equation_index
 from mathsearch.opensearch.schema import VectorSpec, ensure_failures_index, resolve_alias
+from mathsearch.runtime.embedders import Embedder
 
 pytestmark = pytest.mark.services
 

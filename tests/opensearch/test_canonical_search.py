@@ -13,13 +13,13 @@ from collections.abc import Iterator
 import pytest
 from opensearchpy import OpenSearch
 
-from mathsearch.export.embedders import Embedder
 from mathsearch.indexer.parse import Featuriser, ParsedEquation
 from mathsearch.indexer.records import EquationRecord
 from mathsearch.indexer.settings import IndexerSettings
 from mathsearch.opensearch import OpenSearchSettings
 from mathsearch.opensearch.queries import Mode
 from mathsearch.opensearch.searcher import Searcher, SearchRequest
+from mathsearch.runtime.embedders import Embedder
 from mathsearch.workers.embedding import vectors_of
 
 from .conftest import drop_alias, fill, new_alias

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from opensearchpy import OpenSearch
 
-from mathsearch.export.embedders import Embedder
 from mathsearch.indexer.hepth import bundled_sample_lines, iter_hepth
 from mathsearch.indexer.records import EquationRecord
 from mathsearch.opensearch import OpenSearchSettings
 from mathsearch.opensearch.enrichment import DocumentMath, math_mapping
 from mathsearch.opensearch.schema import VectorSpec
+from mathsearch.runtime.embedders import Embedder
 from mathsearch.workers.enrich import enrich_index
 from tests.conftest import DEFAULT_FIELD
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from opensearchpy import OpenSearch
 
-from mathsearch.export.embedders import load_embedder
 from mathsearch.indexer.figures import FigureRecord, extract_figures, figures_of_text
 from mathsearch.opensearch import OpenSearchSettings
 from mathsearch.opensearch.figure_index import figure_index_body, index_figures
 from mathsearch.opensearch.schema import VectorSpec, failures_index_name
+from mathsearch.runtime.embedders import load_embedder
 
 FIGURES = Path(__file__).resolve().parents[1] / "resources" / "indexer" / "figures"
 

@@ -12,7 +12,6 @@ from opensearchpy import OpenSearch
 
 from mathsearch.cli.main import main
 from mathsearch.core.errors import QueryError
-from mathsearch.export.embedders import load_embedder
 from mathsearch.indexer.figures import FigureRecord, extract_figures
 from mathsearch.opensearch.figure_index import index_figures
 from mathsearch.opensearch.figure_search import FigureQueryEncoder
@@ -21,6 +20,7 @@ from mathsearch.opensearch.search_fields import FIGURE_FIELDS
 from mathsearch.opensearch.search_request import SearchRequest
 from mathsearch.opensearch.searcher import Searcher
 from mathsearch.opensearch.settings import OpenSearchSettings
+from mathsearch.runtime.embedders import load_embedder
 
 FIGURES = Path(__file__).resolve().parents[1] / "resources" / "indexer" / "figures"
 

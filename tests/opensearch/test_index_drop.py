@@ -9,7 +9,6 @@ import pytest
 from opensearchpy import OpenSearch
 
 from mathsearch.core.errors import MappingError
-from mathsearch.export.embedder_base import Embedder
 from mathsearch.indexer.records import Failure
 from mathsearch.opensearch import OpenSearchSettings
 from mathsearch.opensearch.bulk_writer import BulkWriter
@@ -23,6 +22,7 @@ from mathsearch.opensearch.index_drop import (
     versioned_pattern,
 )
 from mathsearch.opensearch.schema import ensure_failures_index, failures_index_name
+from mathsearch.runtime.embedder_base import Embedder
 from tests.workers.conftest import drop_failures
 
 from .conftest import drop_alias, fill, new_alias

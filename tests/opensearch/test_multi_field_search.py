@@ -17,7 +17,6 @@ from opensearchpy import OpenSearch
 
 from mathsearch.cli.main import main
 from mathsearch.core.errors import QueryError
-from mathsearch.export.embedders import Embedder, load_embedder
 from mathsearch.opensearch import OpenSearchSettings
 from mathsearch.opensearch.bulk_writer import BulkWriter
 from mathsearch.opensearch.documents import equation_actions
@@ -29,6 +28,7 @@ from mathsearch.opensearch.query_encoder import ModelQueryEncoder
 from mathsearch.opensearch.schema import VectorSpec
 from mathsearch.opensearch.search_request import SearchRequest
 from mathsearch.opensearch.searcher import Searcher
+from mathsearch.runtime.embedders import Embedder, load_embedder
 from mathsearch.serve.http_api import create_app
 from mathsearch.workers.embedding import vectors_of
 from tests.conftest import DEFAULT_FIELD, DEFAULT_INT8_FIELD

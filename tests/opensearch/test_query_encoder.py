@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from mathsearch.core.errors import QueryError
-from mathsearch.export.embedders import default_model_path
 from mathsearch.opensearch.query_encoder import ModelQueryEncoder
+from mathsearch.runtime.embedders import default_model_path
 from tests.conftest import DEFAULT_FIELD
 
 

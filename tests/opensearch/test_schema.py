@@ -13,13 +13,13 @@ import pytest
 from opensearchpy import OpenSearch
 
 from mathsearch.core.errors import ConfigurationError
-from mathsearch.export.embedders import Embedder
 from mathsearch.opensearch import OpenSearchSettings
 from mathsearch.opensearch.bulk_writer import BulkWriter
 from mathsearch.opensearch.cluster_capabilities import ClusterCapabilities
 from mathsearch.opensearch.documents import equation_actions
 from mathsearch.opensearch.queries import knn_score_script
 from mathsearch.opensearch.schema import VectorSpec, equation_properties, resolve_alias
+from mathsearch.runtime.embedders import Embedder
 from tests.conftest import DEFAULT_FIELD, DEFAULT_SPACE
 from tests.opensearch.conftest import fill
 

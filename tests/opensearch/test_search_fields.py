@@ -11,8 +11,6 @@ from typing import Any
 import pytest
 from opensearchpy import OpenSearch
 
-from mathsearch.export.embedders import DEFAULT_VERSIONS
-from mathsearch.export.runtime import Encoder
 from mathsearch.indexer.records import EquationRecord
 from mathsearch.opensearch import OpenSearchSettings
 from mathsearch.opensearch.fusion import fuse, rrf
@@ -22,6 +20,8 @@ from mathsearch.opensearch.query_encoder import ModelQueryEncoder, QueryFeatures
 from mathsearch.opensearch.search_fields import FIGURE_FIELDS
 from mathsearch.opensearch.search_request import SearchRequest
 from mathsearch.opensearch.searcher import Searcher
+from mathsearch.runtime.families import FAMILY_REGISTRY
+from mathsearch.runtime.gcn_session import GcnSession
 from mathsearch.workers.index_job import run_index
 from tests.conftest import DEFAULT_DIM, DEFAULT_FIELD
 
@@ -143,7 +143,9 @@ def test_every_shipped_family_indexes_and_searches_with_gcn(
         report = run_index(records, alias, inline=True, progress=False, encoders=["gcn", family])
         assert report.complete and report.written == len(records)
         field = report.vector_fields[1]
-        assert field == f"vec_{family}_v{DEFAULT_VERSIONS.get(family, 1)}"  # the shipped default
+        assert (
+            field == f"vec_{family}_v{FAMILY_REGISTRY[family].default_version}"
+        )  # the shipped default
         assert all(key.startswith(f"{field}:") for key in report.refusals)
         refused = sum(report.refusals.values())
         count = client.count(index=alias, body={"query": {"exists": {"field": field}}})["count"]
@@ -165,7 +167,7 @@ def test_every_shipped_family_indexes_and_searches_with_gcn(
 
 def test_gcn_encoder_is_unchanged_by_the_several_encoder_path(demo_parsed: list) -> None:
     latex = demo_parsed[5].record.latex
-    old = ModelQueryEncoder(Encoder()).features(latex)
+    old = ModelQueryEncoder(GcnSession()).features(latex)
     new = ModelQueryEncoder(encoders=["gcn"]).features(latex)
     assert old.tokens == new.tokens and old.vector_field == new.vector_field == DEFAULT_FIELD
     assert old.vector == pytest.approx(new.vector, abs=1e-6)

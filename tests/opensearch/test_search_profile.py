@@ -96,7 +96,7 @@ def test_a_profile_keeps_its_second_stage(tmp_path: Path) -> None:
 
 
 def test_the_shipped_profile_reranks_with_shipped_models() -> None:
-    from mathsearch.export.embedders import shipped_or_path
+    from mathsearch.runtime.embedders import shipped_or_path
 
     profile = SearchProfile.default()
     assert profile.rerank and profile.rerank_window > 0

@@ -8,7 +8,6 @@ import pytest
 from opensearchpy import OpenSearch
 
 from mathsearch.core.errors import MappingError
-from mathsearch.export.embedders import Embedder, load_embedder
 from mathsearch.opensearch import OpenSearchSettings
 from mathsearch.opensearch.queries import Mode
 from mathsearch.opensearch.schema import VectorSpec, resolve_alias
@@ -19,6 +18,7 @@ from mathsearch.opensearch.vector_fields import (
     drop_vector_field,
     set_default_vector_field,
 )
+from mathsearch.runtime.embedders import Embedder, load_embedder
 from mathsearch.workers.reembed import reembed
 from tests.conftest import DEFAULT_CARD, DEFAULT_FIELD, DEFAULT_SPACE
 from tests.opensearch.conftest import fill

@@ -17,7 +17,6 @@ import pytest
 from opensearchpy import OpenSearch
 
 from mathsearch.core.errors import QueryError
-from mathsearch.export.embedders import MODELS_DIR, Embedder, shipped_or_path
 from mathsearch.indexer.parse import ParsedEquation
 from mathsearch.opensearch.queries import Mode
 from mathsearch.opensearch.query_encoder import ModelQueryEncoder
@@ -30,6 +29,7 @@ from mathsearch.opensearch.window_rerank import (
     rerank_order,
     rerank_weights,
 )
+from mathsearch.runtime.embedders import MODELS_DIR, Embedder, shipped_or_path
 from tests.opensearch.conftest import drop_alias, new_alias
 
 # -- the math alone -------------------------------------------------------------------------

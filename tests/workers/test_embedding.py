@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mathsearch.export.embedders import EmbedRefusal, load_embedder
-from mathsearch.export.errors import EmbedError
-from mathsearch.export.runtime import Encoder
 from mathsearch.indexer.parse import Featuriser, ParsedEquation
 from mathsearch.indexer.records import EquationRecord, Failure
+from mathsearch.runtime.embedders import EmbedRefusal, load_embedder
+from mathsearch.runtime.errors import EmbedError
+from mathsearch.runtime.gcn_session import GcnSession
 from mathsearch.workers.embedding import embed_parsed, embedded, vectors_of
 
 LATEX = [r"\frac{a}{b}+c", r"E = m c^2", r"\int_0^1 x^2 \, dx", r"\alpha_{i} \beta^{j}"]
@@ -51,7 +51,7 @@ def _parsed() -> list[ParsedEquation]:
 def test_embed_parsed_is_the_encoders_vectors_rounded() -> None:
     parsed = _parsed()
     got = embed_parsed(load_embedder("gcn", device="cpu"), parsed)
-    direct = Encoder(device="cpu").encode([p.graph for p in parsed])
+    direct = GcnSession(device="cpu").encode([p.graph for p in parsed])
     assert np.allclose(np.asarray(got), direct, rtol=0, atol=5.01e-7)  # 6 decimals
     assert np.array_equal(np.asarray(got), np.asarray(direct, dtype=np.float64).round(6))
 

@@ -10,8 +10,6 @@ from pathlib import Path
 import pytest
 from opensearchpy import OpenSearch
 
-from mathsearch.export.embedders import load_embedder
-from mathsearch.export.model_card import load_card
 from mathsearch.indexer.hepth import iter_hepth
 from mathsearch.indexer.records import EquationRecord
 from mathsearch.opensearch import OpenSearchSettings
@@ -22,6 +20,8 @@ from mathsearch.opensearch.query_encoder import ModelQueryEncoder
 from mathsearch.opensearch.schema import VectorSpec, ensure_failures_index
 from mathsearch.opensearch.search_request import SearchRequest
 from mathsearch.opensearch.searcher import Searcher
+from mathsearch.runtime.embedders import load_embedder
+from mathsearch.runtime.model_card import load_card
 from mathsearch.workers.index_job import run_index
 from mathsearch.workers.pipeline import JobSpec, embed_write_stage, parse_stage
 from mathsearch.workers.worker_process import start_worker, stop_worker

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mathsearch.export.embedders import (
+from mathsearch.indexer.parse import Featuriser, ParsedEquation
+from mathsearch.runtime.embedders import (
     FAMILIES,
     Embedder,
     EmbedRefusal,
@@ -21,11 +22,10 @@ from mathsearch.export.embedders import (
     one_field_each,
     parse_encoders,
 )
-from mathsearch.export.errors import ModelCardError
-from mathsearch.export.model_card import card_path, load_card
-from mathsearch.export.runtime import Encoder
-from mathsearch.export.settings import DEFAULT_MODEL_PATH
-from mathsearch.indexer.parse import Featuriser, ParsedEquation
+from mathsearch.runtime.errors import ModelCardError
+from mathsearch.runtime.gcn_session import GcnSession
+from mathsearch.runtime.model_card import card_path, load_card
+from mathsearch.runtime.settings import DEFAULT_MODEL_PATH
 from tests.conftest import DEFAULT_CARD, DEFAULT_DIM, DEFAULT_FIELD
 
 LATEX = [r"\frac{a}{b}+c", r"E = m c^2", r"\int_0^1 x^2 \, dx"]
@@ -48,7 +48,7 @@ def _items() -> list[dict]:
 def test_gcn_embedder_matches_the_encoder_and_keeps_the_interface(gcn: GcnEmbedder) -> None:
     items = _items()
     out = gcn.embed(items)
-    direct = Encoder(default_model_path("gcn"), device="cpu").encode(
+    direct = GcnSession(default_model_path("gcn"), device="cpu").encode(
         [Featuriser().parse_latex(latex).graph for latex in LATEX]
     )
     assert isinstance(gcn, Embedder)
@@ -78,7 +78,7 @@ def test_the_in_process_item_embeds_as_its_json_form(gcn: GcnEmbedder) -> None:
 
 def test_as_embedder_takes_whatever_a_caller_holds(gcn: GcnEmbedder) -> None:
     assert as_embedder(gcn) is gcn
-    encoder = Encoder(default_model_path("gcn"), device="cpu")
+    encoder = GcnSession(default_model_path("gcn"), device="cpu")
     wrapped = as_embedder(encoder)
     assert isinstance(wrapped, GcnEmbedder) and wrapped.session is encoder.session
     by_name = as_embedder(None)
@@ -164,7 +164,7 @@ class _Fake:
 
 
 def test_embed_safely_keeps_a_model_fault_as_refusals() -> None:
-    from mathsearch.export.embedder_base import EmbedRefusal, embed_safely
+    from mathsearch.runtime.embedder_base import EmbedRefusal, embed_safely
 
     items = [{"latex": "x"}, {"latex": "y"}, {"latex": "z"}]
     good = embed_safely(_Fake("ok"), items)
@@ -176,21 +176,42 @@ def test_embed_safely_keeps_a_model_fault_as_refusals() -> None:
 
 
 def test_every_family_of_the_registry_has_its_modules_and_plug_ins() -> None:
+    """Every module the registry names exists and has what its callers use (no family list
+    elsewhere to keep in step: the registry is read, not compared with a copy)."""
     import importlib
     import importlib.util
 
-    from mathsearch.export.embedders import FAMILY_RUNTIMES
-    from mathsearch.export.families import FAMILY_REGISTRY, family_of_field, needs_prefix
+    from mathsearch.runtime.embedders import FAMILIES, default_model_path
+    from mathsearch.runtime.families import FAMILY_REGISTRY, family_of_field, needs_prefix
 
-    assert set(FAMILY_REGISTRY) == {"gcn", "bitmap", "seq2seq", "figure"} == set(FAMILY_RUNTIMES)
+    assert tuple(FAMILY_REGISTRY) == FAMILIES and "gcn" in FAMILY_REGISTRY
     for name, family in FAMILY_REGISTRY.items():
-        module, cls = family.runtime.split(":")
+        module, cls = family.runtime_target.split(":")
         assert getattr(importlib.import_module(module), cls).__name__ == cls
-        for other in (family.exporter, family.trainer, f"mathsearch.cli.export_{name}"):
-            if name == "gcn" and other.startswith("mathsearch.cli."):
-                continue  # gcn's export and train commands are built in
-            assert importlib.util.find_spec(other) is not None, other
-        if name != "gcn":
-            assert importlib.util.find_spec(f"mathsearch.cli.train_{name}") is not None
+        for role in ("exporter", "trainer", "evaluator", "cli_train", "cli_export"):
+            assert importlib.util.find_spec(family.module(role)) is not None, (name, role)
+        train = importlib.import_module(family.module("cli_train"))
+        assert callable(train.register) and callable(train.run), name
+        assert callable(importlib.import_module(family.module("cli_export")).run_export), name
+        if family.cli_eval is not None:
+            plugin = importlib.import_module(family.module("cli_eval"))
+            assert callable(plugin.register) and callable(plugin.run), name
+        assert default_model_path(name).name == f"{name}-v{family.default_version}.onnx"
+        assert default_model_path(name).is_file(), name  # the shipped default exists
         assert family_of_field(f"vec_{name}_v3") is family
+    with pytest.raises(ValueError, match="no cli_eval"):
+        FAMILY_REGISTRY["gcn"].module("cli_eval")
     assert needs_prefix(["vec_gcn_v2", "vec_seq2seq_v2"]) and not needs_prefix(["gcn", "bitmap"])
+
+
+def test_the_former_export_names_still_load_the_runtime() -> None:
+    """The runtime moved from mathsearch.export to mathsearch.runtime; the old names stay for a
+    release (docs/export.md)."""
+    import mathsearch.export as old
+    import mathsearch.runtime as new
+
+    assert old.load_embedder is new.load_embedder
+    assert old.Encoder is new.GcnSession and old.ExportSettings is new.RuntimeSettings
+    assert old.BitmapEmbedder is new.BitmapEmbedder
+    embedder = old.load_embedder("gcn")
+    assert embedder.vector_field == "vec_gcn_v7"

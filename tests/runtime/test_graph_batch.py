@@ -1,4 +1,4 @@
-"""mathsearch.export.graph_batch: numpy packing equals torch-geometric's collate; bad input is
+"""mathsearch.runtime.graph_batch: numpy packing equals torch-geometric's collate; bad input is
 refused."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from mathsearch.encoders.graph_data import collate
-from mathsearch.export.errors import ModelMismatchError, RuntimeInputError
-from mathsearch.export.graph_batch import INPUT_NAMES, pack_graphs
+from mathsearch.runtime.errors import ModelMismatchError, RuntimeInputError
+from mathsearch.runtime.graph_batch import INPUT_NAMES, pack_graphs
 from tests.export.conftest import real_graphs
 
 

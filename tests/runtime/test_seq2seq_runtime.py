@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mathsearch.export.embedders import Embedder, EmbedRefusal, load_embedder
-from mathsearch.export.seq2seq_runtime import Seq2SeqEmbedder
+from mathsearch.runtime.embedders import Embedder, EmbedRefusal, load_embedder
+from mathsearch.runtime.seq2seq_runtime import Seq2SeqEmbedder
 
 
 @pytest.fixture(scope="module")

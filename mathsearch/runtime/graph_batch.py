@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mathsearch.export.errors import ModelMismatchError, RuntimeInputError
 from mathsearch.indexer.mathml_graph import EquationGraph
+from mathsearch.runtime.errors import ModelMismatchError, RuntimeInputError
 
 __all__ = ["INPUT_NAMES", "PackedGraphs", "pack_graphs"]
 

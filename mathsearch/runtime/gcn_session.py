@@ -1,15 +1,17 @@
-"""The torch-free embedding runtime: :class:`Encoder` over an ONNX Runtime session.
+"""The torch-free embedding runtime: :class:`GcnSession` over an ONNX Runtime session.
 
 Loads ``MODEL.onnx`` and its card, refuses a model made for another vocabulary, packs many
-equation graphs into one disjoint union (:func:`mathsearch.export.graph_batch.pack_graphs`) and runs
+equation graphs into one disjoint union (:func:`mathsearch.runtime.graph_batch.pack_graphs`) and
+runs
 them in
 as few session calls as the limits allow. The CUDA execution provider is used when it really
-loads on this machine (:func:`mathsearch.export.providers.select_providers`), the CPU one otherwise.
+loads on this machine (:func:`mathsearch.runtime.providers.select_providers`), the CPU one
+otherwise.
 Nothing here imports torch: a worker needs onnxruntime and numpy only.
 
 Example::
 
-    encoder = Encoder()                     # the shipped default model (MATHSEARCH_MODEL)
+    encoder = GcnSession()                     # the shipped default model (MATHSEARCH_MODEL)
     parsed = featuriser.parse_latex(r"\\frac{a}{b}")
     vectors = encoder.encode([parsed.graph])   # float32 (1, encoder.dim)
 """
@@ -24,19 +26,19 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mathsearch.export.errors import ModelCardError, ModelMismatchError, RuntimeInputError
-from mathsearch.export.graph_batch import INPUT_NAMES, PackedGraphs, pack_graphs
-from mathsearch.export.model_card import ModelCard, load_card
-from mathsearch.export.providers import CPU, CUDA, cuda_usable, select_providers
-from mathsearch.export.settings import CPU_MAX_GRAPHS, CUDA_MAX_GRAPHS, ExportSettings
 from mathsearch.indexer.mathml_graph import EquationGraph
+from mathsearch.runtime.errors import ModelCardError, ModelMismatchError, RuntimeInputError
+from mathsearch.runtime.graph_batch import INPUT_NAMES, PackedGraphs, pack_graphs
+from mathsearch.runtime.model_card import ModelCard, load_card
+from mathsearch.runtime.providers import CPU, CUDA, cuda_usable, select_providers
+from mathsearch.runtime.settings import CPU_MAX_GRAPHS, CUDA_MAX_GRAPHS, RuntimeSettings
 
 if TYPE_CHECKING:
     import onnxruntime as ort
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Encoder", "open_session", "session_source"]
+__all__ = ["GcnSession", "open_session", "session_source"]
 
 
 def open_session(
@@ -65,13 +67,13 @@ def open_session(
 def session_source(path: str | os.PathLike[str], providers: Sequence[str]) -> str | bytes:
     """What ``InferenceSession`` loads for ``providers``: the file's path on the CPU; on CUDA the
     model with its BatchNormalization nodes rewritten as Mul + Add
-    (:func:`~mathsearch.export.batch_norm_folding.fold_batch_norm`: cuDNN refuses the graph CNN's
+    (:func:`~mathsearch.runtime.batch_norm_folding.fold_batch_norm`: cuDNN refuses the graph CNN's
     two-dimensional normalisation), as bytes, or the path when there is none to rewrite."""
     if not providers or providers[0] != CUDA:
         return str(path)
     import onnx
 
-    from mathsearch.export.batch_norm_folding import fold_batch_norm
+    from mathsearch.runtime.batch_norm_folding import fold_batch_norm
 
     folded, count = fold_batch_norm(onnx.load(str(path)))
     if not count:
@@ -84,7 +86,7 @@ def session_source(path: str | os.PathLike[str], providers: Sequence[str]) -> st
     return folded.SerializeToString()
 
 
-class Encoder:
+class GcnSession:
     """Embeds featurised equations with an exported model.
 
     Args:
@@ -94,7 +96,7 @@ class Encoder:
             default: the shipped vocabulary's.
         device: ``auto`` (CUDA when it really loads, else CPU), ``cpu`` or ``cuda``.
         threads: ONNX Runtime intra-op threads (0: ONNX Runtime's default).
-        settings: limits per session call; default ``ExportSettings.from_env()``.
+        settings: limits per session call; default ``RuntimeSettings.from_env()``.
 
     Raises:
         ModelCardError: no card, or a model file that does not match it.
@@ -109,9 +111,9 @@ class Encoder:
         vocab_hash: str | None = None,
         device: str | None = None,
         threads: int | None = None,
-        settings: ExportSettings | None = None,
+        settings: RuntimeSettings | None = None,
     ) -> None:
-        self.settings = settings or ExportSettings.from_env()
+        self.settings = settings or RuntimeSettings.from_env()
         self.path = Path(model) if model is not None else self.settings.model
         if not self.path.is_file():
             raise ModelCardError(f"model {self.path} does not exist")
@@ -161,7 +163,7 @@ class Encoder:
         return self.providers[0] == CUDA
 
     def __repr__(self) -> str:
-        return f"Encoder({self.path.name}, dim={self.dim}, providers={self.providers})"
+        return f"GcnSession({self.path.name}, dim={self.dim}, providers={self.providers})"
 
     def chunks(self, graphs: Sequence[EquationGraph]) -> Iterator[tuple[int, int]]:
         """``(start, stop)`` ranges of ``graphs`` within the per-call graph and node limits."""

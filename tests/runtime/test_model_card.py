@@ -1,4 +1,4 @@
-"""mathsearch.export.model_card: round trip, required fields, digest check, OpenSearch names."""
+"""mathsearch.runtime.model_card: round trip, required fields, digest check, OpenSearch names."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from mathsearch.export.errors import ModelCardError
-from mathsearch.export.model_card import ModelCard, card_path, file_sha256, load_card
-from mathsearch.export.settings import DEFAULT_MODEL_PATH
+from mathsearch.runtime.errors import ModelCardError
+from mathsearch.runtime.model_card import ModelCard, card_path, file_sha256, load_card
+from mathsearch.runtime.settings import DEFAULT_MODEL_PATH
 
 
 def _card(**changes: object) -> ModelCard:

@@ -1,12 +1,12 @@
 """ONNX runtime of the bitmap CNN (ECML 2019 seed): LaTeX -> rendered crop -> 64-d unit vector.
 
-:class:`BitmapEmbedder` has the :class:`~mathsearch.export.embedders.Embedder` interface. For every
+:class:`BitmapEmbedder` has the :class:`~mathsearch.runtime.embedders.Embedder` interface. For every
 item it renders ``item["latex"]`` with :func:`mathsearch.indexer.bitmap.render_bitmap` (the one
 featurisation, docs/architecture.md, rule 2), cuts the seed's 333x32 centre
 (:func:`mathsearch.indexer.bitmap.centre_crop`), runs the exported network on batches of crops and
 returns L2-normalised float32 ``(64,)`` vectors (the seed compares embeddings by dot product, so the
 card's ``similarity`` is ``dot``). An equation that cannot be drawn gets an
-:class:`~mathsearch.export.embedders.EmbedRefusal` whose ``reason`` is the
+:class:`~mathsearch.runtime.embedders.EmbedRefusal` whose ``reason`` is the
 :class:`~mathsearch.indexer.bitmap.RenderError`'s (``unknown-macro``, ``syntax``, ``blank``, ...);
 nothing raises for one bad item.
 
@@ -15,7 +15,7 @@ network turns it into ink coverage itself, so the runtime only casts. The card's
 is :func:`settings_hash` of the :class:`~mathsearch.indexer.bitmap.BitmapSettings` that shape the
 input
 (canvas, crop, font size, dpi, font set, line gap, ink threshold, unknown-command policy); a model
-made with other settings is refused (:class:`~mathsearch.export.errors.ModelMismatchError`).
+made with other settings is refused (:class:`~mathsearch.runtime.errors.ModelMismatchError`).
 
 No torch here: onnxruntime + numpy (+ the renderer).
 
@@ -35,8 +35,6 @@ from typing import Any
 
 import numpy as np
 
-from mathsearch.export.embedder_base import EmbedRefusal, OnnxEmbedder
-from mathsearch.export.errors import ModelMismatchError
 from mathsearch.indexer.bitmap import (
     BitmapSettings,
     RenderError,
@@ -44,6 +42,8 @@ from mathsearch.indexer.bitmap import (
     render_bitmap,
     settings_hash,
 )
+from mathsearch.runtime.embedder_base import EmbedRefusal, OnnxEmbedder
+from mathsearch.runtime.errors import ModelMismatchError
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class BitmapEmbedder(OnnxEmbedder):
         device: ``auto`` (default), ``cpu`` or ``cuda``.
         threads: ONNX Runtime intra-op threads (default 0: its own choice).
         settings: :class:`BitmapSettings` to render with (default: the seed's); anything else
-            (e.g. an ``ExportSettings``) is ignored.
+            (e.g. an ``RuntimeSettings``) is ignored.
 
     Raises:
         ModelCardError: no card, another family, or a model file that does not match its card.

@@ -3,7 +3,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from mathsearch.export import providers
+from mathsearch.runtime import providers
 
 
 def test_cpu_is_always_last_and_cuda_only_when_it_really_loads(monkeypatch) -> None:
@@ -17,7 +17,7 @@ def test_cpu_is_always_last_and_cuda_only_when_it_really_loads(monkeypatch) -> N
 def test_probe_on_this_machine_prints_nothing() -> None:
     """On a CPU machine no CUDA error spam reaches stderr; on a GPU one CUDA comes first."""
     code = (
-        "from export import select_providers, cuda_usable;"
+        "from mathsearch.runtime import select_providers, cuda_usable;"
         "p = select_providers(); print(','.join(p)); print(cuda_usable())"
     )
     result = subprocess.run(
@@ -32,6 +32,8 @@ def test_probe_on_this_machine_prints_nothing() -> None:
 def test_inference_path_never_imports_torch() -> None:
     code = (
         "import sys, mathsearch, mathsearch.indexer, mathsearch.cli.main, mathsearch.export,"
+        " mathsearch.runtime, mathsearch.runtime.bitmap_runtime, mathsearch.runtime.figure_runtime,"
+        " mathsearch.runtime.seq2seq_runtime,"
         " mathsearch.opensearch, mathsearch.stack, mathsearch.workers,"
         " mathsearch.workers.app, mathsearch.workers.tasks, mathsearch.stack.demo;"
         "print(any(m == 'torch' or m.startswith('torch.') for m in sys.modules))"

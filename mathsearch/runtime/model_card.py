@@ -26,7 +26,7 @@ field                meaning
 ===================  ===========================================================================
 
 The runtime refuses a model whose ``vocab_hash`` differs from the featuriser's
-(:class:`~mathsearch.export.errors.ModelMismatchError`).
+(:class:`~mathsearch.runtime.errors.ModelMismatchError`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from dataclasses import MISSING, asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mathsearch.export.errors import ModelCardError
+from mathsearch.runtime.errors import ModelCardError
 
 logger = logging.getLogger(__name__)
 

@@ -1,12 +1,13 @@
 """ONNX runtime of the ExpEmb seq2seq encoder: prefix tokens -> ``h_N`` (expemb seed).
 
-:class:`Seq2SeqEmbedder` has the :class:`~mathsearch.export.embedders.Embedder` interface. For every
+:class:`Seq2SeqEmbedder` has the :class:`~mathsearch.runtime.embedders.Embedder` interface. For
+every
 item it
 takes ``item["prefix"]`` (a list of tokens or one space-separated string) when present, else
 computes it from ``item["latex"]`` with :func:`mathsearch.indexer.prefix.latex_to_prefix` under the
 SymPy
 time limit (the one featurisation, docs/architecture.md, rule 2). Items become
-:class:`~mathsearch.export.embedders.EmbedRefusal` - never an exception - when:
+:class:`~mathsearch.runtime.embedders.EmbedRefusal` - never an exception - when:
 
 * SymPy cannot read the LaTeX (``sympy-unparsable``, ``timeout``, ``too-large``: the
   :class:`~mathsearch.indexer.prefix.PrefixError` reason) or there is neither ``prefix`` nor
@@ -17,7 +18,7 @@ time limit (the one featurisation, docs/architecture.md, rule 2). Items become
   (``out-of-vocabulary``): the encoder would read mostly ``<unk>``.
 
 The vocabulary is ``MODEL.vocab.json`` beside the model; its hash must equal the card's
-``vocab_hash`` (else :class:`~mathsearch.export.errors.ModelMismatchError`). The card's similarity
+``vocab_hash`` (else :class:`~mathsearch.runtime.errors.ModelMismatchError`). The card's similarity
 is
 ``cosine``: vectors are returned as the network gives them (float32 ``(H,)``).
 
@@ -42,9 +43,9 @@ from typing import Any
 
 import numpy as np
 
-from mathsearch.export.embedder_base import EmbedRefusal, OnnxEmbedder
-from mathsearch.export.errors import ModelCardError, ModelMismatchError
-from mathsearch.export.model_card import beside
+from mathsearch.runtime.embedder_base import EmbedRefusal, OnnxEmbedder
+from mathsearch.runtime.errors import ModelCardError, ModelMismatchError
+from mathsearch.runtime.model_card import beside
 
 logger = logging.getLogger(__name__)
 

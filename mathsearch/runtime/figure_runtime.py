@@ -5,7 +5,7 @@ or None) - :meth:`mathsearch.indexer.figures.FigureRecord.to_item`. The vocabula
 ``MODEL.vocab.json``
 beside the model featurises them (:mod:`mathsearch.indexer.figure_features`); a vocabulary whose
 hash is
-not the card's is refused with :class:`~mathsearch.export.errors.ModelMismatchError`. A figure with
+not the card's is refused with :class:`~mathsearch.runtime.errors.ModelMismatchError`. A figure with
 neither text tokens nor a readable image gets ``EmbedRefusal("empty-figure")``.
 
 Example::
@@ -23,9 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from mathsearch.export.embedder_base import EmbedRefusal, OnnxEmbedder
-from mathsearch.export.errors import ModelCardError, ModelMismatchError
-from mathsearch.export.model_card import beside
 from mathsearch.indexer.figure_features import (
     FigureFeatureError,
     FigureVocabulary,
@@ -33,6 +30,9 @@ from mathsearch.indexer.figure_features import (
     figure_text,
     load_image,
 )
+from mathsearch.runtime.embedder_base import EmbedRefusal, OnnxEmbedder
+from mathsearch.runtime.errors import ModelCardError, ModelMismatchError
+from mathsearch.runtime.model_card import beside
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ _INPUTS = ("tokens", "lengths", "images", "has_image")
 
 
 class FigureEmbedder(OnnxEmbedder):
-    """The figure encoder behind the :class:`~mathsearch.export.embedders.Embedder` interface.
+    """The figure encoder behind the :class:`~mathsearch.runtime.embedders.Embedder` interface.
 
     Raises (constructor):
         ModelCardError: no model, card or vocabulary; ModelMismatchError: the vocabulary's hash

@@ -35,18 +35,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mathsearch.indexer.settings import SettingsError, env_int
+from mathsearch.runtime.families import FAMILY_REGISTRY
 
 __all__ = [
     "CPU_MAX_GRAPHS",
     "CUDA_MAX_GRAPHS",
     "DEFAULT_MODEL_PATH",
     "DEVICES",
-    "ExportSettings",
+    "MODELS_DIR",
+    "RuntimeSettings",
     "SettingsError",
 ]
 
+
+def _shipped_models() -> Path:
+    """``export/models``, where the exporter writes the shipped models: ``mathsearch/export/models``
+    in an installed wheel, the clone's top-level ``export/models`` in a checkout."""
+    package = Path(__file__).resolve().parents[1]
+    for folder in (package / "export" / "models", package.parent / "export" / "models"):
+        if folder.is_dir():
+            return folder
+    return package / "export" / "models"
+
+
+#: Where the shipped default models live (package data of ``mathsearch.export``).
+MODELS_DIR = _shipped_models()
 #: The default model shipped with the package (trained by the project, see its card).
-DEFAULT_MODEL_PATH = Path(__file__).resolve().parent / "models" / "gcn-v7.onnx"
+DEFAULT_MODEL_PATH = MODELS_DIR / FAMILY_REGISTRY["gcn"].default_model
 DEVICES = ("auto", "cpu", "cuda")
 #: Equations per session call when ``max_graphs`` is 0 (the default), on the CPU and on CUDA.
 CPU_MAX_GRAPHS = 32
@@ -54,7 +69,7 @@ CUDA_MAX_GRAPHS = 1024
 
 
 @dataclass(frozen=True)
-class ExportSettings:
+class RuntimeSettings:
     """Runtime settings (see the module docstring for the variables and defaults)."""
 
     model: Path = field(default=DEFAULT_MODEL_PATH)
@@ -73,7 +88,7 @@ class ExportSettings:
             raise SettingsError("max_graphs must be >= 0 and max_nodes >= 1")
 
     @classmethod
-    def from_env(cls) -> ExportSettings:
+    def from_env(cls) -> RuntimeSettings:
         model = os.environ.get("MATHSEARCH_MODEL", "").strip()
         return cls(
             model=Path(model) if model else DEFAULT_MODEL_PATH,

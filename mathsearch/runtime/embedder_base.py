@@ -1,7 +1,7 @@
 """The one interface every encoder family's runtime has (:class:`Embedder`), the refusal an
 item gets instead of a vector (:class:`EmbedRefusal`), and what the ONNX runtimes share
 (:class:`OnnxEmbedder`). The registry of families and :func:`load_embedder` are in
-:mod:`mathsearch.export.embedders`; the runtimes import only this module, so the registry can
+:mod:`mathsearch.runtime.embedders`; the runtimes import only this module, so the registry can
 name them without a circle. Nothing here imports torch.
 """
 
@@ -16,8 +16,8 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
-from mathsearch.export.errors import ModelCardError
-from mathsearch.export.model_card import ModelCard, load_card
+from mathsearch.runtime.errors import ModelCardError
+from mathsearch.runtime.model_card import ModelCard, load_card
 
 _log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ class OnnxEmbedder:
             )
 
     def _open_session(self, device: str | None, threads: int | None) -> None:
-        from mathsearch.export.runtime import open_session
+        from mathsearch.runtime.gcn_session import open_session
 
         self.session = open_session(self.path, device=device or "auto", threads=threads or 0)
 

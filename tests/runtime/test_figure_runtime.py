@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mathsearch.export.embedders import EmbedRefusal, load_embedder
 from mathsearch.indexer.figures import FigureRecord, extract_figures
+from mathsearch.runtime.embedders import EmbedRefusal, load_embedder
 
 FIGURES = Path(__file__).resolve().parents[1] / "resources" / "indexer" / "figures"
 

@@ -1,4 +1,5 @@
-"""mathsearch.export.runtime.Encoder and `mathsearch export`: a trained checkpoint end to end,
+"""mathsearch.runtime.gcn_session.GcnSession and `mathsearch export`: a trained checkpoint end to
+end,
 torch-free."""
 
 from __future__ import annotations
@@ -20,16 +21,16 @@ from mathsearch.encoders.gcn import GCNConfig
 from mathsearch.encoders.training import TrainConfig, train
 from mathsearch.export.errors import ExportError, ModelCardError, ModelMismatchError
 from mathsearch.export.export_model import export_checkpoint
-from mathsearch.export.model_card import load_card
-from mathsearch.export.runtime import Encoder
-from mathsearch.export.settings import (
-    CPU_MAX_GRAPHS,
-    DEFAULT_MODEL_PATH,
-    ExportSettings,
-    SettingsError,
-)
 from mathsearch.indexer.hepth import bundled_sample_lines, iter_hepth
 from mathsearch.indexer.vocabulary import default_vocabulary
+from mathsearch.runtime.gcn_session import GcnSession
+from mathsearch.runtime.model_card import load_card
+from mathsearch.runtime.settings import (
+    CPU_MAX_GRAPHS,
+    DEFAULT_MODEL_PATH,
+    RuntimeSettings,
+    SettingsError,
+)
 from tests.export.conftest import PARITY_FILE, real_graphs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,7 +88,7 @@ def test_card_describes_the_model(model_path: Path) -> None:
 
 def test_encode_shapes_order_and_chunking(model_path: Path) -> None:
     graphs = list(real_graphs()[:60])
-    encoder = Encoder(model_path, device="cpu")
+    encoder = GcnSession(model_path, device="cpu")
     assert encoder.dim == 64 and encoder.providers == ["CPUExecutionProvider"]
     full = encoder.encode(graphs)
     # the CPU default: calls of CPU_MAX_GRAPHS equations (the node states stay in the cache)
@@ -95,10 +96,12 @@ def test_encode_shapes_order_and_chunking(model_path: Path) -> None:
     assert [stop - start for start, stop in encoder.chunks(graphs)] == [32, 28]
     assert full.shape == (60, 64) and full.dtype == np.float32
     assert np.linalg.norm(full, axis=1).min() > 0
-    small = Encoder(model_path, device="cpu", settings=ExportSettings(max_graphs=7, max_nodes=400))
+    small = GcnSession(
+        model_path, device="cpu", settings=RuntimeSettings(max_graphs=7, max_nodes=400)
+    )
     assert len(list(small.chunks(graphs))) > 60 // 7
     assert np.abs(small.encode(graphs) - full).max() <= 1e-5
-    whole = Encoder(model_path, device="cpu", settings=ExportSettings(max_graphs=1024))
+    whole = GcnSession(model_path, device="cpu", settings=RuntimeSettings(max_graphs=1024))
     assert len(list(whole.chunks(graphs))) == 1
     assert np.abs(whole.encode(graphs) - full).max() <= 1e-5
     reversed_out = encoder.encode(graphs[::-1])
@@ -108,23 +111,23 @@ def test_encode_shapes_order_and_chunking(model_path: Path) -> None:
 
 def test_refuses_another_vocabulary(model_path: Path, tmp_path: Path) -> None:
     with pytest.raises(ModelMismatchError, match="trained on vocabulary"):
-        Encoder(model_path, vocab_hash="0" * 64)
-    encoder = Encoder(model_path)
+        GcnSession(model_path, vocab_hash="0" * 64)
+    encoder = GcnSession(model_path)
     foreign = replace(real_graphs()[0], vocab_hash="1" * 64)
     with pytest.raises(ModelMismatchError, match="vocabulary"):
         encoder.encode([real_graphs()[1], foreign])
     with pytest.raises(ModelCardError, match="does not exist"):
-        Encoder(tmp_path / "missing.onnx")
+        GcnSession(tmp_path / "missing.onnx")
 
 
 def test_runtime_imports_no_torch(model_path: Path) -> None:
     code = (
         "import sys, json\n"
-        "from export import Encoder\n"
+        "from mathsearch.runtime import GcnSession\n"
         "from mathsearch.indexer.parse import Featuriser\n"
         "f = Featuriser()\n"
         "graphs = [f.parse_latex(t).graph for t in (r'\\frac{a}{b}', r'x^2+y^2', r'\\int f')]\n"
-        f"v = Encoder({str(model_path)!r}).encode(graphs)\n"
+        f"v = GcnSession({str(model_path)!r}).encode(graphs)\n"
         "print(json.dumps({'shape': list(v.shape), 'torch': 'torch' in sys.modules}))\n"
     )
     out = subprocess.run(
@@ -137,20 +140,20 @@ def test_settings_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MATHSEARCH_MODEL", "/models/x.onnx")
     monkeypatch.setenv("MATHSEARCH_EMBED_THREADS", "3")
     monkeypatch.setenv("MATHSEARCH_EMBED_DEVICE", "CPU")
-    settings = ExportSettings.from_env()
+    settings = RuntimeSettings.from_env()
     assert (settings.model, settings.threads, settings.device) == (Path("/models/x.onnx"), 3, "cpu")
     assert settings.query_threads == 1  # the query encoder's own default
     monkeypatch.setenv("MATHSEARCH_QUERY_THREADS", "2")
-    assert ExportSettings.from_env().query_threads == 2
-    assert ExportSettings.from_env().max_graphs == 0  # by device
+    assert RuntimeSettings.from_env().query_threads == 2
+    assert RuntimeSettings.from_env().max_graphs == 0  # by device
     monkeypatch.setenv("MATHSEARCH_EMBED_MAX_GRAPHS", "-1")
     with pytest.raises(SettingsError, match="MATHSEARCH_EMBED_MAX_GRAPHS"):
-        ExportSettings.from_env()
+        RuntimeSettings.from_env()
     monkeypatch.setenv("MATHSEARCH_EMBED_MAX_GRAPHS", "8")
-    assert ExportSettings.from_env().max_graphs == 8
+    assert RuntimeSettings.from_env().max_graphs == 8
     monkeypatch.setenv("MATHSEARCH_EMBED_DEVICE", "tpu")
     with pytest.raises(SettingsError, match="device"):
-        ExportSettings.from_env()
+        RuntimeSettings.from_env()
 
 
 def test_cli_export(checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -221,7 +224,7 @@ def test_shipped_default_model() -> None:
     assert card.vocab_hash == default_vocabulary().content_hash
     assert card.parity["passed"] and card.parity["equations"] >= 1000
     assert card.metrics["holdout_ranking"] > card.metrics["holdout_ranking_untrained"]
-    encoder = Encoder()
+    encoder = GcnSession()
     assert encoder.path == DEFAULT_MODEL_PATH
     vectors = encoder.encode(list(real_graphs()[:8]))
     assert vectors.shape == (8, card.embedding_dim)
@@ -241,8 +244,8 @@ def test_int8_variant(model_path: Path) -> None:
     assert card.precision == "int8" and card.vector_field == "vec_gcn_v7_int8"
     assert load_card(path) == card and card.parity["max_abs_diff"] == diff > 0
     assert card.parity["products"] == 4 and card.parity["min_cosine"] > 0.99
-    vectors = Encoder(path).encode(graphs)
-    reference = Encoder(model_path).encode(graphs)
+    vectors = GcnSession(path).encode(graphs)
+    reference = GcnSession(model_path).encode(graphs)
     assert vectors.shape == reference.shape
     # it scores pairs like the float32 model: the inner products of the two correlate closely
     scores = (vectors @ vectors.T).ravel()

@@ -2,7 +2,7 @@
 
 Each family (``gcn`` graph CNN, ``bitmap`` CNN over rendered equations, ``seq2seq`` ExpEmb
 encoder, ``figure`` caption + image encoder) exports an ONNX model with a card
-(:mod:`mathsearch.export.model_card`) whose ``family`` names it. :func:`load_embedder` reads the
+(:mod:`mathsearch.runtime.model_card`) whose ``family`` names it. :func:`load_embedder` reads the
 card and
 builds that family's runtime, so workers, query featurisation and benchmarks handle every family
 the same way::
@@ -18,7 +18,8 @@ graph, the LaTeX to render, the SymPy prefix tokens) and refuses, item by item, 
 (docs/architecture.md, rule 3: errors are data) - an equation SymPy cannot read has no ``seq2seq``
 vector but keeps its others.
 
-Nothing here imports torch. Families are imported lazily from :data:`FAMILY_RUNTIMES`.
+Nothing here imports torch. Runtimes are imported lazily, as
+:data:`~mathsearch.runtime.families.FAMILY_REGISTRY` names them.
 """
 
 from __future__ import annotations
@@ -31,20 +32,18 @@ from pathlib import Path
 from typing import Any
 
 from mathsearch.core.paths import ARCHIVED_MODELS
-from mathsearch.export.embedder_base import Embedder, EmbedRefusal, OnnxEmbedder
-from mathsearch.export.errors import ModelCardError
-from mathsearch.export.families import FAMILY_REGISTRY
-from mathsearch.export.gcn_runtime import GcnEmbedder
-from mathsearch.export.model_card import ModelCard, load_card
-from mathsearch.export.settings import DEFAULT_MODEL_PATH
+from mathsearch.runtime.embedder_base import Embedder, EmbedRefusal, OnnxEmbedder
+from mathsearch.runtime.errors import ModelCardError
+from mathsearch.runtime.families import FAMILY_REGISTRY
+from mathsearch.runtime.gcn_runtime import GcnEmbedder
+from mathsearch.runtime.model_card import ModelCard, load_card
+from mathsearch.runtime.settings import MODELS_DIR
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "ARCHIVE_DIR",
-    "DEFAULT_VERSIONS",
     "FAMILIES",
-    "FAMILY_RUNTIMES",
     "MODELS_DIR",
     "EmbedRefusal",
     "Embedder",
@@ -59,41 +58,32 @@ __all__ = [
     "shipped_or_path",
 ]
 
-#: Where the shipped default models live.
-MODELS_DIR = DEFAULT_MODEL_PATH.parent
 #: Where a checkout keeps the superseded models, out of the wheel (models/README.md).
 ARCHIVE_DIR = ARCHIVED_MODELS
 
-#: The shipped default version of a family other than gcn, where it is not 1.
-DEFAULT_VERSIONS: dict[str, int] = {"seq2seq": 2}
-
-#: Family -> ``module:Class`` of its runtime (from :data:`~mathsearch.export.families.
-#: FAMILY_REGISTRY`, the one registry of the families).
-FAMILY_RUNTIMES: dict[str, str] = {name: f.runtime for name, f in FAMILY_REGISTRY.items()}
-FAMILIES = tuple(FAMILY_RUNTIMES)
+#: The families' names, from :data:`~mathsearch.runtime.families.FAMILY_REGISTRY`.
+FAMILIES = tuple(FAMILY_REGISTRY)
 
 
 def default_model_path(family: str) -> Path:
     """The model a family uses when none is named: ``MATHSEARCH_MODEL_<FAMILY>`` if set
-    (``MATHSEARCH_MODEL`` for ``gcn``, as before), else the shipped default: for ``gcn``
-    :data:`~mathsearch.export.settings.DEFAULT_MODEL_PATH` (``gcn-v7.onnx``),
-    ``<family>-v<N>.onnx`` for the others (:data:`DEFAULT_VERSIONS`: ``seq2seq-v2.onnx``; ``-v1``
-    for bitmap and figure). The superseded models (gcn-v1 to gcn-v6, gcn-v11, seq2seq-v1) are not
+    (``MATHSEARCH_MODEL`` for ``gcn``, as before), else the shipped default,
+    ``<family>-v<N>.onnx`` with the registry's ``default_version`` (``gcn-v7.onnx``,
+    ``seq2seq-v2.onnx``, ``bitmap-v1.onnx``, ``figure-v1.onnx``). The superseded models (gcn-v1 to
+    gcn-v6, gcn-v11, seq2seq-v1) are not
     in the wheel: a checkout keeps them in ``models/`` (:data:`ARCHIVE_DIR`, models/README.md),
     loadable by path or by file name (:func:`shipped_or_path`).
 
     Raises:
         ModelCardError: an unknown family.
     """
-    if family not in FAMILY_RUNTIMES:
+    if family not in FAMILY_REGISTRY:
         raise ModelCardError(f"unknown encoder family {family!r}; known: {', '.join(FAMILIES)}")
     variable = "MATHSEARCH_MODEL" if family == "gcn" else f"MATHSEARCH_MODEL_{family.upper()}"
     configured = os.environ.get(variable, "").strip()
     if configured:
         return Path(configured)
-    if family == "gcn":
-        return DEFAULT_MODEL_PATH
-    return MODELS_DIR / f"{family}-v{DEFAULT_VERSIONS.get(family, 1)}.onnx"
+    return MODELS_DIR / FAMILY_REGISTRY[family].default_model
 
 
 def shipped_or_path(name: str) -> str:
@@ -129,7 +119,7 @@ def parse_encoders(spec: str | Sequence[str]) -> list[str]:
         name = raw.strip()
         if not name:
             continue
-        if name not in FAMILY_RUNTIMES and not name.endswith(".onnx"):
+        if name not in FAMILY_REGISTRY and not name.endswith(".onnx"):
             raise ModelCardError(
                 f"unknown encoder {name!r}: use a family ({', '.join(FAMILIES)}) or a .onnx path"
             )
@@ -148,11 +138,11 @@ def encoder_card(name: str | os.PathLike[str], *, verify_sha256: bool = True) ->
         ModelCardError: an unknown name, no such model, or no readable card.
     """
     name = os.fspath(name)
-    if name not in FAMILY_RUNTIMES and not name.endswith(".onnx"):
+    if name not in FAMILY_REGISTRY and not name.endswith(".onnx"):
         raise ModelCardError(
             f"unknown encoder {name!r}: use a family ({', '.join(FAMILIES)}) or a .onnx path"
         )
-    path = default_model_path(name) if name in FAMILY_RUNTIMES else Path(shipped_or_path(name))
+    path = default_model_path(name) if name in FAMILY_REGISTRY else Path(shipped_or_path(name))
     if not path.is_file():
         raise ModelCardError(f"encoder {name!r}: model {path} does not exist")
     return load_card(path, verify_sha256=verify_sha256)
@@ -201,11 +191,11 @@ def load_embedder(
         ModelMismatchError: the model does not fit this featurisation (see the family).
     """
     name = os.fspath(model)
-    path = default_model_path(name) if name in FAMILY_RUNTIMES else Path(shipped_or_path(name))
+    path = default_model_path(name) if name in FAMILY_REGISTRY else Path(shipped_or_path(name))
     if not path.is_file():
         raise ModelCardError(f"model {path} does not exist")
     family = load_card(path).family
-    target = FAMILY_RUNTIMES.get(family)
+    target = FAMILY_REGISTRY[family].runtime_target if family in FAMILY_REGISTRY else None
     if target is None:
         raise ModelCardError(f"{path.name}: family {family!r} has no runtime")
     module_name, class_name = target.split(":")
@@ -219,7 +209,8 @@ def as_embedder(model: Any = None, *, family: str = "gcn", threads: int | None =
     * ``None``: ``family``'s default model (:func:`default_model_path`);
     * a family name or an ``.onnx`` path: :func:`load_embedder` (with ``threads`` intra-op
       threads; None: the settings' ``threads``);
-    * a loaded :class:`~mathsearch.export.runtime.Encoder` (the graph CNN's session): wrapped,
+    * a loaded :class:`~mathsearch.runtime.gcn_session.GcnSession` (the graph CNN's session):
+    wrapped,
       its session shared;
     * an :class:`Embedder`: itself.
 
@@ -230,9 +221,9 @@ def as_embedder(model: Any = None, *, family: str = "gcn", threads: int | None =
         return load_embedder(family, threads=threads)
     if isinstance(model, (str, os.PathLike)):
         return load_embedder(model, threads=threads)
-    from mathsearch.export.runtime import Encoder
+    from mathsearch.runtime.gcn_session import GcnSession
 
-    if isinstance(model, Encoder):
+    if isinstance(model, GcnSession):
         return GcnEmbedder(encoder=model)
     if isinstance(model, Embedder):
         return model

@@ -11,11 +11,11 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from mathsearch.export.batch_norm_folding import affine_from_batch_norm, fold_batch_norm
-from mathsearch.export.graph_batch import pack_graphs
-from mathsearch.export.providers import CPU, CUDA
-from mathsearch.export.runtime import session_source
-from mathsearch.export.settings import DEFAULT_MODEL_PATH
+from mathsearch.runtime.batch_norm_folding import affine_from_batch_norm, fold_batch_norm
+from mathsearch.runtime.gcn_session import session_source
+from mathsearch.runtime.graph_batch import pack_graphs
+from mathsearch.runtime.providers import CPU, CUDA
+from mathsearch.runtime.settings import DEFAULT_MODEL_PATH
 from tests.export.conftest import real_graphs
 
 MODELS = DEFAULT_MODEL_PATH.parent

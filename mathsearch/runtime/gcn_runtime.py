@@ -1,5 +1,6 @@
-"""The graph CNN's runtime behind the :class:`~mathsearch.export.embedder_base.Embedder`
-interface (:class:`GcnEmbedder`, over :class:`mathsearch.export.runtime.Encoder`). No torch."""
+"""The graph CNN's runtime behind the :class:`~mathsearch.runtime.embedder_base.Embedder`
+interface (:class:`GcnEmbedder`, over :class:`mathsearch.runtime.gcn_session.GcnSession`). No
+torch."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from mathsearch.export.embedder_base import EmbedRefusal, OnnxEmbedder
+from mathsearch.runtime.embedder_base import EmbedRefusal, OnnxEmbedder
 
 logger = logging.getLogger(__name__)
 
@@ -18,13 +19,15 @@ __all__ = ["GcnEmbedder"]
 
 
 class GcnEmbedder(OnnxEmbedder):
-    """The graph CNN (:class:`mathsearch.export.runtime.Encoder`) behind the :class:`Embedder`
+    """The graph CNN (:class:`mathsearch.runtime.gcn_session.GcnSession`) behind the
+    :class:`Embedder`
     interface: items carry ``graph``, an
     :class:`~mathsearch.indexer.mathml_graph.EquationGraph` or its JSON dict.
 
     Args:
         path: the ``.onnx`` file (its card beside it); or
-        encoder: an :class:`~mathsearch.export.runtime.Encoder` already loaded (its session is
+        encoder: an :class:`~mathsearch.runtime.gcn_session.GcnSession` already loaded (its session
+        is
             shared, not opened again).
     """
 
@@ -37,10 +40,10 @@ class GcnEmbedder(OnnxEmbedder):
         settings: Any = None,
         encoder: Any = None,
     ) -> None:
-        from mathsearch.export.runtime import Encoder
+        from mathsearch.runtime.gcn_session import GcnSession
 
         if encoder is None:
-            encoder = Encoder(path, device=device, threads=threads, settings=settings)
+            encoder = GcnSession(path, device=device, threads=threads, settings=settings)
         self.encoder = encoder
         self.path = self.encoder.path
         self.card = self.encoder.card
