@@ -45,10 +45,20 @@ from mathsearch.indexer.mathml_graph import EquationGraph, build_graph
 from mathsearch.indexer.mathml_reader import parse_mathml
 from mathsearch.indexer.mathml_tree import MathNode, to_mathml
 from mathsearch.indexer.parse import Featuriser, ParsedEquation
+from mathsearch.indexer.query_variables import (
+    QVAR_TAG,
+    Pattern,
+    QueryVariableError,
+    find_variables,
+    has_variables,
+    parse_pattern,
+    to_qvar_syntax,
+)
 from mathsearch.indexer.records import EquationRecord, Failure, make_eq_id
 from mathsearch.indexer.report import CoverageReport
 from mathsearch.indexer.settings import IndexerSettings
 from mathsearch.indexer.tex_source import iter_tex
+from mathsearch.indexer.unify import Match, equal_trees, match, subtree_latex, unify
 from mathsearch.indexer.vocabulary import Vocabulary, default_vocabulary
 
 _LAZY = {
@@ -80,6 +90,7 @@ __getattr__ = lazy_exports(__name__, _LAZY)
 __all__ = [
     "FORMATS",
     "FORMAT_REGISTRY",
+    "QVAR_TAG",
     "CanonicalFormError",
     "Conversion",
     "ConversionError",
@@ -97,11 +108,14 @@ __all__ = [
     "IndexerSettings",
     "KatexBatchConverter",
     "LimitExceeded",
+    "Match",
     "MathMLError",
     "MathNode",
     "ParsedEquation",
+    "Pattern",
     "PrefixError",
     "PythonConverter",
+    "QueryVariableError",
     "RenderError",
     "SourceFormat",
     "UnknownFormat",
@@ -114,12 +128,15 @@ __all__ = [
     "centre_crop",
     "collect_macros",
     "default_vocabulary",
+    "equal_trees",
     "expand_macros",
     "extract",
     "extract_figures",
     "featurise_figures",
     "find_display_math",
+    "find_variables",
     "guess_format",
+    "has_variables",
     "iter_hepth",
     "iter_jats",
     "iter_jsonl",
@@ -130,19 +147,24 @@ __all__ = [
     "load_image",
     "make_converter",
     "make_eq_id",
+    "match",
     "math_tokens",
     "parse_mathml",
+    "parse_pattern",
     "rake_keywords",
     "read_records",
     "register_format",
     "render_batch",
     "render_bitmap",
     "split_classes",
+    "subtree_latex",
     "symbol_keywords",
     "symbols",
     "to_mathml",
+    "to_qvar_syntax",
     "tree_to_prefix",
     "truth_table",
+    "unify",
     "write_class_split",
     "write_jsonl",
 ]

@@ -54,6 +54,7 @@ _LAZY = {
     "MathMLRenderer": "mathsearch.opensearch.mathml_display",
     "TokenStats": "mathsearch.opensearch.token_stats",
     "Searcher": "mathsearch.opensearch.searcher",
+    "wildcard_search": "mathsearch.opensearch.wildcard_search",
     "ReadCache": "mathsearch.opensearch.read_cache",
     "SearchProfile": "mathsearch.opensearch.search_profile",
     "rescore_window": "mathsearch.opensearch.window_rescore",
@@ -166,4 +167,5 @@ __all__ = [
     "set_default_vector_field",
     "vector_fields",
     "vector_update_actions",
+    "wildcard_search",
 ]

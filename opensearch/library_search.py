@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from mathsearch.core.errors import MappingError, QueryError
+from mathsearch.indexer.query_variables import has_variables
 from mathsearch.opensearch.enrichment import MATH_FIELD, index_properties
 from mathsearch.opensearch.fusion import Combination, Normalization, fuse, rrf
 from mathsearch.opensearch.query_encoder import QueryFeatures
@@ -52,6 +53,7 @@ __all__ = [
     "LibraryResponse",
     "MatchedEquation",
     "describe_library",
+    "formula_features",
     "is_library_index",
     "library_mode",
     "math_query",
@@ -269,6 +271,20 @@ def _knn_clause(
     return {"knn": {field_name: knn}}
 
 
+def formula_features(latex: str, encoder: Any, *, embed: bool = True) -> QueryFeatures:
+    """The formula featurised by ``encoder``; a pattern with query variables as a wildcard
+    search's first stage sees it (its neutral form embedded, its structure tokens)."""
+    if not has_variables(latex):
+        return encoder.features(latex, embed=embed)  # type: ignore[no-any-return]
+    from mathsearch.indexer.parse import Featuriser
+    from mathsearch.opensearch.wildcard_search import wildcard_pattern
+
+    with Featuriser() as featuriser:
+        pattern = wildcard_pattern(latex, featuriser)
+    features: QueryFeatures = encoder.features(pattern.neutral_latex, embed=embed)
+    return features._replace(tokens=list(pattern.structure_tokens))
+
+
 def math_query(
     latex: str = "",
     *,
@@ -309,9 +325,14 @@ def math_query(
     Returns:
         ``{"bool": {"should": [match, knn], "minimum_should_match": 1}}``.
 
+    A formula with query variables (``?x``, ``\\qvar{x}``) gives the clause of a wildcard
+    search's first stage: BM25 over the tokens without a variable, the kNN of the pattern with
+    its variables made neutral (recall); the structural check and the bindings are the
+    searcher's (:mod:`mathsearch.opensearch.wildcard_search`).
+
     Raises:
         QueryError: the formula has no math tokens, or (with ``vector``) the encoder gave no
-            vector.
+            vector, or its query variables are malformed.
 
     >>> f = QueryFeatures(["mi:x", "mo:="], [0.6, 0.8], "vec_gcn_v7")
     >>> math_query(features=f, k=5)["bool"]["should"][1]
@@ -327,7 +348,7 @@ def math_query(
             from mathsearch.opensearch.query_encoder import ModelQueryEncoder
 
             encoder = ModelQueryEncoder()
-        features = encoder.features(latex, embed=vector)
+        features = formula_features(latex, encoder, embed=vector)
     if not features.tokens:
         raise QueryError("the formula has no math tokens")
     should = [_bm25_clause(features.tokens, bm25_boost)]
@@ -408,7 +429,7 @@ def search_library(
         from mathsearch.opensearch.query_encoder import ModelQueryEncoder
 
         encoder = ModelQueryEncoder(_model_of(library.model_field) if wants_vector else None)
-    features: QueryFeatures = encoder.features(latex, embed=wants_vector)
+    features: QueryFeatures = formula_features(latex, encoder, embed=wants_vector)
     if not features.tokens:
         raise QueryError("the formula has no math tokens")
     if wants_vector and features.vector is None:

@@ -74,6 +74,10 @@ class Hit:
     matched_tokens: list[str] = field(default_factory=list)
     highlight: str = ""
     explanation: ScoreBreakdown | None = None
+    #: a wildcard search's structural match (``exact``, ``contained``, ``partial``, ``none``)
+    match: str | None = None
+    #: a wildcard search's bindings: variable name -> the LaTeX of the sub-expression it binds
+    bindings: dict[str, str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -81,6 +85,8 @@ class Hit:
             del data["explanation"]
         else:
             _compact(data["explanation"])
+        if self.match is None:
+            del data["match"], data["bindings"]
         if not self.mathml:
             del data["mathml"]
         return data

@@ -51,6 +51,8 @@ from typing import Any
 from opensearchpy import OpenSearch
 
 from mathsearch.core.errors import MappingError, QueryError, UnknownEquationError
+from mathsearch.indexer.parse import Featuriser
+from mathsearch.indexer.query_variables import has_variables
 from mathsearch.opensearch import queries
 from mathsearch.opensearch.cluster_capabilities import ClusterCapabilities
 from mathsearch.opensearch.mathml_display import MathMLRenderer
@@ -79,6 +81,7 @@ from mathsearch.opensearch.stored_vectors import VectorStorage
 from mathsearch.opensearch.token_stats import TokenStats
 from mathsearch.opensearch.vector_fields import field_storages
 from mathsearch.opensearch.vector_plan import VectorPlan, plan_vectors, requested_fields
+from mathsearch.opensearch.wildcard_search import TreeCache, wildcard_search
 from mathsearch.opensearch.window_rerank import (
     RerankVectors,
     rerank_fused,
@@ -130,8 +133,17 @@ class Searcher(SearchCalls):
         self.read_cache: ReadCache | None = None
         self._rerank_vectors: RerankVectors | None = None
         self._storages: dict[str, VectorStorage] | None = None
+        self._pattern_featuriser: Featuriser | None = None
+        #: converted trees of wildcard searches' candidates (:mod:`.wildcard_search`)
+        self.tree_cache = TreeCache()
 
     # -- public -------------------------------------------------------------------------------
+
+    def pattern_featuriser(self) -> Featuriser:
+        """The featurisation of wildcard patterns and their candidates (made on first use)."""
+        if self._pattern_featuriser is None:
+            self._pattern_featuriser = Featuriser()
+        return self._pattern_featuriser
 
     @property
     def rerank_vectors(self) -> RerankVectors:
@@ -141,8 +153,12 @@ class Searcher(SearchCalls):
             self._rerank_vectors = RerankVectors()
         return self._rerank_vectors
 
-    def search(self, request: SearchRequest) -> SearchResponse:
-        """Run one search; see the module docstring.
+    def search(
+        self, request: SearchRequest, *, tokens: Sequence[str] | None = None
+    ) -> SearchResponse:
+        """Run one search; see the module docstring. A query with variables (``?x``,
+        ``\\qvar{x}``) is a wildcard search (:mod:`mathsearch.opensearch.wildcard_search`);
+        ``tokens`` replaces the query's own math tokens on the BM25 side (its first stage).
 
         Raises:
             QueryError: bad parameters, an unreadable query, a vector field the index lacks or
@@ -151,12 +167,14 @@ class Searcher(SearchCalls):
             ClusterUnavailableError: the cluster does not answer.
         """
         request.validate()
+        if tokens is None and has_variables(request.latex):
+            return wildcard_search(self, request)
         started = time.perf_counter()
         for name in request.rerank if request.reranks else ():
             self.rerank_vectors.field_of(name)  # an unknown encoder: its own clear error first
         features = self._features(request) if request.latex.strip() else None
         featurised = time.perf_counter()
-        tokens = features.tokens if features else []
+        tokens = list(tokens) if tokens is not None else (features.tokens if features else [])
         if MODES[request.mode].uses_bm25 and tokens and (request.max_df or request.max_terms):
             tokens = self.call(
                 lambda: self.token_stats.select(

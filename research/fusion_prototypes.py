@@ -59,11 +59,8 @@ from scipy import sparse
 
 from mathsearch.evaluation.held_out import validation_papers
 from mathsearch.evaluation.ir_metrics import Evaluation, evaluate
-from mathsearch.evaluation.relevance_sets import (
-    RelevanceSet,
-    build_relevance,
-    featuriser_filter,
-)
+from mathsearch.evaluation.relevance_sets import RelevanceSet, featuriser_filter
+from mathsearch.evaluation.relevance_tasks import build_relevance
 from mathsearch.evaluation.trec_files import Run, Topic
 from mathsearch.indexer.parse import Featuriser, ParsedEquation
 from mathsearch.runtime.gcn_session import GcnSession

@@ -18,7 +18,15 @@ The parts:
   ones,
   sequential, end to end and cluster-side, with the server's ``took``; ``fusion`` and ``rrf``
   fuse on the cluster, ``fusion-client`` and ``rrf-client`` in the client;
-* the report (:mod:`mathsearch.bench.query_report`).
+* the report (:mod:`mathsearch.bench.query_report`);
+* with ``wildcards`` (``--wildcards N``), a ``wildcard`` row: patterns with query variables
+  (``?x``) made from the pool's queries by the generator of ``eval retrieval --task wildcard``
+  (:func:`mathsearch.evaluation.wildcard_topics.make_patterns`; drawn from the pool's end, which
+  the other rows reach last), searched as ``rrf-client`` (always a row of such a run) is: the
+  same searcher, so each is a wildcard search, the first stage on the pattern made neutral and
+  the structural check over its window. The report gives its p50 / p99 and its p50 over
+  rrf-client's (end to end and cluster side), against the issue's goal (:data:`WILDCARD_GOAL`:
+  at most 2x at 100k).
 
 ``max_df`` and ``max_terms`` (the default search profile's unless given) are passed to every
 :class:`~mathsearch.opensearch.searcher.SearchRequest`: query tokens that occur in more than
@@ -42,7 +50,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -55,6 +63,7 @@ from mathsearch.bench.corpus import (
     default_query_sources,
     default_sources,
     load_corpus,
+    progress_bar,
     read_topics,
 )
 from mathsearch.bench.query_index import (
@@ -73,8 +82,11 @@ from mathsearch.bench.timing import (
     Variant,
     interleave,
     latency_summary,
+    percentile,
     query_features,
     time_modes,
+    timing_row,
+    variant_of,
 )
 from mathsearch.core.errors import MathsearchOpenSearchError
 from mathsearch.opensearch.modes import MODES as SEARCH_MODES
@@ -94,9 +106,12 @@ __all__ = [
     "GOAL_MODES",
     "GOAL_P50_MS",
     "GOAL_P99_MS",
+    "WILDCARD_GOAL",
+    "WILDCARD_ROW",
     "bench_query",
     "goal_check",
     "goal_modes",
+    "wildcard_ratio",
     "with_rerank_rows",
 ]
 
@@ -112,6 +127,10 @@ FIRST_STAGE_GOAL = {"mode": "rrf-client", "ratio_p50": 2.0, "p99_ms": 40.0}
 #: The issue's goal at 1M equations for the hybrid modes.
 GOAL_P50_MS = 15.0
 GOAL_P99_MS = 50.0
+#: The wildcard row (issue 75): searched as this mode, its end-to-end p50 within this ratio of
+#: the mode's plain p50 in the same run.
+WILDCARD_ROW = "wildcard"
+WILDCARD_GOAL = {"mode": "rrf-client", "ratio_p50": 2.0}
 
 
 def goal_modes(
@@ -186,6 +205,28 @@ def knn_ratios(modes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def wildcard_ratio(modes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The wildcard row's p50 and p99 against the plain :data:`WILDCARD_GOAL` mode's (end to
+    end and cluster side, the same run) and the verdict on the goal; {} without both rows."""
+    rows = {row["mode"]: row for row in modes}
+    wild, plain = rows.get(WILDCARD_ROW), rows.get(WILDCARD_GOAL["mode"])
+    if wild is None or plain is None:
+        return {}
+    out: dict[str, Any] = {"against": plain["mode"], "goal_ratio_p50": WILDCARD_GOAL["ratio_p50"]}
+    for side in ("end_to_end", "cluster"):
+        base, stats = plain.get(side) or {}, wild.get(side) or {}
+        if not (base.get("n") and stats.get("n") and base.get("p50")):
+            out[side] = None
+            continue
+        out[side] = {
+            "p50": stats["p50"], "p99": stats["p99"], "plain_p50": base["p50"],
+            "plain_p99": base["p99"], "ratio_p50": round(stats["p50"] / base["p50"], 2),
+        }  # fmt: skip
+    e2e = out["end_to_end"]
+    out["met"] = bool(e2e and e2e["ratio_p50"] <= WILDCARD_GOAL["ratio_p50"])
+    return out
+
+
 def _environment(client: Any, settings: Any) -> dict[str, Any]:
     info = client.info()
     nodes = client.nodes.stats(metric="jvm")["nodes"]
@@ -241,15 +282,23 @@ def bench_query(
     rerank: Sequence[str] = (),
     rerank_window: int = 50,
     held_out: int = HELD_OUT,
+    wildcards: int = 0,
 ) -> dict[str, Any]:
     """Run the benchmark (module docstring); a JSON-able report. ``rerank`` encoders add a
     ``<mode>+rerank`` row after each hybrid mode of ``modes``: the same search with the second
     stage (:mod:`mathsearch.opensearch.window_rerank`) over its top ``rerank_window``.
+    ``wildcards`` (> 0) adds the ``wildcard`` row of that many timed patterns (and the plain
+    row it is measured against, when ``modes`` lacks it).
 
     The indexes hold what ``mathsearch index`` writes by default: the default model's kNN
     field and the default profile's rerank encoders (with ``rerank``'s) as exact-only fields
     (``MATHSEARCH_RERANK_STORAGE``), so that the ``default`` row is what a user gets."""
     _check_arguments(modes, replica_vectors)
+    if wildcards < 0:
+        raise ValueError(f"wildcards must be >= 0, not {wildcards}")
+    added = wildcards > 0 and WILDCARD_GOAL["mode"] not in modes
+    if added:
+        modes = [*modes, str(WILDCARD_GOAL["mode"])]
     modes = with_rerank_rows(modes, rerank)
     environment = _environment(client, settings)
     models = _load_models(rerank)
@@ -263,12 +312,20 @@ def bench_query(
     )
     extra_s = add_field_vectors(corpus, models.extra, progress=progress)
     pool = _query_pool(corpus, query_sources, models.second)
+    wild = _wildcard_pool(pool, wildcards + warmup + wildcards) if wildcards else None
     timing = _Timing(
         modes=modes, k=k, count=queries, warmup=warmup, max_df=max_df,
         max_terms=max_terms, depth=depth, rerank=rerank, rerank_window=rerank_window,
         progress=progress,
     )  # fmt: skip
     report = _report_head(environment, models, corpus, pool, extra_s=extra_s, timing=timing)
+    if wild is not None:
+        report["wildcards"] = {**wild.info, "timed": wildcards, "mode": WILDCARD_GOAL["mode"]}
+        if added:
+            report["notes"].append(
+                f"{WILDCARD_GOAL['mode']} was added to the modes: the wildcard row is measured "
+                "against it"
+            )
     for size in sizes:
         built = _size_index(
             client, settings, corpus, size, models, replica_vectors=replica_vectors,
@@ -276,8 +333,15 @@ def bench_query(
         )  # fmt: skip
         alias = bench_alias(settings.index_prefix, size)
         rows = _time_size(client, alias, pool, timing)
+        if wild is not None:
+            rows.append(
+                _time_wildcards(client, alias, pool, wild, replace(timing, count=wildcards))
+            )
         entry = _size_entry(size, built, rows)
         report["notes"].extend(_size_notes(size, built, rows))
+        if wild is not None:
+            entry["wildcard"] = wildcard_ratio(rows)
+            report["notes"].append(_wildcard_note(size, entry["wildcard"]))
         report["sizes"].append(entry)
         if not keep:
             drop_bench_index(client, alias, settings.index_prefix)
@@ -309,6 +373,15 @@ class _QueryPool:
     features: dict[str, Any]
     pool: list[BenchQuery]
     features_ms: list[float]
+
+
+@dataclass
+class _WildcardPool:
+    """Patterns made from the pool's queries, their first stage's features, what was made."""
+
+    pool: list[BenchQuery]
+    features: dict[str, Any]
+    info: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -376,6 +449,139 @@ def _query_pool(
         model_encoder, topics, topics_ok, failed_t["topic"], held, held_ok, failed_h["held"],
         features, pool, feature_ms + held_ms,
     )  # fmt: skip
+
+
+def _wildcard_pool(pool: _QueryPool, count: int, seed: int = 0) -> _WildcardPool:
+    """``count`` patterns (fewer when the pool gives fewer) made from the pool's queries, last
+    first (the other rows draw from its start), with the features of their neutral LaTeX (what
+    the cluster-side searcher's precomputed encoder is asked).
+
+    Raises:
+        MathsearchOpenSearchError: no pattern could be made or featurised.
+    """
+    from collections import Counter
+
+    from mathsearch.evaluation.wildcard_topics import make_patterns
+    from mathsearch.indexer.parse import Featuriser, ParsedEquation
+    from mathsearch.indexer.query_variables import has_variables
+
+    refused: Counter[str] = Counter()
+    kind = {query.latex: query.kind for query in pool.pool}
+    made: list[Any] = []
+    with Featuriser() as featuriser:
+        # last first; a topic that already has variables (NTCIR's \qvar ones) is no source
+        source = [q for q in reversed(pool.pool) if not has_variables(q.latex)]
+        for start in range(0, len(source), 256):
+            if len(made) >= count:
+                break
+            chunk = source[start : start + 256]
+            parsed = featuriser.parse_batch([_record(q) for q in chunk])
+            trees = [
+                (q.latex, p.tree)
+                for q, p in zip(chunk, parsed, strict=True)
+                if isinstance(p, ParsedEquation)
+            ]
+            found = make_patterns(trees, featuriser, count - len(made), seed=seed, refused=refused)
+            seen = {p.latex for p in made}
+            made += [p for p in found if p.latex not in seen]  # no pattern twice across chunks
+    queries = [
+        BenchQuery(f"wildcard-{i}", p.neutral_latex, kind.get(p.source, "held"))
+        for i, p in enumerate(made)
+    ]
+    ok, features, _, failed = query_features(queries, pool.model_encoder)
+    neutral = {q.latex for q in ok}
+    patterns = [
+        BenchQuery(q.name, p.latex, q.kind)
+        for q, p in zip(queries, made, strict=True)
+        if p.neutral_latex in neutral
+    ]
+    if not patterns:
+        raise MathsearchOpenSearchError("no wildcard pattern could be made from the queries")
+    if len(patterns) < count:
+        logger.warning("%d wildcard patterns of %d asked", len(patterns), count)
+    variables = [len(p.variables) for p in made]
+    info = {
+        "patterns": len(patterns),
+        "asked": count,
+        "refused": dict(sorted(refused.items())),
+        "not_featurised": sum(failed.values()),
+        "mean_variables": round(sum(variables) / len(variables), 2) if variables else None,
+        "repeated_variables": sum(1 for p in made if p.repeated),
+        "examples": [q.latex for q in patterns[:3]],
+    }
+    return _WildcardPool(patterns, features, info)
+
+
+def _record(query: BenchQuery) -> Any:
+    from mathsearch.indexer.records import EquationRecord
+
+    return EquationRecord(eq_id=query.name, doc_id="", position=0, latex=query.latex)
+
+
+def _time_wildcards(
+    client: Any, alias: str, pool: _QueryPool, wild: _WildcardPool, timing: _Timing
+) -> dict[str, Any]:
+    """The wildcard row: the patterns searched as :data:`WILDCARD_GOAL`'s mode (each a
+    wildcard search), timed as :func:`~mathsearch.bench.timing.time_modes` times a row (warm-up,
+    then cluster side with precomputed features of the neutral LaTeX, then end to end, each pass
+    with patterns no earlier pass sent), with both searchers' pattern featurisers made before
+    the clock and the p50 of each stage of the end-to-end searches (``structural``: the check)."""
+    from mathsearch.bench.timing import (
+        QueryDraw,
+        _CachedEncoder,
+        _TookClient,
+        time_searches,
+    )
+    from mathsearch.opensearch.searcher import Searcher
+
+    mode = str(WILDCARD_GOAL["mode"])
+    variant = variant_of(mode)
+
+    def make(latex: str) -> Any:
+        return variant.request(
+            latex, k=timing.k, max_df=timing.max_df, max_terms=timing.max_terms,
+            depth=timing.depth,
+        )  # fmt: skip
+
+    draw = QueryDraw(wild.pool)
+    took = _TookClient(client)
+    cluster = Searcher(took, alias, encoder=_CachedEncoder(wild.features))  # type: ignore[arg-type]
+    end_to_end = Searcher(client, alias, encoder=pool.model_encoder)
+    for searcher in (cluster, end_to_end):
+        searcher.default_field()
+        made = getattr(searcher, "pattern_featuriser", None)
+        if callable(made):
+            made()  # a converter that starts a process does so before the clock
+    total = timing.warmup + 2 * timing.count
+    with progress_bar(timing.progress, total=total, desc=f"wildcards {alias}", unit="q") as bar:
+        time_searches(cluster, None, make, [q.latex for q in draw.take(timing.warmup)], bar)
+        chosen = draw.take(timing.count)
+        side = time_searches(cluster, took, make, [q.latex for q in chosen], bar)
+        e2e = time_searches(end_to_end, None, make, [q.latex for q in draw.take(timing.count)], bar)
+    names = sorted({name for row in e2e.stages for name in row})
+    return {
+        **timing_row(WILDCARD_ROW, side, e2e, chosen, draw.repeats),
+        "searched_as": mode,
+        "wildcard_stages_ms": {
+            name: round(percentile([row.get(name, 0.0) for row in e2e.stages], 50), 2)
+            for name in names
+        },
+    }
+
+
+def _wildcard_note(size: int, verdict: Mapping[str, Any]) -> str:
+    """One line on the wildcard row against its plain mode."""
+    e2e, cluster = verdict.get("end_to_end"), verdict.get("cluster")
+    if not e2e:
+        return f"{size:,}: the wildcard row has no end-to-end timing to compare"
+    line = (
+        f"{size:,}: wildcard p50 {e2e['p50']:.1f} ms / p99 {e2e['p99']:.1f} ms end to end = "
+        f"{e2e['ratio_p50']:.2f}x {verdict['against']}'s p50 {e2e['plain_p50']:.1f} ms (goal <= "
+        f"{verdict['goal_ratio_p50']:g}x: {'met' if verdict['met'] else 'NOT met'})"
+    )
+    if cluster:
+        line += f"; cluster {cluster['ratio_p50']:.2f}x ({cluster['p50']:.1f} ms)"
+    return line
 
 
 def _report_head(

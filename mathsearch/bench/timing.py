@@ -375,6 +375,24 @@ class QueryDraw:
         return out
 
 
+def timing_row(
+    name: str, side: Any, e2e: Any, chosen: Sequence[BenchQuery], repeats: int
+) -> dict[str, Any]:
+    """One row of ``bench query``'s report: ``side`` timed by the cluster's ``took``, ``e2e``
+    end to end, over the queries ``chosen`` (their kinds), ``repeats`` drawn twice."""
+    return {
+        "mode": name,
+        "fused": "+".join(sorted(side.fused + e2e.fused)) or None,
+        "end_to_end": latency_summary(e2e.ok, e2e.wall_s),
+        "cluster": latency_summary(side.ok, side.wall_s),
+        "took": _without_qps(latency_summary(side.tooks, 0.0)),
+        "cluster_by_query_kind": _by_kind(side, [q.kind for q in chosen]),
+        "errors": side.errors + e2e.errors,
+        "mean_hits": round(side.hits / max(len(side.ok), 1), 2),
+        "repeated_queries": repeats,
+    }
+
+
 def time_modes(
     client: Any,
     alias: str,
@@ -421,18 +439,7 @@ def time_modes(
             chosen = draw.take(count)
             side = time_searches(cluster, took, make, [q.latex for q in chosen], bar)
             e2e = time_searches(end_to_end, None, make, [q.latex for q in draw.take(count)], bar)
-            fused = side.fused + e2e.fused
-            row = {
-                "mode": name,
-                "fused": "+".join(sorted(fused)) or None,
-                "end_to_end": latency_summary(e2e.ok, e2e.wall_s),
-                "cluster": latency_summary(side.ok, side.wall_s),
-                "took": _without_qps(latency_summary(side.tooks, 0.0)),
-                "cluster_by_query_kind": _by_kind(side, [q.kind for q in chosen]),
-                "errors": side.errors + e2e.errors,
-                "mean_hits": round(side.hits / max(len(side.ok), 1), 2),
-                "repeated_queries": draw.repeats - before,
-            }
+            row = timing_row(name, side, e2e, chosen, draw.repeats - before)
             stages = stage_summary(e2e.stages)
             if stages is not None:
                 row["stages_ms"] = stages

@@ -51,6 +51,8 @@ def add_bench_query(bench_cmds: Any) -> None:
               mathsearch bench query --sizes 10000 --rebuild --force-merge --no-keep
               mathsearch bench query --sizes 10000 --modes bm25,fusion-client \
                   --rerank gcn-v8.onnx,gcn-v9.onnx,gcn-v10.onnx     the second stage's cost
+              mathsearch bench query --sizes 100000 --modes knn,rrf-client --wildcards 200
+                                              wildcard patterns (?x) against plain rrf-client
             """),
         formatter_class=RAW_HELP,
     )
@@ -136,6 +138,17 @@ def add_bench_query(bench_cmds: Any) -> None:
         help="corpus equations held out of every index as queries (default %(default)s; a "
         "corpus needs more unique equations than this)",
     )
+    parser.add_argument(
+        "--wildcards",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also time N wildcard queries (a `wildcard` row): patterns with variables (?x) "
+        "made from the query pool by the generator of `eval retrieval --task wildcard`, "
+        "searched as rrf-client (added to --modes when missing) with the structural check; "
+        "the report gives p50 / p99 and the p50 ratio to plain rrf-client (goal <= 2x; "
+        "default 0: no row)",
+    )
     parser.add_argument("--report", metavar="JSON", help="also write the JSON report here")
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -163,6 +176,8 @@ def _check(args: argparse.Namespace) -> tuple[list[int], list[str]] | str:
         return f"--depth must be >= 1, not {args.depth}"
     if getattr(args, "rerank_window", 50) < 1:
         return f"--rerank-window must be >= 1, not {args.rerank_window}"
+    if getattr(args, "wildcards", 0) < 0:
+        return f"--wildcards must be >= 0 (0: no wildcard row), not {args.wildcards}"
     return sizes, modes
 
 
@@ -202,6 +217,7 @@ def run_bench_query(args: argparse.Namespace) -> int:
             rerank=parse_encoders(args.rerank) if args.rerank else (),
             rerank_window=args.rerank_window,
             held_out=args.held_out_queries,
+            wildcards=args.wildcards,
         )
     except Exception as exc:
         return _failed(exc)

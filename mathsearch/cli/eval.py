@@ -197,7 +197,7 @@ def run_eval(args: argparse.Namespace) -> int:
         if missing:
             return fail(
                 f"eval retrieval needs {', '.join(missing)} (in-memory form) or --task "
-                "same-document|equivalence (index form)"
+                "same-document|equivalence|wildcard (index form)"
             )
     from mathsearch.encoders.corpus import CorpusError
     from mathsearch.encoders.eval_inputs import EvalInputError

@@ -103,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> dict[str, Any]:
     from mathsearch.evaluation.exact_knn import exact_knn_report
     from mathsearch.evaluation.held_out import held_out_papers, validation_papers
-    from mathsearch.evaluation.relevance_sets import build_relevance, featuriser_filter
+    from mathsearch.evaluation.relevance_sets import featuriser_filter
+    from mathsearch.evaluation.relevance_tasks import build_relevance
     from mathsearch.evaluation.retrieval_eval import split_topics
     from mathsearch.indexer.parse import Featuriser, ParsedEquation
     from mathsearch.runtime.gcn_session import GcnSession

@@ -9,6 +9,7 @@ data) and
 Example::
 
     mathsearch eval retrieval --task same-document -o eval-sd --papers 100 --topics 200
+    mathsearch eval retrieval --task wildcard --held-out -o eval-wild --topics 200
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ from mathsearch.cli.common import emit, fail, positive_int
 logger = logging.getLogger(__name__)
 
 __all__ = ["INDEX_EXAMPLES", "add_index_options", "run_index_form"]
+
+#: The tasks whose collection is hep-th papers (--papers, --held-out, --validation).
+PAPER_TASKS = ("same-document", "wildcard")
+#: --topics unless given: in all (same-document, wildcard), per SemVec set (equivalence).
+DEFAULT_TOPICS = {"same-document": 200, "equivalence": 20, "wildcard": 100}
 
 INDEX_EXAMPLES = """\
   index form (real relevance data, every ranking mode against Approach Zero):
@@ -45,6 +51,9 @@ INDEX_EXAMPLES = """\
       --no-rerank --no-pya0   (the first stage alone, without the default profile's rerank)
   mathsearch eval retrieval --task same-document -o eval-small --papers 10 --topics 20 \\
       --grid mode=fusion,rescore alpha=0.3,0.7 --no-pya0 --json
+  mathsearch eval retrieval --task wildcard --held-out -o eval-wild --topics 200
+      (patterns with ?x variables made from the held-out papers' equations, relevant = every
+      equation that unifies with one; recall@10 and the source's rank beside Approach Zero)
 """
 
 
@@ -63,33 +72,36 @@ def add_index_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--task",
-        choices=("same-document", "equivalence"),
+        choices=("same-document", "equivalence", "wildcard"),
         help="same-document: hep-th, relevant = the other equations of the query's paper; "
-        "equivalence: SemVec, relevant = the other members of the query's class",
+        "equivalence: SemVec, relevant = the other members of the query's class; wildcard: "
+        "hep-th, a query is a pattern made from one equation by replacing 1-3 sub-expressions "
+        "with variables (?x), relevant = every equation that unifies with it (exact)",
     )
     group.add_argument("-o", "--out", metavar="DIR", help="report folder (required with --task)")
     group.add_argument(
-        "--papers", type=positive_int, default=100, help="same-document papers (100)"
+        "--papers", type=positive_int, default=100, help="same-document / wildcard papers (100)"
     )
     group.add_argument(
         "--topics",
         type=positive_int,
-        help="topics: in all for same-document (200), per SemVec set for equivalence (20); "
-        "4x the topics halve the widths and intervals and take 4x as long to tune",
+        help="topics: in all for same-document (200) and wildcard (100), per SemVec set for "
+        "equivalence (20); 4x the topics halve the widths and intervals and take 4x as long to "
+        "tune",
     )
     group.add_argument("--seed", type=int, default=0, help="papers, topics and split seed (0)")
     group.add_argument(
         "--held-out",
         action="store_true",
-        help="same-document: draw only papers the default model never trained on (its card's "
-        "paper split of ../shared/data/hepth2003, reproduced)",
+        help="same-document, wildcard: draw only papers the default model never trained on (its "
+        "card's paper split of ../shared/data/hepth2003, reproduced)",
     )
     group.add_argument(
         "--validation",
         action="store_true",
-        help="same-document: draw only the default model's validation papers (neither trained "
-        "on nor held out; recorded by `train gcn --shared-data`): where search defaults are "
-        "tuned",
+        help="same-document, wildcard: draw only the default model's validation papers "
+        "(neither trained on nor held out; recorded by `train gcn --shared-data`): where "
+        "search defaults are tuned",
     )
     group.add_argument(
         "--source",
@@ -108,7 +120,8 @@ def add_index_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--index", help="eval index alias (default <prefix>-eval-<task>)")
     group.add_argument("--depth", type=positive_int, default=100, help="results per topic (100)")
     group.add_argument(
-        "--metric", default="nDCG@10", help="tuning and paired-test metric (nDCG@10)"
+        "--metric",
+        help="tuning and paired-test metric (nDCG@10; R@10 for wildcard)",
     )
     group.add_argument(
         "--grid",
@@ -164,7 +177,7 @@ def run_index_form(
         )
     from mathsearch.core.errors import MathsearchOpenSearchError
     from mathsearch.evaluation.pya0_peer import Pya0Error, Pya0Unavailable
-    from mathsearch.evaluation.relevance_sets import build_relevance
+    from mathsearch.evaluation.relevance_tasks import build_relevance
     from mathsearch.evaluation.retrieval_eval import (
         PYA0_HINT,
         check_cluster,
@@ -211,19 +224,21 @@ def run_index_form(
         check_cluster(client, settings)  # before minutes of featurisation
         only_papers = None
         if args.held_out:
-            if args.task != "same-document" or held_out is None:
-                return fail("--held-out applies to --task same-document only")
+            if args.task not in PAPER_TASKS or held_out is None:
+                return fail("--held-out applies to --task same-document and wildcard only")
             only_papers = held_out()
         if getattr(args, "validation", False):
-            if args.task != "same-document" or validation is None or args.held_out:
-                return fail("--validation applies to --task same-document, without --held-out")
+            if args.task not in PAPER_TASKS or validation is None or args.held_out:
+                return fail(
+                    "--validation applies to --task same-document and wildcard, without --held-out"
+                )
             only_papers = validation()
         data = build_relevance(
             args.task,
             sources=args.source,
             semvec_dir=args.semvec,
             papers=args.papers,
-            topics=args.topics or (200 if args.task == "same-document" else 20),
+            topics=args.topics or DEFAULT_TOPICS[args.task],
             sets=[s.strip() for s in args.sets.split(",") if s.strip()] if args.sets else None,
             seed=args.seed,
             only_papers=only_papers,
@@ -245,9 +260,19 @@ def run_index_form(
 
 
 def _summary(report: dict[str, Any]) -> dict[str, Any]:
-    """report.json without the per-topic values (they stay in the file)."""
+    """report.json without the per-topic values and known-item ranks (they stay in the
+    file)."""
     systems = {
         name: {key: value for key, value in entry.items() if key != "per_topic"}
         for name, entry in report["systems"].items()
     }
-    return {**report, "systems": systems}
+    known = report.get("known_item")
+    if known:
+        known = {
+            **known,
+            "systems": {
+                name: {key: value for key, value in entry.items() if key != "per_topic"}
+                for name, entry in known["systems"].items()
+            },
+        }
+    return {**report, "systems": systems, "known_item": known}

@@ -86,6 +86,14 @@ def _search_parser(commands: Any) -> argparse.ArgumentParser:
               mathsearch search 'x^2+y^2' --no-rerank                     (the first stage alone)
               mathsearch search 'E = mc^2' --index papers                 (a library's documents)
               mathsearch search 'A_\\mu' --index papers --text 'gauge theory' --text-field body
+              mathsearch search '?f(?x)^2 + ?g(?x)^2' --mode rrf   (query variables: wildcards)
+              mathsearch search '\\frac{\\qvar{a}}{2m}' --json     (the NTCIR form of ?a)
+
+            Query variables: ?x or \\qvar{x} stands for any one sub-expression, the same name
+            for equal ones. The mode finds candidates for the pattern (variables made neutral,
+            BM25 over the tokens without a variable), the top --window are unified with it and
+            ranked by the match (whole equation, then a sub-expression, then partial), and each
+            hit shows what its variables bound (?x = \\alpha_{1}).
 
             Every ranking flag left out takes the profile's value (without --profile the
             shipped default profile's: mode fusion, alpha 0.4, depth 100, max_terms 32, the
@@ -437,6 +445,9 @@ def _hit_lines(hit: Any, explain: bool, *, indent: str, rank: int | None = None)
     head = f"{rank:>3}. " if rank is not None else ""
     lines = [f"{indent}{head}{hit.score:9.4f}  {hit.eq_id:<18} {latex}"]
     pad = indent + " " * (len(head) + 11)
+    if hit.match is not None:
+        bound = ", ".join(f"?{name} = {value}" for name, value in (hit.bindings or {}).items())
+        lines.append(f"{pad}{hit.match} match" + (f": {bound}" if bound else ""))
     if hit.matched_tokens:
         shown = " ".join(hit.matched_tokens[:12])
         more = f" (+{len(hit.matched_tokens) - 12})" if len(hit.matched_tokens) > 12 else ""

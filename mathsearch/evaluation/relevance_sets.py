@@ -1,4 +1,4 @@
-"""Relevance data from real data: a collection, topics and qrels, for two retrieval tasks.
+"""Relevance data from real data: a collection, topics and qrels, for three retrieval tasks.
 
 * :func:`build_same_document` (the KDD 2020 seed's contextual similarity, section 4.2): hep-th
   papers are the documents; a topic is one equation of a paper, relevant are the other
@@ -11,9 +11,13 @@
   the chosen validation sets, a topic is one member, relevant are the other members of its
   equivalence class; ``topics_per_set`` topics per set, round-robin over its classes of at
   least two members.
+* ``wildcard`` (:func:`mathsearch.evaluation.wildcard_topics.build_wildcard`): the collection of
+  :func:`build_same_document`; a topic is a pattern made from one equation by replacing
+  sub-expressions with query variables, relevant is every equation that unifies with it.
 
 "Parseable" means the one featurisation (:class:`~mathsearch.indexer.parse.Featuriser`) accepts the
-LaTeX: what it refuses could not be indexed. The qid of a topic is the eq_id of its equation.
+LaTeX: what it refuses could not be indexed. The qid of a topic is the eq_id of its equation
+(``w:<eq_id>`` for a wildcard pattern).
 Everything is deterministic given the seed (papers, classes and members are sorted before
 they are drawn). No cluster is involved.
 
@@ -46,7 +50,7 @@ from mathsearch.indexer.semvec import read_semvec, set_name
 
 logger = logging.getLogger(__name__)
 
-TASKS = ("same-document", "equivalence")
+TASKS = ("same-document", "equivalence", "wildcard")
 
 _PARSE_BATCH = 512
 
@@ -88,6 +92,13 @@ class RelevanceSet:
     qrels: Qrels
     groups: dict[str, str] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
+    #: qid -> the one equation a topic was made from, when it has one (wildcard patterns): the
+    #: known item whose rank the evaluation reports beside the relevance measures
+    known_items: dict[str, str] = field(default_factory=dict)
+    #: qid -> the topic's LaTeX as Approach Zero reads it, where it differs (``\\qvar{x}``)
+    peer_latex: dict[str, str] = field(default_factory=dict)
+    #: qid -> what else a topic records (a wildcard pattern's source, variables, bindings)
+    details: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def featuriser_filter(
@@ -162,25 +173,35 @@ def _triple(
     return topics, qrels, groups
 
 
-def build_same_document(
+@dataclass
+class HepthCollection:
+    """Every parseable equation of some hep-th papers (:func:`hepth_collection`): the
+    collection, its equations by paper, what was read, and the generator that drew the papers
+    (the tasks draw their topics from it next, so that a seed gives one result)."""
+
+    collection: list[CollectionEquation]
+    members: dict[str, list[str]]
+    info: dict[str, Any]
+    rng: random.Random
+    papers: list[str]
+
+
+def hepth_collection(
     sources: Sequence[str | Path],
     *,
     papers: int,
-    topics: int,
     seed: int = 0,
     parseable: Parseable | None = None,
     only_papers: Collection[str] | None = None,
-) -> RelevanceSet:
-    """Same-paper relevance on hep-th record files (see the module docstring).
-
-    ``parseable`` decides which equations can be indexed (default: the featurisation);
-    ``only_papers`` restricts the papers drawn from (e.g. those a model never trained on).
+) -> HepthCollection:
+    """``papers`` randomly chosen hep-th papers (among ``only_papers`` when given; those with at
+    least two records) and every parseable equation of theirs, in file order.
 
     Raises:
-        EvaluationError: ``papers`` or ``topics`` < 1, or no paper has two parseable equations.
+        EvaluationError: ``papers`` < 1.
     """
-    if papers < 1 or topics < 1:
-        raise EvaluationError(f"papers ({papers}) and topics ({topics}) must be >= 1")
+    if papers < 1:
+        raise EvaluationError(f"papers ({papers}) must be >= 1")
     positions: dict[str, int] = {}
     by_paper: dict[str, list[EquationRecord]] = {}
     read = 0
@@ -205,13 +226,6 @@ def build_same_document(
     members: dict[str, list[str]] = {}
     for equation in collection:
         members.setdefault(equation.doc_id, []).append(equation.eq_id)
-    topical = {doc: ids for doc, ids in members.items() if len(ids) >= 2}
-    if not topical:
-        raise EvaluationError(
-            f"none of the {len(chosen)} papers has two parseable equations: nothing to ask"
-        )
-    drawn = _round_robin(topical, topics, rng)
-    topic_list, qrels, groups = _triple("same-document", collection, drawn, members)
     info = {
         "sources": [str(s) for s in sources],
         "seed": seed,
@@ -219,9 +233,50 @@ def build_same_document(
         "papers_available": len(candidates),
         "papers_restricted_to": None if only_papers is None else len(set(only_papers)),
         "papers": len(chosen),
-        "papers_with_topics": len(topical),
         "equations": len(collection),
         "not_parseable": len(items) - len(collection),
+    }
+    return HepthCollection(collection, members, info, rng, chosen)
+
+
+def build_same_document(
+    sources: Sequence[str | Path],
+    *,
+    papers: int,
+    topics: int,
+    seed: int = 0,
+    parseable: Parseable | None = None,
+    only_papers: Collection[str] | None = None,
+) -> RelevanceSet:
+    """Same-paper relevance on hep-th record files (see the module docstring).
+
+    ``parseable`` decides which equations can be indexed (default: the featurisation);
+    ``only_papers`` restricts the papers drawn from (e.g. those a model never trained on).
+
+    Raises:
+        EvaluationError: ``papers`` or ``topics`` < 1, or no paper has two parseable equations.
+    """
+    if papers < 1 or topics < 1:
+        raise EvaluationError(f"papers ({papers}) and topics ({topics}) must be >= 1")
+    found = hepth_collection(
+        sources, papers=papers, seed=seed, parseable=parseable, only_papers=only_papers
+    )
+    collection, members = found.collection, found.members
+    topical = {doc: ids for doc, ids in members.items() if len(ids) >= 2}
+    if not topical:
+        raise EvaluationError(
+            f"none of the {len(found.papers)} papers has two parseable equations: nothing to ask"
+        )
+    drawn = _round_robin(topical, topics, found.rng)
+    topic_list, qrels, groups = _triple("same-document", collection, drawn, members)
+    info = {
+        **{key: found.info[key] for key in ("sources", "seed", "equations_read")},
+        "papers_available": found.info["papers_available"],
+        "papers_restricted_to": found.info["papers_restricted_to"],
+        "papers": found.info["papers"],
+        "papers_with_topics": len(topical),
+        "equations": len(collection),
+        "not_parseable": found.info["not_parseable"],
         "topics": len(topic_list),
         "topics_asked": topics,
     }
@@ -286,53 +341,3 @@ def build_equivalence(
         "topics_per_set": per_set,
     }
     return RelevanceSet("equivalence", collection, topic_list, qrels, groups, info)
-
-
-def build_relevance(
-    task: str,
-    *,
-    sources: Sequence[str | Path] | None = None,
-    semvec_dir: str | Path | None = None,
-    papers: int = 100,
-    topics: int = 200,
-    sets: Sequence[str] | None = None,
-    seed: int = 0,
-    only_papers: Collection[str] | None = None,
-    parseable: Parseable | None = None,
-) -> RelevanceSet:
-    """The relevance set of ``task`` from the shared data (or the given sources).
-
-    ``parseable`` decides which equations enter the collection (default: the featurisation;
-    pass one that keeps what it parses to featurise the collection only once).
-
-    same-document: ``papers`` papers (among ``only_papers`` when given) and ``topics`` topics
-    of ``sources`` (default ``../shared/data/hepth2003/equation.txt``); equivalence:
-    ``topics`` topics per SemVec set of ``sets`` (default :data:`DEFAULT_SETS`) in
-    ``semvec_dir`` (default ``../shared/data/semvec``).
-
-    Raises:
-        EvaluationError: an unknown task, or data that is not there.
-    """
-    if task not in TASKS:
-        raise EvaluationError(f"unknown task {task!r}: one of {', '.join(TASKS)}")
-    if task == "same-document":
-        paths = [Path(s) for s in sources or [SHARED_DATA / "hepth2003" / "equation.txt"]]
-        missing = [str(p) for p in paths if not p.is_file()]
-        if missing:
-            raise EvaluationError(f"no hep-th source {missing[0]}: pass --source FILE")
-        return build_same_document(
-            paths,
-            papers=papers,
-            topics=topics,
-            seed=seed,
-            only_papers=only_papers,
-            parseable=parseable,
-        )
-    folder = Path(semvec_dir) if semvec_dir else SHARED_DATA / "semvec"
-    files = sorted(folder.glob("*-validationset.json.gz"))
-    if not files:
-        raise EvaluationError(f"no SemVec validation sets in {folder}: pass --semvec DIR")
-    chosen = list(sets) if sets else list(DEFAULT_SETS)
-    return build_equivalence(
-        files, sets=chosen, topics_per_set=topics, seed=seed, parseable=parseable
-    )

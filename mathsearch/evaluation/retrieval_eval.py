@@ -22,9 +22,16 @@ table:
    Hoeffding
    widths).
 
+The wildcard task (:mod:`mathsearch.evaluation.wildcard_topics`) runs the same steps on patterns
+with query variables: every mode's search is then a wildcard search (the first stage, then the
+structural check), its table leads with recall@10 (:data:`TASK_MEASURES`; tuned by it), pya0 is
+asked each pattern in its ``\\qvar{x}`` syntax, and the source equation of each pattern (not
+excluded: it is relevant) gets a known-item table (:func:`known_item_table`).
+
 Files (``out_dir``): ``collection.jsonl``, ``topics.jsonl`` (all), ``topics-tune.jsonl``,
 ``topics-test.jsonl``, ``qrels.txt``, ``runs/<system>.txt`` (test half), ``tune/`` (the tune
-report of the tuning half), ``report.json`` and ``report.md``
+report of the tuning half), ``topic-details.jsonl`` (wildcard: each pattern's source, variables,
+bindings and relevant count), ``report.json`` and ``report.md``
 (:mod:`mathsearch.evaluation.retrieval_report`).
 
 Example::
@@ -40,6 +47,7 @@ import importlib.util
 import json
 import logging
 import random
+import statistics
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -54,7 +62,13 @@ from mathsearch.core.cluster_faults import cluster_fault
 from mathsearch.core.errors import ClusterUnavailableError, EvaluationError
 from mathsearch.core.redact import redact_url
 from mathsearch.evaluation.eval_index import EvalIndex, ensure_eval_index, eval_alias, fingerprint
-from mathsearch.evaluation.ir_metrics import DEFAULT_DELTA, Evaluation, evaluate
+from mathsearch.evaluation.ir_metrics import (
+    DEFAULT_DELTA,
+    DEFAULT_MEASURES,
+    Evaluation,
+    evaluate,
+    hoeffding_width,
+)
 from mathsearch.evaluation.paired_test import compare_per_topic
 from mathsearch.evaluation.relevance_sets import RelevanceSet
 from mathsearch.evaluation.trec_files import (
@@ -80,6 +94,24 @@ logger = logging.getLogger(__name__)
 
 PYA0_HINT = "install it with `pip install pya0==0.3.7` (the `bench` extra) or pass --no-pya0"
 BASELINES: tuple[Mode, ...] = (Mode.BM25, *(mode for mode in MODES if mode is not Mode.BM25))
+
+#: The measures of a task's table where they are not :data:`DEFAULT_MEASURES`: a wildcard
+#: pattern's relevant set is small and exact, so recall at 10 (and 100) leads.
+TASK_MEASURES: dict[str, tuple[str, ...]] = {
+    "wildcard": ("R@10", "nDCG@10", "R@100", "P@10", "MAP", "uMAP"),
+}
+#: The tuning and paired-test metric of a task unless one is given.
+TASK_METRICS: dict[str, str] = {"wildcard": "R@10"}
+
+
+def task_measures(task: str) -> tuple[str, ...]:
+    """The measures of ``task``'s table (:data:`TASK_MEASURES`, else the default ones)."""
+    return TASK_MEASURES.get(task, DEFAULT_MEASURES)
+
+
+def task_metric(task: str, metric: str | None = None) -> str:
+    """``metric``, else the task's (:data:`TASK_METRICS`, else ``nDCG@10``)."""
+    return metric or TASK_METRICS.get(task, DEFAULT_METRIC)
 
 
 @dataclass
@@ -115,6 +147,9 @@ class RetrievalEval:
     delta: float = DEFAULT_DELTA
     #: every system against BM25 on the test half (:func:`paired_with_baseline`)
     paired: dict[str, Any] = field(default_factory=dict)
+    #: the known item of each topic (a wildcard pattern's source) in each system's run
+    #: (:func:`known_item_table`); empty when the topics have none
+    known_item: dict[str, Any] = field(default_factory=dict)
 
 
 #: The system every other one is compared with, topic by topic.
@@ -149,6 +184,66 @@ def paired_with_baseline(
             entry["by_group"] = compare_per_topic(*pair, groups=groups).to_dict()
         block["systems"][item.name] = entry
     return block
+
+
+def known_item_ranks(
+    run: Run, known: Mapping[str, str], qids: Sequence[str]
+) -> dict[str, int | None]:
+    """qid -> the 1-based rank of the topic's known item in ``run`` (None: not ranked)."""
+    out: dict[str, int | None] = {}
+    for qid in qids:
+        ranking = [doc for doc, _ in run.get(qid, [])]
+        out[qid] = ranking.index(known[qid]) + 1 if known[qid] in ranking else None
+    return out
+
+
+def known_item_summary(
+    ranks: Mapping[str, int | None], depth: int = 10, delta: float = DEFAULT_DELTA
+) -> dict[str, Any]:
+    """The known item's rank over topics: how often it is ranked at all, MRR (1/rank, 0 when
+    not ranked), success@1 and success@``depth``, the median rank of the ranked ones, and the
+    Hoeffding half-width that each mean of a [0, 1] value carries.
+
+    >>> known_item_summary({"a": 1, "b": 4, "c": None})["MRR"]
+    0.4167
+    """
+    values = list(ranks.values())
+    n = len(values)
+    found = sorted(rank for rank in values if rank is not None)
+    if not n:
+        return {"topics": 0}
+    return {
+        "topics": n,
+        "found": len(found),
+        "MRR": round(sum(1.0 / rank for rank in found) / n, 4),
+        "S@1": round(sum(1 for rank in found if rank == 1) / n, 4),
+        f"S@{depth}": round(sum(1 for rank in found if rank <= depth) / n, 4),
+        "median_rank": statistics.median(found) if found else None,
+        "width": round(hoeffding_width(n, delta), 4),
+    }
+
+
+def known_item_table(
+    systems: Sequence[SystemResult],
+    known: Mapping[str, str],
+    topics: Sequence[Topic],
+    depth: int = 10,
+    delta: float = DEFAULT_DELTA,
+) -> dict[str, Any]:
+    """``{"depth", "systems": {name: summary with per_topic ranks}}`` over the topics that
+    have a known item (each system's run read back from its file); empty without any."""
+    from mathsearch.evaluation.trec_files import read_run
+
+    qids = [t.qid for t in topics if t.qid in known]
+    if not qids:
+        return {}
+    table: dict[str, Any] = {"depth": depth, "systems": {}}
+    for item in systems:
+        run = read_run(item.run_path) if item.run_path.is_file() else {}
+        ranks = known_item_ranks(run, known, qids)
+        summary = known_item_summary(ranks, depth, delta)
+        table["systems"][item.name] = {**summary, "per_topic": ranks}
+    return table
 
 
 def pya0_available() -> bool:
@@ -241,7 +336,7 @@ def run_retrieval_eval(
     index: str | None = None,
     k: int = 100,
     seed: int = 0,
-    metric: str = DEFAULT_METRIC,
+    metric: str | None = None,
     pya0: bool = True,
     pya0_dir: str | Path | None = None,
     grid: dict[str, tuple[Any, ...]] | None = None,
@@ -251,8 +346,15 @@ def run_retrieval_eval(
     progress: bool = True,
     encoders: Sequence[str] | None = None,
     rerank: Sequence[str] | None = None,
+    measures: Sequence[str] | None = None,
 ) -> RetrievalEval:
     """Run one evaluation (see the module docstring) and write its files; returns the result.
+
+    ``metric`` (tuning, paired tests) and ``measures`` (the table) default to the task's
+    (:func:`task_metric`, :func:`task_measures`). Topics with a known item
+    (``data.known_items``: a wildcard pattern's source) also get the known-item table
+    (:func:`known_item_table`); Approach Zero is asked ``data.peer_latex`` where a topic has
+    it (a pattern in its ``\\qvar{x}`` syntax).
 
     ``grid`` replaces the default tuning grid (a
     :func:`~mathsearch.evaluation.tuning_grid.parse_grid`
@@ -279,6 +381,8 @@ def run_retrieval_eval(
 
     _require_pya0(pya0)
     started = time.perf_counter()
+    metric = task_metric(data.task, metric)
+    measures = tuple(dict.fromkeys([*(measures or task_measures(data.task)), metric]))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     settings = settings or OpenSearchSettings.from_env()
@@ -293,29 +397,47 @@ def run_retrieval_eval(
     tick = time.perf_counter()
     base = _base_profile(encoders, rerank)
     tuned, tuned_info = _tune_half(
-        searcher, data, tune_topics, out, base, grid=grid, k=k, metric=metric, progress=progress
-    )
+        searcher, data, tune_topics, out, base, grid=grid, k=k, metric=metric, progress=progress,
+        measures=measures,
+    )  # fmt: skip
     clock["tune"] = time.perf_counter() - tick
     test_qrels = _subset(data.qrels, test_topics)
-    _featurise(searcher, test_topics)  # the timings below are searches, not featurisation
+    # the timings below are searches, not featurisation
+    _featurise(searcher, _searched_topics(data, test_topics))
     profiles = _test_profiles(base, tuned, k)
     tick = time.perf_counter()
-    systems = _profile_systems(out, searcher, profiles, test_topics, test_qrels, progress=progress)
+    systems = _profile_systems(
+        out, searcher, profiles, test_topics, test_qrels, progress=progress, measures=measures
+    )
     clock["test"] = time.perf_counter() - tick
     pya0_info: dict[str, Any] | None = None
     if pya0:
         system, pya0_info, clock["pya0"] = _timed_pya0_system(
-            out, data, test_topics, test_qrels, pya0_dir=pya0_dir, k=k, progress=progress
-        )
+            out, data, test_topics, test_qrels, pya0_dir=pya0_dir, k=k, progress=progress,
+            measures=measures,
+        )  # fmt: skip
         systems.append(system)
-    systems.append(_random_system(out, data, test_topics, test_qrels, k=k, seed=seed))
+    systems.append(
+        _random_system(out, data, test_topics, test_qrels, k=k, seed=seed, measures=measures)
+    )
     clock["total"] = time.perf_counter() - started
     result = _result(
         data, out, k=k, seed=seed, metric=metric, built=built, halves=(tune_topics, test_topics),
         systems=systems, tuned_info=tuned_info, pya0_info=pya0_info, clock=clock,
     )  # fmt: skip
+    result.known_item = known_item_table(systems, data.known_items, test_topics)
     write_report(result)
     return result
+
+
+def _searched_topics(data: RelevanceSet, topics: Sequence[Topic]) -> list[Topic]:
+    """The topics as the encoder sees them: a wildcard pattern's first stage embeds its neutral
+    LaTeX (every variable a plain identifier), not the pattern."""
+    out = []
+    for topic in topics:
+        neutral = data.details.get(topic.qid, {}).get("neutral_latex")
+        out.append(replace(topic, latex=neutral) if neutral else topic)
+    return out
 
 
 def _require_pya0(pya0: bool) -> None:
@@ -380,6 +502,7 @@ def _tune_half(
     k: int,
     metric: str,
     progress: bool,
+    measures: Sequence[str] = DEFAULT_MEASURES,
 ) -> tuple[TuneResult, dict[str, Any]]:
     """Tune the grid on the tuning half (its report in ``out/tune``); the result and its info."""
     from mathsearch.evaluation.tune_report import write_report as write_tune_report
@@ -389,7 +512,7 @@ def _tune_half(
     configs = expand({**(grid or DEFAULT_GRID), "k": (k,)}, base=base)
     tuned = tune(
         searcher, topics, _subset(data.qrels, topics), configs,
-        out_dir=out / "tune", metric=metric, progress=progress,
+        out_dir=out / "tune", metric=metric, progress=progress, measures=measures,
     )  # fmt: skip
     write_tune_report(tuned, topics_path=out / "topics-tune.jsonl", qrels_path=out / "qrels.txt")
     best = tuned.best
@@ -425,6 +548,7 @@ def _profile_systems(
     qrels: Qrels,
     *,
     progress: bool,
+    measures: Sequence[str] = DEFAULT_MEASURES,
 ) -> list[SystemResult]:
     """Search the test half with each profile: one run file and evaluation each."""
     from mathsearch.evaluation.topic_runs import run_topics
@@ -443,20 +567,28 @@ def _profile_systems(
                 _system(
                     out, name, parameters=parameters, run=found.run, qrels=qrels,
                     failures=found.failures, seconds=time.perf_counter() - begun,
+                    measures=measures,
                 )
             )  # fmt: skip
     return systems
 
 
 def _random_system(
-    out: Path, data: RelevanceSet, topics: list[Topic], qrels: Qrels, *, k: int, seed: int
+    out: Path,
+    data: RelevanceSet,
+    topics: list[Topic],
+    qrels: Qrels,
+    *,
+    k: int,
+    seed: int,
+    measures: Sequence[str] = DEFAULT_MEASURES,
 ) -> SystemResult:
     """The seeded random ranking of the test half (the trivial baseline)."""
     begun = time.perf_counter()
     trivial = random_run(data, topics, k, seed)
     return _system(
         out, "random", parameters={"k": k, "seed": seed}, run=trivial, qrels=qrels,
-        failures={}, seconds=time.perf_counter() - begun,
+        failures={}, seconds=time.perf_counter() - begun, measures=measures,
     )  # fmt: skip
 
 
@@ -469,13 +601,15 @@ def _timed_pya0_system(
     pya0_dir: str | Path | None,
     k: int,
     progress: bool,
+    measures: Sequence[str] = DEFAULT_MEASURES,
 ) -> tuple[SystemResult, dict[str, Any], float]:
     """Approach Zero on the test half (:func:`_pya0_system`), its info and its seconds."""
     tick = time.perf_counter()
     workdir = Path(pya0_dir) if pya0_dir else out / "pya0"
     system, info = _pya0_system(
-        out, data, topics=topics, qrels=qrels, workdir=workdir, k=k, progress=progress
-    )
+        out, data, topics=topics, qrels=qrels, workdir=workdir, k=k, progress=progress,
+        measures=measures,
+    )  # fmt: skip
     return system, info, time.perf_counter() - tick
 
 
@@ -529,6 +663,11 @@ def _write_inputs(
     write_topics(out / "topics-tune.jsonl", tune_topics)
     write_topics(out / "topics-test.jsonl", test_topics)
     write_qrels(out / "qrels.txt", data.qrels)
+    if data.details:  # e.g. each wildcard pattern's source, variables and relevant count
+        with (out / "topic-details.jsonl").open("w", encoding="utf-8") as handle:
+            for topic in data.topics:
+                row = {"qid": topic.qid, **data.details.get(topic.qid, {})}
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 def _system(
@@ -540,9 +679,10 @@ def _system(
     qrels: Qrels,
     failures: dict[str, str],
     seconds: float,
+    measures: Sequence[str] = DEFAULT_MEASURES,
 ) -> SystemResult:
     path = write_run(out / "runs" / f"{name}.txt", run, tag=name)
-    evaluation = evaluate(qrels, run)
+    evaluation = evaluate(qrels, run, measures)
     logger.info("%s: %s", name, {m: round(v, 4) for m, v in evaluation.means.items()})
     return SystemResult(name, parameters, evaluation, path, failures, seconds)
 
@@ -556,8 +696,10 @@ def _pya0_system(
     workdir: Path,
     k: int,
     progress: bool,
+    measures: Sequence[str] = DEFAULT_MEASURES,
 ) -> tuple[SystemResult, dict[str, Any]]:
-    """Index the collection with pya0 (reused when its stamp matches), search the test half."""
+    """Index the collection with pya0 (reused when its stamp matches), search the test half
+    (each topic in pya0's syntax where ``data.peer_latex`` has it)."""
     from mathsearch.evaluation.pya0_peer import INDEX_DIR, index_with_pya0
     from mathsearch.evaluation.pya0_search import search_with_pya0
 
@@ -583,10 +725,11 @@ def _pya0_system(
         total=len(topics), desc="pya0 search", unit="query", file=sys.stderr,
         disable=not progress,
     ) as bar:  # fmt: skip
-        found = search_with_pya0(workdir, topics, k=k, progress=bar.update)
+        asked = [replace(t, latex=data.peer_latex.get(t.qid, t.latex)) for t in topics]
+        found = search_with_pya0(workdir, asked, k=k, progress=bar.update)
     system = _system(
         out, "pya0", parameters={"k": k}, run=found.run, qrels=qrels, failures=found.failures,
-        seconds=found.seconds,
+        seconds=found.seconds, measures=measures,
     )  # fmt: skip
     info = {
         "workdir": str(workdir),

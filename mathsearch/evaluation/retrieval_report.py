@@ -8,7 +8,9 @@ test topics) and the number of topics. A second table compares every system with
 same topics by ``metric`` (the two-tailed paired t-test of the figure-embeddings seed,
 :mod:`mathsearch.evaluation.paired_test`): the mean per-topic difference, its 95% interval, p,
 on how many topics the system wins and loses, and the same test over the papers' / classes'
-mean differences. What was indexed and refused follows.
+mean differences. Topics made from one equation (the wildcard task's patterns) add a known-item
+table: that equation's rank in each system's run (MRR, success@1, success@10, the median rank).
+What was indexed and refused follows.
 
 Example::
 
@@ -51,6 +53,7 @@ def report_dict(result: RetrievalEval) -> dict[str, Any]:
         "seconds": result.seconds,
         "systems": {item.name: _system_dict(item, result.out_dir) for item in result.systems},
         "paired": result.paired,
+        "known_item": result.known_item or None,
         "files": {
             "collection": "collection.jsonl",
             "topics": "topics.jsonl",
@@ -59,6 +62,7 @@ def report_dict(result: RetrievalEval) -> dict[str, Any]:
             "qrels": "qrels.txt",
             "tune_report": "tune/report.md",
             "markdown": "report.md",
+            **({"topic_details": "topic-details.jsonl"} if result.task == "wildcard" else {}),
         },
     }
 
@@ -81,7 +85,7 @@ def _system_dict(item: SystemResult, out: Path) -> dict[str, Any]:
 
 def markdown(result: RetrievalEval) -> str:
     """The side-by-side table and the setup, in Markdown."""
-    measures = [m for m in DEFAULT_MEASURES if m in result.systems[0].evaluation.means]
+    measures = list(result.systems[0].evaluation.measures) or list(DEFAULT_MEASURES)
     lines = [
         f"# Retrieval evaluation: {result.task}",
         "",
@@ -103,6 +107,7 @@ def markdown(result: RetrievalEval) -> str:
             f"{len(item.failures)} | {params} |"
         )
     lines += _paired_table(result)
+    lines += _known_item_table(result)
     lines += ["", *_notes(result)]
     return "\n".join(lines) + "\n"
 
@@ -112,7 +117,7 @@ def _paired_table(result: RetrievalEval) -> list[str]:
     if not paired:
         return []
     level = f"{DEFAULT_CONFIDENCE:.0%}"
-    unit = "paper" if result.task == "same-document" else "class"
+    unit = "class" if result.task == "equivalence" else "paper"
     first = next(iter(paired.values()))
     grouped = "by_group" in first
     lines = [
@@ -132,6 +137,34 @@ def _paired_table(result: RetrievalEval) -> list[str]:
     lines += [f"| {name} |{paired_cells(item)}" for name, item in paired.items()]
     lines.append("")
     lines.append(f"`*`: the interval excludes 0 (p < {1 - DEFAULT_CONFIDENCE:.2f}).")
+    return lines
+
+
+def _known_item_table(result: RetrievalEval) -> list[str]:
+    """Each system's rank of the equation a topic was made from (its known item)."""
+    table = result.known_item
+    if not table or not table.get("systems"):
+        return []
+    depth = table["depth"]
+    first = next(iter(table["systems"].values()))
+    lines = [
+        "",
+        f"Known item: the equation each test topic was made from, in each system's run "
+        f"({result.k} deep): how often it is ranked, MRR (1/rank, 0 when not ranked), "
+        f"success@1 and @{depth}, and the median rank where ranked; ± is the Hoeffding "
+        f"half-width of MRR and success over {first['topics']} topics.",
+        "",
+        f"| system | ranked | MRR | S@1 | S@{depth} | median rank | ± |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, entry in table["systems"].items():
+        if not entry.get("topics"):
+            continue
+        median = "-" if entry["median_rank"] is None else f"{entry['median_rank']:g}"
+        lines.append(
+            f"| {name} | {entry['found']} / {entry['topics']} | {entry['MRR']:.4f} | "
+            f"{entry['S@1']:.4f} | {entry[f'S@{depth}']:.4f} | {median} | {entry['width']:.4f} |"
+        )
     return lines
 
 
@@ -170,7 +203,20 @@ def _interval(item: dict[str, Any]) -> str:
 def _setup(result: RetrievalEval) -> list[str]:
     data, split = result.data_info, result.split
     index = result.index
-    if result.task == "same-document":
+    if result.task == "wildcard":
+        relevant = data.get("relevant") or {}
+        variables = ", ".join(f"{n}: {c}" for n, c in (data.get("variables") or {}).items())
+        what = (
+            f"{data.get('equations')} parseable equations of {data.get('papers')} hep-th "
+            f"papers ({data.get('not_parseable')} refused by the featurisation); a topic is a "
+            "pattern made from one equation by replacing 1-3 sub-expressions with query "
+            f"variables (topics by variables {variables}; {data.get('repeated_variables')} "
+            "with a repeated name), relevant is every equation that unifies with it as a "
+            f"whole, by brute force ({relevant.get('mean')} on average, median "
+            f"{relevant.get('median')}, max {relevant.get('max')}; {relevant.get('only_source')} "
+            "topics match their source alone)"
+        )
+    elif result.task == "same-document":
         what = (
             f"{data.get('equations')} parseable equations of {data.get('papers')} hep-th "
             f"papers ({data.get('not_parseable')} refused by the featurisation); a topic is "
@@ -182,8 +228,13 @@ def _setup(result: RetrievalEval) -> list[str]:
             f"SemVec validation sets {', '.join(data.get('sets', []))}; a topic is one "
             "expression, relevant are the other members of its class"
         )
+    excluded = (
+        "the source equation is relevant and stays in the rankings"
+        if result.task == "wildcard"
+        else "the query itself is excluded from its ranking"
+    )
     lines = [
-        f"Collection: {what}; the query itself is excluded from its ranking.",
+        f"Collection: {what}; {excluded}.",
         f"Topics: {split['topics']} (seed {result.seed}), split by paper/class into "
         f"{split['tune']} for tuning and {split['test']} for testing; every row is the test "
         f"half, {result.k} results deep.",
@@ -211,6 +262,12 @@ def _setup(result: RetrievalEval) -> list[str]:
         f"{1 - result.delta:.2f} (KDD 2020 section 5); uMAP (the seed's unnormalised AP, "
         f"summed over the first {result.k} results) has no width."
     )
+    if result.task == "wildcard":
+        lines.append(
+            "Every row of ours is a wildcard search: the mode's first stage on the pattern "
+            "made neutral, then the structural check (unification) re-ranks its window; "
+            "Approach Zero gets each pattern in its `\\qvar{x}` syntax."
+        )
     return lines
 
 

@@ -653,6 +653,7 @@
     item.append(math);
 
     const meta = el("div", "hit-meta");
+    if (hit.match) meta.append(bindingsLine(hit));
     meta.append(breakdown(hit, mode));
     const tokens = Array.isArray(hit.matched_tokens) ? hit.matched_tokens : [];
     if (tokens.length) {
@@ -679,6 +680,19 @@
     item.append(similar);
     item.append(details);
     return item;
+  }
+
+  /** A wildcard hit's match and what each query variable bound, highlighted. */
+  function bindingsLine(hit) {
+    const line = el("p", `bindings match-${hit.match}`);
+    line.append(el("span", "bindings-label", `${hit.match} match`));
+    const bindings = hit.bindings && typeof hit.bindings === "object" ? hit.bindings : {};
+    for (const [name, value] of Object.entries(bindings)) {
+      const chip = el("span", "binding");
+      chip.append(el("code", "binding-var", `?${name}`), " = ", el("code", "binding-value", value));
+      line.append(" ", chip);
+    }
+    return line;
   }
 
   /** Search again from a hit: its LaTeX in the box, and ``like`` its id or "" (a plain query). */
