@@ -276,11 +276,9 @@ def formula_features(latex: str, encoder: Any, *, embed: bool = True) -> QueryFe
     search's first stage sees it (its neutral form embedded, its structure tokens)."""
     if not has_variables(latex):
         return encoder.features(latex, embed=embed)  # type: ignore[no-any-return]
-    from mathsearch.indexer.parse import Featuriser
-    from mathsearch.opensearch.wildcard_search import wildcard_pattern
+    from mathsearch.opensearch.wildcard_search import pattern_featuriser, wildcard_pattern
 
-    with Featuriser() as featuriser:
-        pattern = wildcard_pattern(latex, featuriser)
+    pattern = wildcard_pattern(latex, pattern_featuriser())
     features: QueryFeatures = encoder.features(pattern.neutral_latex, embed=embed)
     return features._replace(tokens=list(pattern.structure_tokens))
 

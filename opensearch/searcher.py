@@ -51,7 +51,6 @@ from typing import Any
 from opensearchpy import OpenSearch
 
 from mathsearch.core.errors import MappingError, QueryError, UnknownEquationError
-from mathsearch.indexer.parse import Featuriser
 from mathsearch.indexer.query_variables import has_variables
 from mathsearch.opensearch import queries
 from mathsearch.opensearch.cluster_capabilities import ClusterCapabilities
@@ -81,7 +80,7 @@ from mathsearch.opensearch.stored_vectors import VectorStorage
 from mathsearch.opensearch.token_stats import TokenStats
 from mathsearch.opensearch.vector_fields import field_storages
 from mathsearch.opensearch.vector_plan import VectorPlan, plan_vectors, requested_fields
-from mathsearch.opensearch.wildcard_search import TreeCache, wildcard_search
+from mathsearch.opensearch.wildcard_search import TreeCache, pattern_featuriser, wildcard_search
 from mathsearch.opensearch.window_rerank import (
     RerankVectors,
     rerank_fused,
@@ -133,17 +132,15 @@ class Searcher(SearchCalls):
         self.read_cache: ReadCache | None = None
         self._rerank_vectors: RerankVectors | None = None
         self._storages: dict[str, VectorStorage] | None = None
-        self._pattern_featuriser: Featuriser | None = None
         #: converted trees of wildcard searches' candidates (:mod:`.wildcard_search`)
         self.tree_cache = TreeCache()
 
     # -- public -------------------------------------------------------------------------------
 
-    def pattern_featuriser(self) -> Featuriser:
-        """The featurisation of wildcard patterns and their candidates (made on first use)."""
-        if self._pattern_featuriser is None:
-            self._pattern_featuriser = Featuriser()
-        return self._pattern_featuriser
+    def pattern_featuriser(self) -> Any:
+        """The featurisation of wildcard patterns and their candidates: one per process,
+        shared with ``math_query`` (:func:`~.wildcard_search.pattern_featuriser`)."""
+        return pattern_featuriser()
 
     @property
     def rerank_vectors(self) -> RerankVectors:

@@ -27,6 +27,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections import OrderedDict
@@ -38,6 +39,7 @@ from mathsearch.core.errors import QueryError
 from mathsearch.indexer.converters import Converted
 from mathsearch.indexer.errors import IndexerError
 from mathsearch.indexer.mathml_tree import MathNode
+from mathsearch.indexer.parse import Featuriser
 from mathsearch.indexer.query_variables import Pattern, QueryVariableError, parse_pattern
 from mathsearch.indexer.unify import Match, match
 from mathsearch.opensearch.results import SearchResponse, group_hits
@@ -48,7 +50,13 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TreeCache", "rank_window", "wildcard_pattern", "wildcard_search"]
+__all__ = [
+    "TreeCache",
+    "pattern_featuriser",
+    "rank_window",
+    "wildcard_pattern",
+    "wildcard_search",
+]
 
 #: Match kinds, best first (a hit's ``match``).
 KINDS = ("exact", "contained", "partial", "none")
@@ -76,6 +84,13 @@ class TreeCache:
         while len(self._trees) > self.size:
             self._trees.popitem(last=False)
         return found
+
+
+@functools.cache
+def pattern_featuriser() -> Featuriser:
+    """The process's featuriser of wildcard patterns and their candidates (made on first use,
+    then shared: the searchers' and ``math_query``'s)."""
+    return Featuriser()
 
 
 def wildcard_pattern(latex: str, featuriser: Any) -> Pattern:

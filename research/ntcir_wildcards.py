@@ -25,6 +25,11 @@ from mathsearch.opensearch.search_request import SearchRequest
 from mathsearch.opensearch.searcher import Searcher
 from mathsearch.opensearch.settings import OpenSearchSettings
 
+
+def _out(line: str) -> None:
+    sys.stdout.write(line + "\n")
+
+
 TOPICS = SHARED_DATA / "mathir-topics" / "topics.ntcir12-math-browsing.txt"
 
 
@@ -44,14 +49,14 @@ def main(argv: list[str] | None = None) -> int:
     searcher = Searcher(connect(OpenSearchSettings.from_env()), args.index)
     kinds: Counter[str] = Counter()
     if not args.json:
-        print("| topic | pattern | rank | match | bindings | hit |")
-        print("|---|---|---|---|---|---|")
+        _out("| topic | pattern | rank | match | bindings | hit |")
+        _out("|---|---|---|---|---|---|")
     for topic, latex in topics:
         try:
             response = searcher.search(SearchRequest(latex, mode=Mode(args.mode), k=args.k))
         except QueryError as exc:  # a refused topic is a row of the report
             kinds["error"] += 1
-            print(json.dumps({"topic": topic, "error": str(exc)}) if args.json else
+            _out(json.dumps({"topic": topic, "error": str(exc)}) if args.json else
                   f"| {topic} | `{_cell(latex)}` | - | error | {_cell(str(exc))} | |")  # fmt: skip
             continue
         kinds[response.hits[0].match if response.hits else "empty"] += 1
@@ -60,13 +65,13 @@ def main(argv: list[str] | None = None) -> int:
             if args.json:
                 row = {"topic": topic, "rank": hit.rank, "match": hit.match, "bindings":
                        hit.bindings, "eq_id": hit.eq_id, "latex": hit.latex}  # fmt: skip
-                print(json.dumps(row))
+                _out(json.dumps(row))
             else:
                 pattern = f"`{_cell(latex, 50)}`" if hit.rank == 1 else ""
                 name = topic.replace("NTCIR12-MathWiki-", "") if hit.rank == 1 else ""
-                print(f"| {name} | {pattern} | {hit.rank} | {hit.match} | `{_cell(bound, 60)}` "
+                _out(f"| {name} | {pattern} | {hit.rank} | {hit.match} | `{_cell(bound, 60)}` "
                       f"| `{_cell(hit.latex, 60)}` |")  # fmt: skip
-    print(f"\ntop hits by match: {dict(kinds)} over {len(topics)} topics", file=sys.stderr)
+    sys.stderr.write(f"\ntop hits by match: {dict(kinds)} over {len(topics)} topics\n")
     return 0
 
 
