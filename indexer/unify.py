@@ -64,6 +64,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 
 from mathsearch.indexer import latex_symbols as sym
+from mathsearch.indexer.lexical import symbols
 from mathsearch.indexer.mathml_tree import MathNode
 from mathsearch.indexer.query_variables import QVAR_TAG
 from mathsearch.indexer.tree_latex import subtree_latex
@@ -83,7 +84,15 @@ from mathsearch.indexer.tree_shape import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["MAX_STEPS", "Match", "equal_trees", "match", "subtree_latex", "unify"]
+__all__ = [
+    "MAX_STEPS",
+    "Match",
+    "equal_trees",
+    "match",
+    "required_symbols",
+    "subtree_latex",
+    "unify",
+]
 
 #: Backtracking steps one :func:`unify` / :func:`match` call may take.
 MAX_STEPS = 20_000
@@ -571,8 +580,12 @@ class _Search:
         return Match("partial", 0.5 * best / compiled.root.size, dict(st.bindings))
 
 
-def match(pattern: MathNode, tree: MathNode) -> Match:
+def match(pattern: MathNode, tree: MathNode, *, whole: bool = True, partial: bool = True) -> Match:
     """The best match of ``pattern`` in ``tree``: exact, contained, partial or none.
+
+    ``whole`` False skips the exact and contained attempts (the caller knows the tree cannot
+    hold the whole pattern: :func:`required_symbols`); ``partial`` False skips the partial one
+    (a tree that holds no whole match is then ``none``).
 
     >>> from mathsearch.indexer.latex_to_mathml import latex_to_mathml
     >>> pattern = latex_to_mathml("a^2+b^2=c^2").tree
@@ -585,13 +598,37 @@ def match(pattern: MathNode, tree: MathNode) -> Match:
     st = _State()
     try:
         search = _Search(compiled, tree, st)
-        if search.has(root.needs):
+        if whole and search.has(root.needs):
             for _ in _gen(root, search.top, st):
                 return Match("exact", 1.0, dict(st.bindings))
             if search.find(root, skip=search.top):
                 score = min(0.5 + 0.5 * root.size / max(search.size, 1), 0.999999)
                 return Match("contained", score, dict(st.bindings))
-        return search.partial() or _NONE
+        return (search.partial() if partial else None) or _NONE
     except _OutOfStepsError:
         logger.debug("match gave up after %d steps", MAX_STEPS)
     return _NONE
+
+
+def required_symbols(pattern: MathNode) -> frozenset[str]:
+    """The symbols (:func:`mathsearch.indexer.lexical.symbols`, flattened as the index's
+    ``symbols`` field) of the pattern's identifiers: an equation the pattern matches whole
+    (``exact`` or ``contained``) has every one of them, because unification maps each ``mi`` of
+    the pattern onto an ``mi`` whose text equals its stripped text. A candidate whose stored
+    symbols lack one needs no whole attempt (nor its conversion, unless a partial match is
+    looked for). Operators are left out: a fence attribute, which unification ignores, keeps an
+    operator out of the symbols.
+
+    >>> from mathsearch.indexer.latex_to_mathml import latex_to_mathml
+    >>> sorted(required_symbols(latex_to_mathml(r"\\sin x + y_1 = 2").tree))
+    ['sin', 'x', 'y']
+    """
+    stack, names = [pattern], []
+    while stack:
+        node = stack.pop()
+        if node.children:
+            stack.extend(node.children)
+        elif node.tag == "mi" and node.text and node.text.strip():
+            names.append(MathNode("mi", text=node.text.strip()))
+    found = symbols(MathNode("mrow", children=names))
+    return frozenset(name for group in found.values() for name in group)

@@ -65,6 +65,8 @@ class SearchProfile:
     rerank: tuple[str, ...] = ()
     rerank_window: int = SearchRequest.rerank_window
     rerank_alpha: float = SearchRequest.rerank_alpha
+    #: the first stage of a query with variables (``search --wildcard-mode``)
+    wildcard_mode: str = SearchRequest.wildcard_mode
     source: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def request(self, latex: str, **overrides: Any) -> SearchRequest:
@@ -95,6 +97,8 @@ class SearchProfile:
             data["encoders"] = list(self.encoders)
         else:  # a one-field profile reads as before
             del data["encoders"]
+        if self.wildcard_mode == SearchRequest.wildcard_mode:
+            del data["wildcard_mode"]  # the default reads as before
         if self.rerank:
             data["rerank"] = list(self.rerank)
         else:  # a profile without a second stage reads as before

@@ -10,7 +10,10 @@ mode with those encoders' vectors, computed at query time, at share ``rerank_alp
 (:mod:`mathsearch.opensearch.window_rerank`; ``rerank_window`` 0 or no ``rerank``: off).
 ``annotate`` False asks for the ranking alone: each hit's id, paper and score, without the
 stored text, matched tokens and highlight a reader sees (a tuning or evaluation run reads
-nothing else; the ranking is the same either way).
+nothing else; the ranking is the same either way). ``wildcard_mode`` is the first stage of a
+query with variables (:mod:`mathsearch.opensearch.wildcard_search`): ``bm25`` (the default: BM25
+over the pattern's structure tokens, which measured the best recall on held-out papers), another
+mode on the pattern made neutral, or ``same`` for the request's own ``mode``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ from mathsearch.opensearch.modes import MODES
 from mathsearch.opensearch.queries import NO_FILTERS, Filters, Mode
 
 FUSION_SIDES = ("auto", "server", "client")
+#: ``wildcard_mode`` values: a mode, or ``same`` (the request's ``mode``).
+WILDCARD_SAME = "same"
+WILDCARD_MODES = (*(mode.value for mode in Mode), WILDCARD_SAME)
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,8 @@ class SearchRequest:
     #: False: the mode ranks ids alone, fetching no stored field (a second stage brings the
     #: window's with its own scores, :mod:`mathsearch.opensearch.window_rerank`)
     fetch_sources: bool = True
+    #: the first stage of a wildcard search: a mode's value, or ``same`` (``mode``)
+    wildcard_mode: str = Mode.BM25.value
 
     def __post_init__(self) -> None:
         """Accept the enums' names as strings (``mode="rrf"``); an unknown one is a QueryError."""
@@ -75,6 +83,8 @@ class SearchRequest:
                 except ValueError:
                     known = ", ".join(member.value for member in kind)
                     raise QueryError(f"{name} must be one of {known}, not {value!r}") from None
+        if isinstance(self.wildcard_mode, Mode):  # a Mode stands for its value
+            object.__setattr__(self, "wildcard_mode", self.wildcard_mode.value)
 
     def validate(self) -> None:
         """Raise :class:`QueryError` for parameters no mode accepts."""
@@ -108,6 +118,9 @@ class SearchRequest:
             raise QueryError(f"rerank_alpha must lie in [0, 1], not {self.rerank_alpha}")
         if any(not str(name).strip() for name in self.rerank):
             raise QueryError("rerank: name each encoder (a family or an .onnx path)")
+        if self.wildcard_mode not in WILDCARD_MODES:
+            known = ", ".join(WILDCARD_MODES)
+            raise QueryError(f"wildcard_mode must be one of {known}, not {self.wildcard_mode!r}")
         if self.depth < self.k or self.window < self.k:
             raise QueryError(f"depth ({self.depth}) and window ({self.window}) must be >= k")
         if self.weights is not None:
@@ -116,6 +129,11 @@ class SearchRequest:
                 raise QueryError(f"weights must lie in [0, 1] and sum to 1, not {values}")
             if len(values) < 2:
                 raise QueryError("weights: one for BM25, then one per vector field")
+
+    @property
+    def wildcard_first_mode(self) -> Mode:
+        """The mode of a wildcard search's first stage (``wildcard_mode`` resolved)."""
+        return self.mode if self.wildcard_mode == WILDCARD_SAME else Mode(self.wildcard_mode)
 
     def parameters(self) -> dict[str, Any]:
         """The parameters that shaped the ranking (for reports and ``--json``): ``k``, the

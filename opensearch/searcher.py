@@ -208,7 +208,9 @@ class Searcher(SearchCalls):
         else:
             # with a second stage the first stage ranks ids alone: the second stage's one
             # search brings the window's stored fields with its scores
-            first_request = replace(request, k=size, fetch_sources=not request.reranks)
+            first_request = replace(
+                request, k=size, fetch_sources=request.fetch_sources and not request.reranks
+            )
             hits = spec.run(self, first_request, tokens, plan)
             second = time.perf_counter()
             if request.reranks:
@@ -388,6 +390,24 @@ class Searcher(SearchCalls):
             return self.read_cache.sources(ids, source, lambda todo: self._sources_of(todo, source))
         return self._sources_of(ids, source)
 
+    def doc_values_of(self, ids: list[str], names: Sequence[str]) -> dict[str, dict[str, list]]:
+        """The doc values of the keyword fields ``names`` of each of ``ids`` (one ``ids``
+        search that reads no stored field: cheaper than :meth:`sources_of` for a window).
+        An id the index lacks is left out, and so is a field a document has no value of."""
+        if not ids:
+            return {}
+        ids_from = self.fields.id_field
+        body = queries.base_body(len(ids), (), ids_from=ids_from)
+        body["query"] = {"ids": {"values": list(ids)}}
+        body["docvalue_fields"] = [ids_from, *(name for name in names if name != ids_from)]
+        out: dict[str, dict[str, list]] = {}
+        for hit in self.run_body(body)["hits"]["hits"]:
+            found = hit.get("fields") or {}
+            out[queries.hit_id(hit, ids_from)] = {
+                name: found[name] for name in names if name in found
+            }
+        return out
+
     def vector_storages(self, *, refresh: bool = False) -> dict[str, VectorStorage]:
         """How the index keeps each vector field (``hnsw`` for a kNN field, ``float16`` /
         ``int8`` for an exact-only one; cached, read again with ``refresh``)."""
@@ -463,18 +483,19 @@ class Searcher(SearchCalls):
         self, response: dict[str, Any], tokens: list[str], *, annotate: bool = True
     ) -> list[Hit]:
         """A search response's hits, ranked, with matched tokens and highlight (neither when
-        ``annotate`` is False: a ranking alone, see :class:`SearchRequest`)."""
+        ``annotate`` is False: a ranking alone, see :class:`SearchRequest`; nor for a hit
+        without stored fields: an id-only ranking a second stage annotates)."""
         hits = []
         names = self.fields
         for rank, raw in enumerate(response["hits"]["hits"], start=1):
             source = raw.get("_source") or {}
             hit = Hit(
                 rank=rank,
-                eq_id=str(source.get(names.id_field, raw["_id"])),
+                eq_id=str(source.get(names.id_field) or queries.hit_id(raw, names.id_field)),
                 doc_id=str(source.get("doc_id", "")),
                 score=float(raw["_score"] or 0.0),
             )
-            if annotate:
+            if annotate and source:
                 doc_tokens = str(source.get(names.tokens, "")).split()
                 hit.latex = str(source.get(names.display, ""))
                 hit.mathml = str(source.get("mathml", ""))

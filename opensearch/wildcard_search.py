@@ -3,25 +3,30 @@ equations whose structure matches the pattern, with each variable bound to a sub
 
 Two stages, as the searcher's other second stages:
 
-1. **Recall.** The request's mode runs on the pattern made neutral
-   (:attr:`~mathsearch.indexer.query_variables.Pattern.neutral_latex`: every variable a plain
-   identifier, so the kNN side embeds a formula of the pattern's shape) with BM25 over the
+1. **Recall.** The request's ``wildcard_mode`` (default ``bm25``; ``same``: the request's own
+   mode) ranks the ``window`` (default 100) best candidates, ids alone, with BM25 over the
    pattern's structure tokens only (:attr:`~mathsearch.indexer.query_variables.Pattern.
-   structure_tokens`: the tokens that do not involve a variable), for the request's ``window``
-   (default 100) candidates.
-2. **The structural check.** Each candidate's LaTeX is converted by the same featurisation and
-   unified with the pattern (:func:`mathsearch.indexer.unify.match`): a variable binds one
+   structure_tokens`: the tokens that do not involve a variable) and, for a mode with vectors,
+   the pattern made neutral (:attr:`~mathsearch.indexer.query_variables.Pattern.neutral_latex`:
+   every variable a plain identifier) on the vector side. BM25 alone is the default because it
+   measured the best recall on held-out papers (docs/research/2026-12-07-wildcards-record.md).
+2. **The structural check.** One fetch brings the window's LaTeX and ``symbols``. A candidate
+   whose symbols lack one of the pattern's identifiers (:func:`~mathsearch.indexer.unify.
+   required_symbols`) cannot match the whole pattern and is not converted unless a partial
+   match is looked for in it; the others are converted by the same featurisation and unified
+   with the pattern (:func:`mathsearch.indexer.unify.match`): a variable binds one
    sub-expression, a repeated name equal ones. The window is ranked by the match: the whole
    equation (``exact``, score 1) before a sub-expression of it (``contained``, (0.5, 1), tighter
-   first) before a part of the pattern only (``partial``, < 0.5) before no match; ties keep the
-   first stage's order. Each hit reports its ``match`` and ``bindings`` (``{"x": "\\alpha_1"}``).
+   first) before a part of the pattern only (``partial``, < 0.5, looked for among the first
+   stage's best :data:`PARTIAL_WINDOW` candidates, or ``offset + k`` if more) before the rest
+   (``none``); ties keep the first stage's order. Only the hits returned are then fetched whole
+   and annotated; each reports its ``match`` and ``bindings`` (``{"x": "\\alpha_1"}``).
 
-The check costs one conversion per candidate (the converted trees are kept in a bounded cache,
-keyed by the equation's id and LaTeX) and one unification; it runs on the window only.
+The converted trees are kept in a bounded cache (keyed by the equation's id and LaTeX).
 
 Example::
 
-    response = wildcard_search(searcher, SearchRequest(r"?f(?x)^2 + ?g(?x)^2", mode=Mode.RRF))
+    response = wildcard_search(searcher, SearchRequest(r"?f(?x)^2 + ?g(?x)^2"))
     [(hit.match, hit.bindings) for hit in response.hits[:3]]
 """
 
@@ -41,8 +46,8 @@ from mathsearch.indexer.errors import IndexerError
 from mathsearch.indexer.mathml_tree import MathNode
 from mathsearch.indexer.parse import Featuriser
 from mathsearch.indexer.query_variables import Pattern, QueryVariableError, parse_pattern
-from mathsearch.indexer.unify import Match, match
-from mathsearch.opensearch.results import SearchResponse, group_hits
+from mathsearch.indexer.unify import Match, match, required_symbols
+from mathsearch.opensearch.results import Hit, SearchResponse, group_hits
 
 if TYPE_CHECKING:
     from mathsearch.opensearch.search_request import SearchRequest
@@ -51,6 +56,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "PARTIAL_WINDOW",
     "TreeCache",
     "pattern_featuriser",
     "rank_window",
@@ -60,6 +66,10 @@ __all__ = [
 
 #: Match kinds, best first (a hit's ``match``).
 KINDS = ("exact", "contained", "partial", "none")
+#: Partial matches are looked for among the first stage's best this many candidates (or
+#: ``offset + k`` if more): a pattern rarely matches whole more than once in a window, and
+#: looking for parts in all 100 was most of the check's time (docs/research, 2026-12-07).
+PARTIAL_WINDOW = 10
 
 
 class TreeCache:
@@ -104,11 +114,31 @@ def wildcard_pattern(latex: str, featuriser: Any) -> Pattern:
         raise QueryError(f"wildcard query: cannot read the pattern: {exc}") from exc
 
 
-def rank_window(pattern: Pattern, trees: Sequence[MathNode | None]) -> list[tuple[int, Match]]:
+def rank_window(
+    pattern: Pattern,
+    trees: Sequence[MathNode | None],
+    *,
+    whole: Sequence[bool] | None = None,
+    partial_window: int | None = None,
+) -> list[tuple[int, Match]]:
     """``(candidate index, match)`` of every candidate, best match first, ties in the first
-    stage's order (a pure function: golden-tested)."""
+    stage's order (a pure function: golden-tested).
+
+    ``trees[i]`` None: candidate ``i`` was not converted (or does not convert): ``none``.
+    ``whole[i]`` False: candidate ``i`` cannot match the whole pattern (its symbols lack one
+    of :func:`~mathsearch.indexer.unify.required_symbols`), so only a partial match is looked
+    for. ``partial_window``: partial matches are looked for in the first ``partial_window``
+    candidates only (None: all).
+    """
     none = Match(kind="none", score=0.0, bindings={})
-    matches = [match(pattern.tree, tree) if tree is not None else none for tree in trees]
+    matches = []
+    for i, tree in enumerate(trees):
+        look_whole = whole is None or whole[i]
+        look_partial = partial_window is None or i < partial_window
+        if tree is None or not (look_whole or look_partial):
+            matches.append(none)
+        else:
+            matches.append(match(pattern.tree, tree, whole=look_whole, partial=look_partial))
     order = sorted(range(len(trees)), key=lambda i: (-matches[i].score, i))
     return [(i, matches[i]) for i in order]
 
@@ -127,6 +157,7 @@ def wildcard_search(searcher: Searcher, request: SearchRequest) -> SearchRespons
     first_request = replace(
         request,
         latex=pattern.neutral_latex,
+        mode=request.wildcard_first_mode,
         k=window,
         offset=0,
         group=False,
@@ -134,23 +165,46 @@ def wildcard_search(searcher: Searcher, request: SearchRequest) -> SearchRespons
         rerank=(),
         window=window,
         depth=max(request.depth, window),
+        fetch_sources=False,  # ids alone: the check fetches what it reads
     )
     first = searcher.search(first_request, tokens=list(pattern.structure_tokens))
+    fetched = time.perf_counter()
+    ids = [hit.eq_id for hit in first.hits]  # the index's _id (no stored field was read)
+    stored = searcher.doc_values_of(ids, ("doc_id", "symbols"))
     checked = time.perf_counter()
-    trees = searcher.tree_cache.trees(featuriser, [(h.eq_id, h.latex) for h in first.hits])
-    ranked = rank_window(pattern, trees)
-    hits = []
+    fields = tuple(dict.fromkeys((*searcher.source_fields(request), searcher.fields.display)))
+    ranked, sources = _check_window(
+        searcher, featuriser, pattern, ids, stored, last=last, fields=fields
+    )
+    ranked_hits = []
     for rank, (index, found) in enumerate(ranked, start=1):
-        hit = replace(first.hits[index], rank=rank, score=round(found.score, 6))
+        light = first.hits[index]
+        paper = stored.get(light.eq_id, {}).get("doc_id") or [light.doc_id]
+        hit = replace(light, rank=rank, score=round(found.score, 6), doc_id=str(paper[0]))
         hit.match = found.kind
-        hit.bindings = found.bindings_latex()
-        hits.append(hit)
-    groups = group_hits(hits, last)[request.offset :] if request.group else None
-    hits = hits if request.group else hits[request.offset : last]
+        hit.bindings = found.bindings_latex() if found.kind != "none" else {}
+        ranked_hits.append(hit)
+    annotating = time.perf_counter()
+    groups = group_hits(ranked_hits, last)[request.offset :] if request.group else None
+    shown = (
+        [hit for group in groups for hit in group.hits]
+        if groups is not None
+        else ranked_hits[request.offset : last]
+    )
+    full = _annotated(searcher, request, shown, first.query_tokens, sources)
+    if groups is not None:
+        for group in groups:
+            group.hits = [full[id(hit)] for hit in group.hits]
+    hits = [full[id(hit)] for hit in shown] if groups is None else []
     if request.mathml:
-        searcher.renderer.fill(hits)
+        searcher.renderer.fill(hits or [hit for group in groups or () for hit in group.hits])
     done = time.perf_counter()
-    stages = {**first.stages_ms, "structural": (done - checked) * 1000}
+    stages = {
+        **first.stages_ms,
+        "window": (checked - fetched) * 1000,
+        "structural": (annotating - checked) * 1000,
+        "annotate": (done - annotating) * 1000,
+    }
     counts = {kind: sum(1 for _, m in ranked if m.kind == kind) for kind in KINDS}
     return replace(
         first,
@@ -160,7 +214,72 @@ def wildcard_search(searcher: Searcher, request: SearchRequest) -> SearchRespons
         groups=groups,
         parameters={
             **request.parameters(),
-            "wildcard": {"variables": list(pattern.variables), "window": window, **counts},
+            "wildcard": {
+                "variables": list(pattern.variables),
+                "first_stage": first_request.mode.value,
+                "window": window,
+                **counts,
+            },
         },
         stages_ms=stages,
     )
+
+
+def _check_window(
+    searcher: Searcher,
+    featuriser: Any,
+    pattern: Pattern,
+    ids: list[str],
+    stored: dict[str, dict[str, list]],
+    *,
+    last: int,
+    fields: tuple[str, ...],
+) -> tuple[list[tuple[int, Match]], dict[str, dict[str, Any]]]:
+    """The structural check of the window ``ids`` (``stored``: their ``symbols`` doc values):
+    fetch the stored ``fields`` (the LaTeX and what a hit shows) of what may match, convert,
+    unify, rank (:func:`rank_window`). Returns the ranking and the fetched sources: every hit
+    of the first ``last`` is among them (the first ``last`` candidates are all fetched)."""
+    required = required_symbols(pattern.tree)
+    partial_window = max(PARTIAL_WINDOW, last)
+    whole = []
+    for eq_id in ids:
+        symbols = stored.get(eq_id, {}).get("symbols")
+        # no value (an index without the field, an equation without identifiers): converted
+        whole.append(symbols is None or required.issubset(symbols))
+    wanted = [ids[i] for i in range(len(ids)) if whole[i] or i < partial_window]
+    display = searcher.fields.display
+    latex = searcher.sources_of(wanted, fields)
+    converted = searcher.tree_cache.trees(
+        featuriser, [(eq_id, str(latex.get(eq_id, {}).get(display) or "")) for eq_id in wanted]
+    )
+    trees: dict[str, MathNode | None] = dict(zip(wanted, converted, strict=True))
+    window = [trees.get(eq_id) for eq_id in ids]
+    return rank_window(pattern, window, whole=whole, partial_window=partial_window), latex
+
+
+def _annotated(
+    searcher: Searcher,
+    request: SearchRequest,
+    shown: list[Hit],
+    tokens: list[str],
+    fetched: dict[str, dict[str, Any]],
+) -> dict[int, Hit]:
+    """The hits shown, annotated as any search's (matched tokens, highlight) from their stored
+    fields (``fetched`` by the check; the others, grouped hits further down, fetched now),
+    keeping the check's rank, score, match, bindings and the first stage's explanation; keyed
+    by ``id()`` of the light hit."""
+    missing = [hit.eq_id for hit in shown if hit.eq_id not in fetched]
+    sources = {**fetched, **searcher.sources_of(missing, searcher.source_fields(request))}
+    raw = [
+        {"_id": hit.eq_id, "_score": hit.score, "_source": sources.get(hit.eq_id, {})}
+        for hit in shown
+    ]
+    full = searcher.hits_of({"hits": {"hits": raw}}, tokens, annotate=request.annotate)
+    out: dict[int, Hit] = {}
+    for light, hit in zip(shown, full, strict=True):
+        hit.rank, hit.match, hit.bindings = light.rank, light.match, light.bindings
+        hit.explanation = light.explanation
+        if not hit.doc_id:
+            hit.doc_id = light.doc_id
+        out[id(light)] = hit
+    return out

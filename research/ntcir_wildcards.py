@@ -20,8 +20,7 @@ from mathsearch.core.errors import QueryError
 from mathsearch.core.paths import SHARED_DATA
 from mathsearch.indexer.query_variables import has_variables
 from mathsearch.opensearch.client import connect
-from mathsearch.opensearch.queries import Mode
-from mathsearch.opensearch.search_request import SearchRequest
+from mathsearch.opensearch.search_request import WILDCARD_MODES, SearchRequest
 from mathsearch.opensearch.searcher import Searcher
 from mathsearch.opensearch.settings import OpenSearchSettings
 
@@ -42,7 +41,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--index", required=True, help="equation index (alias) to search")
     parser.add_argument("--k", type=int, default=3, help="hits shown per topic (3)")
-    parser.add_argument("--mode", default="rrf", help="first stage mode (rrf)")
+    parser.add_argument(
+        "--wildcard-mode",
+        default=SearchRequest.wildcard_mode,
+        choices=WILDCARD_MODES,
+        help=f"the first stage ({SearchRequest.wildcard_mode}, as a search's)",
+    )
     parser.add_argument("--json", action="store_true", help="JSON lines instead of Markdown")
     args = parser.parse_args(argv)
     topics = [(t, latex) for t, latex in read_topics([TOPICS]) if has_variables(latex)]
@@ -53,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         _out("|---|---|---|---|---|---|")
     for topic, latex in topics:
         try:
-            response = searcher.search(SearchRequest(latex, mode=Mode(args.mode), k=args.k))
+            request = SearchRequest(latex, k=args.k, wildcard_mode=args.wildcard_mode)
+            response = searcher.search(request)
         except QueryError as exc:  # a refused topic is a row of the report
             kinds["error"] += 1
             _out(json.dumps({"topic": topic, "error": str(exc)}) if args.json else

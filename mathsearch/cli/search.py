@@ -15,6 +15,7 @@ from mathsearch.opensearch.fusion import Combination, Normalization
 from mathsearch.opensearch.modes import MODES
 from mathsearch.opensearch.queries import RANGE_FIELDS, Filters, Mode
 from mathsearch.opensearch.search_profile import RANKING_FIELDS
+from mathsearch.opensearch.search_request import WILDCARD_MODES
 
 __all__ = ["add_models", "add_search", "run_models", "run_search"]
 
@@ -86,14 +87,14 @@ def _search_parser(commands: Any) -> argparse.ArgumentParser:
               mathsearch search 'x^2+y^2' --no-rerank                     (the first stage alone)
               mathsearch search 'E = mc^2' --index papers                 (a library's documents)
               mathsearch search 'A_\\mu' --index papers --text 'gauge theory' --text-field body
-              mathsearch search '?f(?x)^2 + ?g(?x)^2' --mode rrf   (query variables: wildcards)
+              mathsearch search '?f(?x)^2 + ?g(?x)^2'              (query variables: wildcards)
               mathsearch search '\\frac{\\qvar{a}}{2m}' --json     (the NTCIR form of ?a)
 
             Query variables: ?x or \\qvar{x} stands for any one sub-expression, the same name
-            for equal ones. The mode finds candidates for the pattern (variables made neutral,
-            BM25 over the tokens without a variable), the top --window are unified with it and
-            ranked by the match (whole equation, then a sub-expression, then partial), and each
-            hit shows what its variables bound (?x = \\alpha_{1}).
+            for equal ones. BM25 over the pattern's tokens without a variable finds the top
+            --window candidates (--wildcard-mode picks another first stage), they are unified
+            with it and ranked by the match (whole equation, then a sub-expression, then a
+            part of the pattern), and each hit shows what its variables bound (?x = \\alpha_{1}).
 
             Every ranking flag left out takes the profile's value (without --profile the
             shipped default profile's: mode fusion, alpha 0.4, depth 100, max_terms 32, the
@@ -161,6 +162,13 @@ def _add_ranking_options(parser: argparse.ArgumentParser) -> None:
         help="fusion combination (default arithmetic_mean)",
     )
     parser.add_argument("--rank-constant", type=int, help="RRF constant (default 60)")
+    parser.add_argument(
+        "--wildcard-mode",
+        choices=WILDCARD_MODES,
+        help="the first stage of a query with variables: bm25 over the pattern's tokens "
+        "without a variable (default, the best recall measured), a mode on the pattern "
+        "made neutral, or same (--mode's)",
+    )
     parser.add_argument(
         "--fusion-side",
         choices=("auto", "server", "client"),

@@ -83,6 +83,7 @@ from mathsearch.evaluation.tuning import DEFAULT_METRIC
 from mathsearch.opensearch.modes import MODES
 from mathsearch.opensearch.queries import Mode
 from mathsearch.opensearch.search_profile import SearchProfile
+from mathsearch.opensearch.search_request import WILDCARD_SAME
 from mathsearch.opensearch.settings import OpenSearchSettings
 from mathsearch.runtime.model_card import ModelCard
 
@@ -396,15 +397,18 @@ def run_retrieval_eval(
     clock: dict[str, float] = {"index": built.seconds}
     tick = time.perf_counter()
     base = _base_profile(encoders, rerank)
+    # wildcard patterns: each mode (tuned or a row) runs as the first stage itself, the default
+    # row as users get it
+    searched = replace(base, wildcard_mode=WILDCARD_SAME) if data.task == "wildcard" else base
     tuned, tuned_info = _tune_half(
-        searcher, data, tune_topics, out, base, grid=grid, k=k, metric=metric, progress=progress,
-        measures=measures,
+        searcher, data, tune_topics, out, searched, grid=grid, k=k, metric=metric,
+        progress=progress, measures=measures,
     )  # fmt: skip
     clock["tune"] = time.perf_counter() - tick
     test_qrels = _subset(data.qrels, test_topics)
     # the timings below are searches, not featurisation
     _featurise(searcher, _searched_topics(data, test_topics))
-    profiles = _test_profiles(base, tuned, k)
+    profiles = _test_profiles(searched, tuned, k, default=base)
     tick = time.perf_counter()
     systems = _profile_systems(
         out, searcher, profiles, test_topics, test_qrels, progress=progress, measures=measures
@@ -528,14 +532,15 @@ def _tune_half(
 
 
 def _test_profiles(
-    base: SearchProfile, tuned: TuneResult, k: int
+    base: SearchProfile, tuned: TuneResult, k: int, *, default: SearchProfile | None = None
 ) -> list[tuple[str, SearchProfile]]:
-    """The test half's searched systems: every mode, the default profile, the tuned best."""
+    """The test half's searched systems: every mode, the default profile (``default``, else
+    ``base``), the tuned best."""
     # every mode with the parameters users get without --profile (the shipped default
     # profile's alpha, normalisation, ...), the default profile itself, and the tuned best
-    default = replace(base, k=k)
-    profiles = [(mode.value, replace(default, mode=mode)) for mode in BASELINES]
-    profiles.append(("default", default))
+    modes = replace(base, k=k)
+    profiles = [(mode.value, replace(modes, mode=mode)) for mode in BASELINES]
+    profiles.append(("default", replace(default or base, k=k)))
     profiles.append(("tuned", replace(tuned.best.config.profile, k=k)))
     return profiles
 

@@ -265,7 +265,8 @@ def _setup(result: RetrievalEval) -> list[str]:
     if result.task == "wildcard":
         lines.append(
             "Every row of ours is a wildcard search: the mode's first stage on the pattern "
-            "made neutral, then the structural check (unification) re-ranks its window; "
+            "made neutral (the default row: BM25 over the tokens without a variable, as users "
+            "get it), then the structural check (unification) re-ranks its window; "
             "Approach Zero gets each pattern in its `\\qvar{x}` syntax."
         )
     return lines

@@ -86,6 +86,11 @@ class SearchBody(_Strict):
     rerank_alpha: float | None = Field(
         None, ge=0.0, le=1.0, description="the rerank encoders' share in the second stage"
     )
+    wildcard_mode: str | None = Field(
+        None,
+        description="the first stage of a query with variables: bm25 (default: BM25 over the "
+        "pattern's tokens without a variable), another mode, or same (the request's mode)",
+    )
     filters: FiltersBody | None = None
     group: bool = Field(False, description="group the hits by document")
     explain: bool = Field(False, description="each hit's score breakdown")

@@ -30,9 +30,10 @@ class Bm25Mode(SearchMode):
     def run(
         self, ctx: ModeContext, request: SearchRequest, tokens: list[str], plan: VectorPlan
     ) -> list[Hit]:
+        source = ctx.source_fields(request)
         body = bm25_body(
-            tokens, request.text, size=request.k, filters=request.filters,
-            source=ctx.source_fields(request), fields=ctx.fields,
+            tokens, request.text, size=request.k, filters=request.filters, source=source,
+            fields=ctx.fields, ids_from=ctx.fields.id_field,  # without source: ids from doc values
         )  # fmt: skip
         hits = ctx.hits_of(ctx.run_body(body), tokens, annotate=request.annotate)
         if request.explain:

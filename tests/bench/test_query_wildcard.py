@@ -125,7 +125,8 @@ def test_the_wildcard_row_is_timed_like_the_others(monkeypatch: pytest.MonkeyPat
     )  # fmt: skip
     pool = SimpleNamespace(model_encoder=_Encoder())
     row = query._time_wildcards(object(), "alias", pool, wild, timing)  # type: ignore[arg-type]
-    assert row["mode"] == WILDCARD_ROW and row["searched_as"] == "rrf-client"
+    assert row["mode"] == WILDCARD_ROW
+    assert row["searched_as"] == "rrf-client request, bm25 first stage"
     assert row["end_to_end"]["n"] == 5 and row["cluster"]["n"] == 5 and row["errors"] == 0
     assert row["repeated_queries"] == 0 and row["fused"] == "client"
     assert row["wildcard_stages_ms"] == {"first_stage": 4.0, "query": 1.0, "structural": 2.0}

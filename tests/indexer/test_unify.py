@@ -10,12 +10,20 @@ import pytest
 
 from mathsearch.core.paths import TEST_RESOURCES
 from mathsearch.indexer.hepth import iter_hepth
+from mathsearch.indexer.lexical import symbols
 from mathsearch.indexer.mathml_tree import MathNode
 from mathsearch.indexer.parse import Featuriser, ParsedEquation
 from mathsearch.indexer.query_variables import QVAR_TAG, parse_pattern
 from mathsearch.indexer.records import EquationRecord
 from mathsearch.indexer.settings import IndexerSettings
-from mathsearch.indexer.unify import Match, equal_trees, match, subtree_latex, unify
+from mathsearch.indexer.unify import (
+    Match,
+    equal_trees,
+    match,
+    required_symbols,
+    subtree_latex,
+    unify,
+)
 
 HEPTH = TEST_RESOURCES / "export" / "hepth2003-every12th.txt"
 
@@ -214,3 +222,41 @@ def test_subtree_latex_round_trips_most_real_equations(featuriser: Featuriser) -
         same.append(isinstance(back, ParsedEquation) and equal_trees(item.tree, back.tree))
     share = sum(same) / len(same)
     assert share >= 0.8, f"{share:.0%} of {len(same)} real equations round-trip"
+
+
+# -- the symbols necessary for a whole match -------------------------------------------------
+
+
+def _stored_symbols(tree: MathNode) -> set[str]:
+    """The index's ``symbols`` field of an equation (``documents.flat_symbols``)."""
+    return {name for group in symbols(tree).values() for name in group}
+
+
+@pytest.mark.parametrize(("query", "equation", "expected"), GOLDEN)
+def test_every_whole_match_has_the_patterns_required_symbols(
+    query: str, equation: str, expected: dict[str, str] | None, featuriser: Featuriser
+) -> None:
+    pattern = parse_pattern(query, featuriser).tree
+    tree = _tree(featuriser, equation)
+    if match(pattern, tree).kind in ("exact", "contained"):
+        assert required_symbols(pattern) <= _stored_symbols(tree)
+
+
+def test_required_symbols_are_the_identifiers_without_variables(featuriser: Featuriser) -> None:
+    pattern = parse_pattern(r"\sin ?x + \alpha_{?i} = \frac{?x}{2m} + \text{for ?y}", featuriser)
+    assert required_symbols(pattern.tree) == {"sin", "α", "m"}  # no variable, no operator
+    # a real equation without one of them cannot match whole: it is skipped, not lost
+    assert not required_symbols(pattern.tree) <= _stored_symbols(
+        _tree(featuriser, r"\cos x + \alpha_1 = \frac{x}{2m}")
+    )
+
+
+def test_match_can_skip_the_whole_or_the_partial_attempt(featuriser: Featuriser) -> None:
+    pattern = parse_pattern(r"?a^{2} + ?b^{2} = ?c^{2}", featuriser).tree
+    exact = _tree(featuriser, r"x^{2} + y^{2} = z^{2}")
+    part = _tree(featuriser, r"x^{2} + y^{2} - z")
+    assert match(pattern, exact).kind == "exact"
+    assert match(pattern, exact, whole=False).kind == "partial"  # the whole attempt skipped
+    assert match(pattern, part).kind == "partial"
+    assert match(pattern, part, partial=False).kind == "none"
+    assert match(pattern, exact, partial=False).kind == "exact"

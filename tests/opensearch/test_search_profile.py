@@ -101,3 +101,15 @@ def test_the_shipped_profile_reranks_with_shipped_models() -> None:
     profile = SearchProfile.default()
     assert profile.rerank and profile.rerank_window > 0
     assert all(Path(shipped_or_path(name)).is_file() for name in profile.rerank)
+
+
+def test_a_profile_keeps_a_wildcard_first_stage_other_than_the_default(tmp_path: Path) -> None:
+    assert "wildcard_mode" not in SearchProfile().to_dict()  # the default reads as before
+    path = SearchProfile(wildcard_mode="knn").save(tmp_path / "p.json")
+    assert json.loads(path.read_text())["wildcard_mode"] == "knn"
+    loaded = SearchProfile.load(path)
+    assert loaded.request("?x + 1").wildcard_first_mode is Mode.KNN
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format": PROFILE_FORMAT, "wildcard_mode": "grep"}))
+    with pytest.raises(ConfigurationError, match="wildcard_mode"):
+        SearchProfile.load(bad)

@@ -63,6 +63,29 @@ def test_ties_keep_the_first_stage_order(featuriser: Featuriser) -> None:
     assert [i for i, _ in rank_window(pattern, trees)] == [0, 1, 2]
 
 
+def test_partial_matches_are_looked_for_in_the_partial_window_only(
+    featuriser: Featuriser,
+) -> None:
+    pattern = parse_pattern(r"?a^{2} + ?b^{2} = ?c^{2}", featuriser)
+    window = [r"\sin \theta", r"x^{2} + y^{2} - z", r"x^{2} + y^{2} - w", r"u^{2} + v^{2} = t^{2}"]
+    trees = [_tree(featuriser, latex) for latex in window]
+    kinds = dict((i, m.kind) for i, m in rank_window(pattern, trees, partial_window=2))
+    # a part is looked for in the first two only; a whole match counts anywhere
+    assert kinds == {0: "none", 1: "partial", 2: "none", 3: "exact"}
+    ranked = rank_window(pattern, trees, whole=[True, True, True, False])
+    assert dict(ranked)[3].kind == "partial"  # known not to match whole: no whole attempt
+    assert [i for i, _ in rank_window(pattern, trees, partial_window=2)][:2] == [3, 1]
+
+
+def test_a_wildcard_mode_must_be_a_mode_or_same() -> None:
+    assert SearchRequest("?x + 1").wildcard_first_mode is Mode.BM25  # the default
+    same = SearchRequest("?x + 1", mode=Mode.KNN, wildcard_mode="same")
+    assert same.wildcard_first_mode is Mode.KNN
+    assert SearchRequest("?x", wildcard_mode=Mode.RRF).wildcard_mode == "rrf"
+    with pytest.raises(QueryError, match="wildcard_mode"):
+        SearchRequest("?x + 1", wildcard_mode="grep").validate()
+
+
 def test_a_query_of_variables_alone_is_a_clear_query_error(featuriser: Featuriser) -> None:
     with pytest.raises(QueryError, match="wildcard query"):
         wildcard_pattern("?x", featuriser)
@@ -187,3 +210,51 @@ def test_the_api_returns_bindings_and_refuses_a_pattern_of_variables_alone(
     assert plain.json()["hits"][0].get("bindings") is None  # a plain query's hits: none
     refused = api_client.post("/search", json={**body, "latex": "?x"})
     assert refused.status_code in (400, 422) and "variable" in refused.text
+
+
+@pytest.mark.services
+def test_the_check_finds_every_whole_match_a_full_check_finds(
+    searcher: Searcher, indexed_pattern: dict[str, Any], featuriser: Featuriser
+) -> None:
+    """Skipping the candidates whose symbols rule out a whole match loses none: the hits'
+    whole matches are those of unifying the whole window, and the shown hits are annotated."""
+    request = SearchRequest(indexed_pattern["pattern"], k=40)
+    response = searcher.search(request)
+    assert response.parameters["wildcard"]["first_stage"] == "bm25"
+    pattern = parse_pattern(indexed_pattern["pattern"], featuriser)
+    first = searcher.search(
+        SearchRequest(pattern.neutral_latex, mode=Mode.BM25, k=100),
+        tokens=list(pattern.structure_tokens),
+    )
+    trees = [_tree(featuriser, hit.latex) for hit in first.hits]
+    brute = {
+        first.hits[i].eq_id
+        for i, m in rank_window(pattern, trees)
+        if m.kind in ("exact", "contained")
+    }
+    found = {hit.eq_id for hit in response.hits if hit.match in ("exact", "contained")}
+    assert brute and found == brute
+    assert all(hit.latex and hit.doc_id for hit in response.hits)
+    assert any(hit.matched_tokens for hit in response.hits)
+    assert {"window", "structural", "annotate"} <= set(response.stages_ms)
+    # a ranking alone (an evaluation run's request) is ranked by the same check
+    bare = searcher.search(replace(request, annotate=False))
+    assert [(h.eq_id, h.match) for h in bare.hits] == [(h.eq_id, h.match) for h in response.hits]
+    assert not any(hit.latex for hit in bare.hits)
+
+
+@pytest.mark.services
+def test_the_wildcard_mode_chooses_the_first_stage(
+    searcher: Searcher, indexed_pattern: dict[str, Any], api_client: Any
+) -> None:
+    same = searcher.search(
+        SearchRequest(indexed_pattern["pattern"], mode=Mode.KNN, k=5, wildcard_mode="same")
+    )
+    assert same.parameters["wildcard"]["first_stage"] == "knn"
+    assert not same.query_tokens or same.mode == "knn"
+    body = {"latex": indexed_pattern["pattern"], "k": 5, "wildcard_mode": "rrf"}
+    response = api_client.post("/search", json=body)
+    assert response.status_code == 200, response.text
+    assert response.json()["parameters"]["wildcard"]["first_stage"] == "rrf"
+    refused = api_client.post("/search", json={**body, "wildcard_mode": "grep"})
+    assert refused.status_code in (400, 422) and "wildcard_mode" in refused.text
