@@ -8,7 +8,12 @@ Tasks (:data:`TASKS`) and losses:
   :class:`~mathsearch.encoders.losses.triplet_loss.TripletLoss` with ``swap=True, squared=True``),
   or
   ``--loss siamese``: eq. 2, squared hinge
-  (:class:`~mathsearch.encoders.losses.siamese_loss.SiameseLoss`).
+  (:class:`~mathsearch.encoders.losses.siamese_loss.SiameseLoss`), or
+  ``--loss info-nce`` (beyond the seed, the recipe that made the graph CNN work): each anchor
+  with a positive of its paper against every other positive of the batch
+  (:class:`~mathsearch.encoders.losses.info_nce_loss.InfoNCELoss`, learned scale, symmetric;
+  other anchors of the same paper are left out of each other's softmax, not negatives). The
+  net's embeddings are L2-normalised, so its inner products are cosines.
 
 Procedure (sec. 4.3): Adam, learning rate 0.00025 reduced by 0.1 every 10 epochs, minibatches of
 100, 30 epochs, margin 1, new negatives/positives every step; the large net's batch norm is frozen
@@ -48,6 +53,7 @@ from mathsearch.encoders.bitmap_sampler import (
     sample_triplets,
 )
 from mathsearch.encoders.checkpoints import read_checkpoint
+from mathsearch.encoders.losses.info_nce_loss import InfoNCELoss, same_group_mask
 from mathsearch.encoders.losses.multilabel_loss import LabelLogLoss
 from mathsearch.encoders.losses.siamese_loss import SiameseLoss
 from mathsearch.encoders.losses.triplet_loss import TripletLoss
@@ -68,7 +74,7 @@ __all__ = [
 
 CHECKPOINT_FORMAT = "mathsearch-bitmap-checkpoint/1"
 TASKS = ("symbols", "keywords", "context")
-LOSSES = ("triplet", "siamese")
+LOSSES = ("triplet", "siamese", "info-nce")
 
 
 class BitmapTrainingError(ValueError):
@@ -189,11 +195,13 @@ def train_bitmap(
             anchors = context_anchors(train.eq_paper)
         except ValueError as exc:
             raise BitmapTrainingError(str(exc)) from exc
-        criterion: torch.nn.Module = (
-            TripletLoss(config.margin, swap=True, squared=True)
-            if config.loss == "triplet"
-            else SiameseLoss(config.margin, squared=True)
-        )
+        criterion: torch.nn.Module
+        if config.loss == "triplet":
+            criterion = TripletLoss(config.margin, swap=True, squared=True)
+        elif config.loss == "siamese":
+            criterion = SiameseLoss(config.margin, squared=True)
+        else:
+            criterion = InfoNCELoss()
     else:
         label_sets = _label_sets(config, train)
         vocabulary = LabelVocabulary.build(label_sets, config.min_label_count, config.max_labels)
@@ -206,7 +214,7 @@ def train_bitmap(
             )
         head = LabelLogLoss(len(vocabulary), model.config.out_dim)
         criterion = head
-    params = list(model.parameters()) + (list(head.parameters()) if head is not None else [])
+    params = list(model.parameters()) + list(criterion.parameters())  # a head, a learned scale
     optimizer = torch.optim.Adam(params, lr=config.lr)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, config.lr_step, config.lr_gamma)
     steps = config.steps_per_epoch or max(1, math.ceil(len(anchors) / config.batch_size))
@@ -235,6 +243,13 @@ def train_bitmap(
             pos, neg = sample_triplets(rng, idx, train.eq_paper, members)
             emb = model(_batch(train.crops, np.concatenate([idx, pos, neg])))
             loss = criterion(*emb.split(len(idx)))
+        elif config.task == "context" and config.loss == "info-nce":
+            pos, _ = sample_triplets(rng, idx, train.eq_paper, members)
+            anchor, positive = model(_batch(train.crops, np.concatenate([idx, pos]))).split(
+                len(idx)
+            )
+            same_paper = same_group_mask(torch.from_numpy(train.eq_paper[idx]))
+            loss = criterion(anchor, positive, ignore=same_paper)
         elif config.task == "context":
             other, y = sample_pairs(rng, idx, train.eq_paper, members)
             pair = model(_batch(train.crops, np.concatenate([idx, other])))

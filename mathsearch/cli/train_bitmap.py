@@ -44,6 +44,7 @@ def register(kinds: Any) -> None:
             examples:
               mathsearch train bitmap ../shared/data/hepth2003/*.txt --format hepth \\
                   --task context --loss triplet --net small --out runs/bitmap
+              mathsearch train bitmap eq.txt --format hepth --loss info-nce --out runs/nce
               mathsearch train bitmap papers/ --format tex --task keywords --out runs/kw
               mathsearch train bitmap eq.txt --format hepth --task symbols --out runs/sym \\
                   --epochs 2 --steps-per-epoch 50 --limit 3000
@@ -56,8 +57,9 @@ def register(kinds: Any) -> None:
     parser.add_argument("--format", choices=FORMATS, help="source format (default: from the name)")
     parser.add_argument("--out", required=True, help="output folder (checkpoint.pt, train.json)")
     parser.add_argument("--task", choices=_TASKS, default="context", help="default context")
-    parser.add_argument("--loss", choices=("triplet", "siamese"), default="triplet",
-                        help="context task loss (default triplet)")  # fmt: skip
+    parser.add_argument("--loss", choices=("triplet", "siamese", "info-nce"), default="triplet",
+                        help="context task loss (default triplet, the seed's; info-nce: in-batch "
+                        "negatives, beyond the seed)")  # fmt: skip
     parser.add_argument("--net", choices=("small", "large"), default="small", help="default small")
     parser.add_argument("--epochs", type=positive_int, default=30, help="default 30 (the seed)")
     parser.add_argument(
