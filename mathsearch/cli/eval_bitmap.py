@@ -12,6 +12,9 @@ sources are rendered (cached) and split by paper exactly as ``train bitmap`` spl
 
 The model is a ``checkpoint.pt`` (PyTorch) or an exported ``.onnx`` (ONNX Runtime, no torch
 needed); with torch available an untrained network of the same size is scored as the baseline.
+The BoW baseline (KDD 2020 sec. 6.3: the sum of the one-hot node features of the one
+featurisation, :func:`mathsearch.indexer.lexical.bow_vector`, by cosine) is scored on the same
+equations (``--no-bow``: not); an equation the featurisation refuses gets a zero vector.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from mathsearch.indexer.extract import FORMATS
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["evaluate_embeddings", "labelled_sample", "register", "run"]
+__all__ = ["bow_embedder", "evaluate_embeddings", "labelled_sample", "register", "run"]
 
 _ORDER = (
     "eval_accuracy",
@@ -71,6 +74,7 @@ def register(kinds: Any) -> None:
     parser.add_argument("--eval-per-paper", type=int, default=8, help="equations each (8)")
     parser.add_argument("--cache-dir", default="", help="rendered-crop cache (default: none)")
     parser.add_argument("--no-baseline", action="store_true", help="skip the untrained model")
+    parser.add_argument("--no-bow", action="store_true", help="skip the BoW baseline")
     parser.add_argument("--json", action="store_true", help="print the metrics as JSON")
 
 
@@ -93,7 +97,8 @@ def labelled_sample(
 def evaluate_embeddings(
     embed: Any, crops: np.ndarray, eq_paper: np.ndarray, args: argparse.Namespace
 ) -> dict[str, Any]:
-    """All metrics for one embedding function ``embed(crops) -> (n, d)``."""
+    """All metrics for one embedding function ``embed(crops) -> (n, d)`` (unit rows); ``crops``
+    may be any array of items ``embed`` takes (the BoW baseline's: equation indices)."""
     from mathsearch.encoders.bitmap_eval import holdout_metrics, holdout_triplets, labelled_metrics
     from mathsearch.encoders.evaluation import EvaluationError
 
@@ -106,10 +111,31 @@ def evaluate_embeddings(
         logger.warning("no eval metrics: %s", exc)
     triplets = holdout_triplets(eq_paper, args.triplets, args.seed)
     used = np.unique(np.concatenate(triplets))
-    emb = np.zeros((len(crops), 64), dtype=np.float32)
-    emb[used] = embed(crops[used])
+    vectors = embed(crops[used])
+    emb = np.zeros((len(crops), vectors.shape[1]), dtype=np.float32)
+    emb[used] = vectors
     out.update(holdout_metrics(emb, triplets))
     return out
+
+
+def bow_embedder(latex: list[str]) -> Any:
+    """``embed(indices) -> (n, 256)``: the L2-normalised BoW vectors of ``latex[i]`` (featurised
+    once each, on first use; zeros where the featurisation refuses the equation)."""
+    from mathsearch.indexer.lexical import bow_vector
+    from mathsearch.indexer.parse import Featuriser, ParsedEquation
+
+    featuriser = Featuriser()
+    cache: dict[int, np.ndarray] = {}
+
+    def vector(i: int) -> np.ndarray:
+        if i not in cache:
+            parsed = featuriser.parse_latex(latex[i])
+            bow = bow_vector(parsed.graph) if isinstance(parsed, ParsedEquation) else None
+            norm = float(np.linalg.norm(bow)) if bow is not None else 0.0
+            cache[i] = bow / norm if bow is not None and norm > 0 else np.zeros(256, np.float32)
+        return cache[i]
+
+    return lambda indices: np.stack([vector(int(i)) for i in indices]).astype(np.float32)
 
 
 def _embedder(model_path: Path) -> tuple[Any, str]:
@@ -159,6 +185,11 @@ def run(args: argparse.Namespace) -> int:
                 )
             except ImportError:
                 logger.info("no torch: no untrained baseline")
+        if not args.no_bow:
+            items = np.arange(len(test))
+            result["bow"] = evaluate_embeddings(
+                bow_embedder(list(test.latex)), items, test.eq_paper, args
+            )
     except (
         BitmapCorpusError,
         EvaluationError,
@@ -176,9 +207,10 @@ def run(args: argparse.Namespace) -> int:
         f"{model_path.name}: {result['data']['equations']} held-out equations of "
         f"{result['data']['papers']} papers"
     )
-    base = result.get("untrained", {})
+    base, bow = result.get("untrained", {}), result.get("bow", {})
     for key in _ORDER:
         if key in result["metrics"]:
             extra = f"   (untrained {base[key]:.4f})" if key in base else ""
+            extra += f"   (BoW {bow[key]:.4f})" if key in bow else ""
             emit(f"  {key:<16} {result['metrics'][key]:.4f}{extra}")
     return 0

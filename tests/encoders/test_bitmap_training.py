@@ -138,5 +138,19 @@ def test_cli_train_then_eval(corpus: BitmapCorpus, tmp_path: Path, capsys) -> No
     for key in ("eval_accuracy", "eval_ranking", "eval_triples", "eval_siamese"):
         assert key in result["metrics"] and key in result["untrained"]
     assert 0.0 <= result["metrics"]["holdout_ranking"] <= 1.0
+    # the BoW baseline on the same equations (KDD 2020 sec. 6.3)
+    assert "eval_accuracy" in result["bow"] and 0.0 <= result["bow"]["holdout_ranking"] <= 1.0
     assert main(["eval", "bitmap", str(tmp_path / "missing.pt"), str(SLICE)]) == 1
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_the_bow_baseline_embeds_unit_vectors_of_the_one_featurisation() -> None:
+    from mathsearch.cli.eval_bitmap import bow_embedder
+
+    embed = bow_embedder([r"x^2 + y^2", r"x^{2}+y^{2}", r"\int_0^1 f(t)\,dt", r"\frac{"])
+    vectors = embed(np.array([0, 1, 2, 3]))
+    assert vectors.shape == (4, 256)
+    assert np.allclose(np.linalg.norm(vectors[:3], axis=1), 1.0)
+    assert float(vectors[0] @ vectors[1]) > 0.999  # the same formula written twice
+    assert float(vectors[0] @ vectors[2]) < 0.9
+    assert not vectors[3].any()  # refused by the featurisation: a zero vector
