@@ -182,7 +182,7 @@ def wildcard_search(searcher: Searcher, request: SearchRequest) -> SearchRespons
         paper = stored.get(light.eq_id, {}).get("doc_id") or [light.doc_id]
         hit = replace(light, rank=rank, score=round(found.score, 6), doc_id=str(paper[0]))
         hit.match = found.kind
-        hit.bindings = found.bindings_latex() if found.kind != "none" else {}
+        hit.bindings = found.bindings_latex()
         ranked_hits.append(hit)
     annotating = time.perf_counter()
     groups = group_hits(ranked_hits, last)[request.offset :] if request.group else None
@@ -192,12 +192,12 @@ def wildcard_search(searcher: Searcher, request: SearchRequest) -> SearchRespons
         else ranked_hits[request.offset : last]
     )
     full = _annotated(searcher, request, shown, first.query_tokens, sources)
-    if groups is not None:
-        for group in groups:
-            group.hits = [full[id(hit)] for hit in group.hits]
-    hits = [full[id(hit)] for hit in shown] if groups is None else []
+    annotated = [full[id(hit)] for hit in shown]
+    for group in groups or ():
+        group.hits = [full[id(hit)] for hit in group.hits]
     if request.mathml:
-        searcher.renderer.fill(hits or [hit for group in groups or () for hit in group.hits])
+        searcher.renderer.fill(annotated)
+    hits = annotated if groups is None else []
     done = time.perf_counter()
     stages = {
         **first.stages_ms,

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mathsearch.cli.common import emit
 from mathsearch.evaluation.ir_metrics import Evaluation
 from mathsearch.evaluation.paired_test import compare_per_topic
 from mathsearch.runtime.gcn_session import GcnSession
@@ -161,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not Path(path).is_file():
             parser.error(f"no such model: {path}")
     report = compare(encoders, alphas)
-    print(json.dumps(report, indent=2) if args.json else render(report))
+    emit(json.dumps(report, indent=2) if args.json else render(report))
     return 0
 
 

@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mathsearch.cli.common import emit
 from mathsearch.evaluation.ir_metrics import Evaluation
 from mathsearch.indexer.parse import ParsedEquation
 from mathsearch.opensearch.explain import subquery_weights
@@ -215,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = compare(encoders, args.alpha, args.rank_constant)
     except ModelCardError as exc:
         parser.error(str(exc))
-    print(json.dumps(report, indent=2) if args.json else render(report))
+    emit(json.dumps(report, indent=2) if args.json else render(report))
     return 0
 
 

@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 from scipy import sparse
 
+from mathsearch.cli.common import emit
 from mathsearch.evaluation.held_out import validation_papers
 from mathsearch.evaluation.ir_metrics import Evaluation, evaluate
 from mathsearch.evaluation.relevance_sets import RelevanceSet, featuriser_filter
@@ -484,12 +485,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     result = {name: round(value, 4) for name, value in result.items()}
     if args.json:
-        print(json.dumps(result, indent=2))
+        emit(json.dumps(result, indent=2))
     else:
         sizes = f"{len(collection.ids)} equations, {len(collection.data.topics)} topics"
-        print(f"validation papers: {sizes}")
+        emit(f"validation papers: {sizes}")
         for name, value in result.items():
-            print(f"{name:40s} {value:.4f}")
+            emit(f"{name:40s} {value:.4f}")
     return 0
 
 

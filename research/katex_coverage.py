@@ -24,6 +24,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from mathsearch.cli.common import emit
 from mathsearch.indexer.hepth import iter_hepth
 from mathsearch.indexer.katex_backend import KatexConverter, KatexError
 from mathsearch.indexer.records import Failure
@@ -104,35 +105,35 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     path = args.path.resolve()
     if not path.is_file():
-        print(f"no such file: {path}", file=sys.stderr)
+        sys.stderr.write(f"no such file: {path}\n")
         return 2
     bodies, skipped, count = load_bodies(path, args.limit)
     report = {"source": str(path), "items": count, "failure_records": dict(skipped)}
     report.update(measure(bodies, args.batch_size))
     if args.json:
-        print(json.dumps(report, indent=2))
+        emit(json.dumps(report, indent=2))
         return 0
-    print(f"source      {report['source']}")
-    print(f"items       {count} ({sum(skipped.values())} failure records: {dict(skipped)})")
-    print(f"katex       {report['katex']}, batch size {args.batch_size}")
-    print(
+    emit(f"source      {report['source']}")
+    emit(f"items       {count} ({sum(skipped.values())} failure records: {dict(skipped)})")
+    emit(f"katex       {report['katex']}, batch size {args.batch_size}")
+    emit(
         f"converted   {report['converted']} / {report['equations']} "
         f"= {100 * report['coverage']:.2f} %"
     )
-    print(
+    emit(
         f"speed       {report['equations_per_second']} equations/s "
         f"({report['seconds']} s, {report['node_restarts']} node restarts)"
     )
-    print("failures by reason:")
+    emit("failures by reason:")
     for reason, count in report["failures_by_reason"].items():
-        print(f"  {reason:24s} {count:6d}   e.g. {report['failure_examples'][reason]}")
-    print(f"top 20 unknown macros ({report['unknown_macro_distinct']} distinct):")
+        emit(f"  {reason:24s} {count:6d}   e.g. {report['failure_examples'][reason]}")
+    emit(f"top 20 unknown macros ({report['unknown_macro_distinct']} distinct):")
     for name, count in report["top_unknown_macros"]:
-        print(f"  {name:24s} {count:6d}")
+        emit(f"  {name:24s} {count:6d}")
     if report["top_unknown_environments"]:
-        print("unknown environments:")
+        emit("unknown environments:")
         for name, count in report["top_unknown_environments"]:
-            print(f"  {name:24s} {count:6d}")
+            emit(f"  {name:24s} {count:6d}")
     return 0
 
 

@@ -16,6 +16,7 @@ import sys
 from collections import Counter
 
 from mathsearch.bench.corpus import read_topics
+from mathsearch.cli.common import emit
 from mathsearch.core.errors import QueryError
 from mathsearch.core.paths import SHARED_DATA
 from mathsearch.indexer.query_variables import has_variables
@@ -23,11 +24,6 @@ from mathsearch.opensearch.client import connect
 from mathsearch.opensearch.search_request import WILDCARD_MODES, SearchRequest
 from mathsearch.opensearch.searcher import Searcher
 from mathsearch.opensearch.settings import OpenSearchSettings
-
-
-def _out(line: str) -> None:
-    sys.stdout.write(line + "\n")
-
 
 TOPICS = SHARED_DATA / "mathir-topics" / "topics.ntcir12-math-browsing.txt"
 
@@ -53,15 +49,15 @@ def main(argv: list[str] | None = None) -> int:
     searcher = Searcher(connect(OpenSearchSettings.from_env()), args.index)
     kinds: Counter[str] = Counter()
     if not args.json:
-        _out("| topic | pattern | rank | match | bindings | hit |")
-        _out("|---|---|---|---|---|---|")
+        emit("| topic | pattern | rank | match | bindings | hit |")
+        emit("|---|---|---|---|---|---|")
     for topic, latex in topics:
         try:
             request = SearchRequest(latex, k=args.k, wildcard_mode=args.wildcard_mode)
             response = searcher.search(request)
         except QueryError as exc:  # a refused topic is a row of the report
             kinds["error"] += 1
-            _out(json.dumps({"topic": topic, "error": str(exc)}) if args.json else
+            emit(json.dumps({"topic": topic, "error": str(exc)}) if args.json else
                   f"| {topic} | `{_cell(latex)}` | - | error | {_cell(str(exc))} | |")  # fmt: skip
             continue
         kinds[response.hits[0].match if response.hits else "empty"] += 1
@@ -70,11 +66,11 @@ def main(argv: list[str] | None = None) -> int:
             if args.json:
                 row = {"topic": topic, "rank": hit.rank, "match": hit.match, "bindings":
                        hit.bindings, "eq_id": hit.eq_id, "latex": hit.latex}  # fmt: skip
-                _out(json.dumps(row))
+                emit(json.dumps(row))
             else:
                 pattern = f"`{_cell(latex, 50)}`" if hit.rank == 1 else ""
                 name = topic.replace("NTCIR12-MathWiki-", "") if hit.rank == 1 else ""
-                _out(f"| {name} | {pattern} | {hit.rank} | {hit.match} | `{_cell(bound, 60)}` "
+                emit(f"| {name} | {pattern} | {hit.rank} | {hit.match} | `{_cell(bound, 60)}` "
                       f"| `{_cell(hit.latex, 60)}` |")  # fmt: skip
     sys.stderr.write(f"\ntop hits by match: {dict(kinds)} over {len(topics)} topics\n")
     return 0

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mathsearch.cli.common import emit
 from mathsearch.evaluation.ir_metrics import Evaluation
 from research.compare_encoders import NDCG, paired_difference
 from research.fuse_encoders import Field, embed_field, fused_scorer
@@ -135,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     key = f"rerank {label} K{w} a{a:g} {lexical}"
                     report[key] = [round(e.means[NDCG], 4), paired_difference(e, base)]
                     logger.warning("%s %s", key, report[key])
-    print(json.dumps(report, indent=1))
+    emit(json.dumps(report, indent=1))
     return 0
 
 

@@ -145,7 +145,8 @@ def add_bench_query(bench_cmds: Any) -> None:
         metavar="N",
         help="also time N wildcard queries (a `wildcard` row): patterns with variables (?x) "
         "made from the query pool by the generator of `eval retrieval --task wildcard`, "
-        "searched as rrf-client (added to --modes when missing) with the structural check; "
+        "each an rrf-client request (rrf-client is added to --modes when missing) with the "
+        "shipped wildcard first stage (bm25) and the structural check; "
         "the report gives p50 / p99 and the p50 ratio to plain rrf-client (goal <= 2x; "
         "default 0: no row)",
     )
