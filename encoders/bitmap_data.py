@@ -31,7 +31,7 @@ import json
 import logging
 import os
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
@@ -231,7 +231,15 @@ class BitmapCorpus:
         workers: int = 1,
         progress: Callable[[int], None] | None = None,
     ) -> BitmapCorpus:
-        """:meth:`from_sources`, through ``cache_dir/bitmaps-<key>.npz``."""
+        """:meth:`from_sources`, through ``cache_dir/bitmaps-<key>.npz`` (an empty corpus is not
+        kept: missing sources or a renderer that failed are tried again next time).
+
+        Raises:
+            BitmapCorpusError: a source that does not exist.
+        """
+        missing = [str(p) for p in paths if not Path(p).exists()]
+        if missing:
+            raise BitmapCorpusError(f"no such source: {', '.join(missing)}")
         settings = settings or BitmapSettings()
         path = Path(cache_dir) / f"bitmaps-{cache_key(paths, fmt, limit, settings)[:20]}.npz"
         if path.is_file():
@@ -242,7 +250,8 @@ class BitmapCorpus:
             except BitmapCorpusError as exc:
                 logger.warning("rendering again: %s", exc)
         corpus = cls.from_sources(paths, fmt, limit, settings, workers=workers, progress=progress)
-        corpus.save(path)
+        if len(corpus):
+            corpus.save(path)
         return corpus
 
     # -- splitting ----------------------------------------------------------------------------
@@ -277,6 +286,22 @@ class BitmapCorpus:
         test_papers = np.zeros(self.num_papers, dtype=bool)
         test_papers[order[:n_test]] = True
         is_test = test_papers[self.eq_paper]
+        return self.subset(np.flatnonzero(~is_test)), self.subset(np.flatnonzero(is_test))
+
+    def split_on(self, test_papers: Collection[str]) -> tuple[BitmapCorpus, BitmapCorpus]:
+        """Train and test corpora: the test side holds the equations of ``test_papers`` (e.g.
+        the papers a teacher model never trained on), the train side every other paper.
+
+        Raises:
+            BitmapCorpusError: no equation on one of the sides.
+        """
+        wanted = set(test_papers)
+        is_test = np.array([p in wanted for p in self.paper_ids], dtype=bool)[self.eq_paper]
+        if is_test.all() or not is_test.any():
+            raise BitmapCorpusError(
+                f"{int(is_test.sum())} of {len(self)} equations are of the {len(wanted)} test "
+                "papers: need some on both sides"
+            )
         return self.subset(np.flatnonzero(~is_test)), self.subset(np.flatnonzero(is_test))
 
     # -- storage ------------------------------------------------------------------------------

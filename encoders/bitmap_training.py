@@ -14,6 +14,12 @@ Tasks (:data:`TASKS`) and losses:
   (:class:`~mathsearch.encoders.losses.info_nce_loss.InfoNCELoss`, learned scale, symmetric;
   other anchors of the same paper are left out of each other's softmax, not negatives). The
   net's embeddings are L2-normalised, so its inner products are cosines.
+* ``teacher`` (beyond the seed): every crop against the vector another encoder gives the same
+  equation, InfoNCE with in-batch negatives (:mod:`mathsearch.encoders.bitmap_teacher`).
+
+``augment`` re-samples every training crop at a random scale and shift
+(:mod:`mathsearch.encoders.bitmap_augment`); the steps themselves are
+:mod:`mathsearch.encoders.bitmap_steps`.
 
 Procedure (sec. 4.3): Adam, learning rate 0.00025 reduced by 0.1 every 10 epochs, minibatches of
 100, 30 epochs, margin 1, new negatives/positives every step; the large net's batch norm is frozen
@@ -41,22 +47,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from mathsearch.encoders.bitmap_augment import CropAugment
 from mathsearch.encoders.bitmap_cnn import BitmapCNN, BitmapCNNConfig
 from mathsearch.encoders.bitmap_data import BitmapCorpus
 from mathsearch.encoders.bitmap_eval import holdout_metrics, holdout_triplets
-from mathsearch.encoders.bitmap_labels import LabelVocabulary, keyword_labels, symbol_labels
-from mathsearch.encoders.bitmap_sampler import (
-    context_anchors,
-    paper_members,
-    sample_labels,
-    sample_pairs,
-    sample_triplets,
-)
+from mathsearch.encoders.bitmap_labels import LabelVocabulary
+from mathsearch.encoders.bitmap_steps import LOSSES, TASKS, BitmapTaskError, build_steps
 from mathsearch.encoders.checkpoints import read_checkpoint
-from mathsearch.encoders.losses.info_nce_loss import InfoNCELoss, same_group_mask
 from mathsearch.encoders.losses.multilabel_loss import LabelLogLoss
-from mathsearch.encoders.losses.siamese_loss import SiameseLoss
-from mathsearch.encoders.losses.triplet_loss import TripletLoss
 from mathsearch.encoders.train_loop import LoopSchedule, LoopState, run_loop
 
 logger = logging.getLogger(__name__)
@@ -73,8 +71,6 @@ __all__ = [
 ]
 
 CHECKPOINT_FORMAT = "mathsearch-bitmap-checkpoint/1"
-TASKS = ("symbols", "keywords", "context")
-LOSSES = ("triplet", "siamese", "info-nce")
 
 
 class BitmapTrainingError(ValueError):
@@ -103,6 +99,9 @@ class BitmapTrainConfig:
     threads: int = 0
     progress: bool = True
     pretrained: str | None = None
+    augment: bool = False
+    teacher: str | None = None
+    out_norm: bool = False
 
     def __post_init__(self) -> None:
         if self.task not in TASKS or self.loss not in LOSSES:
@@ -150,12 +149,6 @@ def load_bitmap_model(path: str | os.PathLike[str]) -> tuple[BitmapCNN, dict[str
     return model, {k: v for k, v in data.items() if k not in ("model", "head", "optimizer")}
 
 
-def _label_sets(config: BitmapTrainConfig, corpus: BitmapCorpus) -> list[set[str]]:
-    if config.task == "symbols":
-        return symbol_labels(corpus.latex)
-    return keyword_labels(corpus.papers, corpus.contexts)
-
-
 def _evaluate(model: BitmapCNN, test: BitmapCorpus | None, triplets: Any) -> dict[str, Any]:
     if test is None or triplets is None:
         return {}
@@ -170,52 +163,40 @@ def train_bitmap(
     train: BitmapCorpus,
     test: BitmapCorpus | None = None,
     out_dir: str | os.PathLike[str] | None = None,
+    targets: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Train on ``train``, evaluate on ``test`` after every epoch; returns the run summary.
 
+    ``targets`` ``(len(train), d)``: the ``teacher`` task's unit target of every crop (zeros:
+    none), from :func:`~mathsearch.encoders.bitmap_teacher.project_targets`.
+
     Raises:
-        BitmapTrainingError: too little data for the task.
+        BitmapTrainingError: too little data for the task, or missing teacher targets.
         CheckpointError: an unreadable ``pretrained``.
     """
     if config.threads:
         torch.set_num_threads(config.threads)
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
-    model = BitmapCNN(BitmapCNNConfig(net=config.net))
+    model = BitmapCNN(BitmapCNNConfig(net=config.net, out_norm=config.out_norm))
     if config.pretrained:
         donor, _ = load_bitmap_model(config.pretrained)
         if donor.config != model.config:
             raise BitmapTrainingError(f"{config.pretrained} is a {donor.config.net} net")
         model.load_state_dict(donor.state_dict())
-    members = paper_members(train.eq_paper)
-    vocabulary: LabelVocabulary | None = None
-    head: LabelLogLoss | None = None
-    if config.task == "context":
-        try:
-            anchors = context_anchors(train.eq_paper)
-        except ValueError as exc:
-            raise BitmapTrainingError(str(exc)) from exc
-        criterion: torch.nn.Module
-        if config.loss == "triplet":
-            criterion = TripletLoss(config.margin, swap=True, squared=True)
-        elif config.loss == "siamese":
-            criterion = SiameseLoss(config.margin, squared=True)
-        else:
-            criterion = InfoNCELoss()
-    else:
-        label_sets = _label_sets(config, train)
-        vocabulary = LabelVocabulary.build(label_sets, config.min_label_count, config.max_labels)
-        label_ids = vocabulary.encode(label_sets)
-        anchors = np.array([i for i, ids in enumerate(label_ids) if len(ids) > 0], np.int64)
-        if len(vocabulary) < 2 or anchors.size == 0:
-            raise BitmapTrainingError(
-                f"the {config.task} task found {len(vocabulary)} labels on {anchors.size} "
-                "equations (hep-th record files carry no text: keywords need .tex sources)"
-            )
-        head = LabelLogLoss(len(vocabulary), model.config.out_dim)
-        criterion = head
-    params = list(model.parameters()) + list(criterion.parameters())  # a head, a learned scale
-    optimizer = torch.optim.Adam(params, lr=config.lr)
+    try:
+        steps_of = build_steps(
+            config,
+            train,
+            model,
+            targets=targets,
+            augment=CropAugment() if config.augment else None,
+            rng=rng,
+        )
+    except BitmapTaskError as exc:
+        raise BitmapTrainingError(str(exc)) from exc
+    anchors, head, vocabulary = steps_of.anchors, steps_of.head, steps_of.vocabulary
+    optimizer = torch.optim.Adam(steps_of.parameters(), lr=config.lr)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, config.lr_step, config.lr_gamma)
     steps = config.steps_per_epoch or max(1, math.ceil(len(anchors) / config.batch_size))
     triplets = None
@@ -239,26 +220,7 @@ def train_bitmap(
     def step(state: LoopState) -> float:
         start = ((state.step % steps) * config.batch_size) % len(order)
         idx = np.take(order, range(start, start + config.batch_size), mode="wrap")
-        if config.task == "context" and config.loss == "triplet":
-            pos, neg = sample_triplets(rng, idx, train.eq_paper, members)
-            emb = model(_batch(train.crops, np.concatenate([idx, pos, neg])))
-            loss = criterion(*emb.split(len(idx)))
-        elif config.task == "context" and config.loss == "info-nce":
-            pos, _ = sample_triplets(rng, idx, train.eq_paper, members)
-            anchor, positive = model(_batch(train.crops, np.concatenate([idx, pos]))).split(
-                len(idx)
-            )
-            same_paper = same_group_mask(torch.from_numpy(train.eq_paper[idx]))
-            loss = criterion(anchor, positive, ignore=same_paper)
-        elif config.task == "context":
-            other, y = sample_pairs(rng, idx, train.eq_paper, members)
-            pair = model(_batch(train.crops, np.concatenate([idx, other])))
-            first, second = pair.split(len(idx))
-            loss = criterion(first, second, torch.from_numpy(y))
-        else:
-            labels, z = sample_labels(rng, idx, label_ids, len(vocabulary or ()))
-            emb = model(_batch(train.crops, idx))
-            loss = criterion(emb, torch.from_numpy(labels), torch.from_numpy(z))
+        loss = steps_of.loss(steps_of.prepare(idx))
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

@@ -135,10 +135,16 @@ def systems(fields: Sequence[Field]) -> list[list[Field]]:
 
 
 def compare(
-    encoders: Sequence[str], alpha: float, rank_constant: int, depth: int = 100
+    encoders: Sequence[str],
+    alpha: float,
+    rank_constant: int,
+    depth: int = 100,
+    *,
+    held_out: bool = False,
 ) -> dict[str, object]:
-    """BM25, each encoder's kNN and the fused systems, paired against BM25 + the first."""
-    data, kept = validation_set()
+    """BM25, each encoder's kNN and the fused systems, paired against BM25 + the first
+    (``held_out``: on the held-out papers, not the validation papers)."""
+    data, kept = validation_set(held_out=held_out)
     fields = [embed_field(name, kept) for name in encoders]
     names = [f.name for f in fields]
     for f, name in zip(fields, encoders, strict=True):
@@ -197,7 +203,8 @@ def render(report: dict[str, object]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n", maxsplit=1)[0],
-        epilog="example: python -m research.fuse_encoders gcn export/models/gcn-v8.onnx bitmap",
+        epilog="example: python -m research.fuse_encoders gcn export/models/gcn-v8.onnx bitmap "
+        "[--held-out]",
     )
     parser.add_argument(
         "encoders", nargs="+", help="families or .onnx paths; the first is fused in every row"
@@ -206,6 +213,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--alpha", type=float, default=0.4, help="the vectors' share in fusion (default 0.4)"
     )
     parser.add_argument("--rank-constant", type=int, default=60, help="RRF constant (default 60)")
+    parser.add_argument(
+        "--held-out",
+        action="store_true",
+        help="the held-out papers instead of the validation papers (measure, never tune)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
@@ -213,7 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--alpha must lie in [0, 1], not {args.alpha}")
     try:
         encoders = parse_encoders(args.encoders)
-        report = compare(encoders, args.alpha, args.rank_constant)
+        report = compare(encoders, args.alpha, args.rank_constant, held_out=args.held_out)
     except ModelCardError as exc:
         parser.error(str(exc))
     emit(json.dumps(report, indent=2) if args.json else render(report))

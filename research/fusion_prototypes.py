@@ -58,7 +58,7 @@ import numpy as np
 from scipy import sparse
 
 from mathsearch.cli.common import emit
-from mathsearch.evaluation.held_out import validation_papers
+from mathsearch.evaluation.held_out import held_out_papers, validation_papers
 from mathsearch.evaluation.ir_metrics import Evaluation, evaluate
 from mathsearch.evaluation.relevance_sets import RelevanceSet, featuriser_filter
 from mathsearch.evaluation.relevance_tasks import build_relevance
@@ -444,13 +444,14 @@ def _logistic(
     return lambda features: ((features - mu) / sd) @ w + b
 
 
-def validation_set() -> tuple[RelevanceSet, list[ParsedEquation]]:
-    """The validation relevance set and its collection's parsed equations, in order."""
+def validation_set(*, held_out: bool = False) -> tuple[RelevanceSet, list[ParsedEquation]]:
+    """The validation relevance set (``held_out``: the held-out papers' set instead, to measure
+    a model, never to tune on) and its collection's parsed equations, in order."""
     parsed: dict[str, ParsedEquation] = {}
     with Featuriser() as featuriser:
         data = build_relevance(
             "same-document", papers=100, topics=200, seed=0,
-            only_papers=validation_papers(),
+            only_papers=held_out_papers() if held_out else validation_papers(),
             parseable=featuriser_filter(featuriser, keep=parsed),
         )  # fmt: skip
     return data, [parsed[e.eq_id] for e in data.collection]

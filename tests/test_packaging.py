@@ -18,9 +18,9 @@ from mathsearch.runtime.settings import DEFAULT_MODEL_PATH
 REPO = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "torch-geometric", "pya0", "onnxruntime-gpu", "pytest", "selenium")
 #: The models the wheel ships: each family's default and the default profile's second stage.
-SHIPPED = ("gcn-v7", "gcn-v8", "gcn-v9", "gcn-v10", "bitmap-v1", "seq2seq-v2", "figure-v1")
+SHIPPED = ("gcn-v7", "gcn-v8", "gcn-v9", "gcn-v10", "bitmap-v2", "seq2seq-v2", "figure-v1")
 #: The superseded models: models/ of the repository, not the wheel (models/README.md).
-SUPERSEDED = (*(f"gcn-v{n}" for n in range(1, 7)), "gcn-v11", "seq2seq-v1")
+SUPERSEDED = (*(f"gcn-v{n}" for n in range(1, 7)), "gcn-v11", "seq2seq-v1", "bitmap-v1")
 
 
 @pytest.fixture(scope="module")

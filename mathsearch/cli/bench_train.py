@@ -1,8 +1,9 @@
-"""``mathsearch bench train gcn|seq2seq``: items/s of the training loop vs the network alone.
+"""``mathsearch bench train gcn|seq2seq|bitmap``: items/s of the training loop vs the network alone.
 
 Wired into the ``bench`` subparsers by :func:`add_bench_train`; the training stack (torch) is
 imported when the command runs. See :mod:`mathsearch.encoders.bench_train` (graph CNN) and
-:mod:`mathsearch.encoders.bench_train_seq2seq` (ExpEmb) for what is timed.
+:mod:`mathsearch.encoders.bench_train_seq2seq` (ExpEmb) and
+:mod:`mathsearch.encoders.bench_train_bitmap` (the bitmap CNN) for what is timed.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import logging
 import textwrap
 from typing import Any
 
+from mathsearch.cli.bench_train_bitmap import add_bitmap, run_bitmap
 from mathsearch.cli.common import emit, fail, positive_int
 from mathsearch.encoders.prefetch import PREFETCH_MODES
 from mathsearch.indexer.errors import IndexerError
@@ -48,6 +50,7 @@ def add_bench_train(bench_cmds: Any) -> None:
             examples:
               mathsearch bench train gcn                          seed size 512 x 3 and 128 x 2
               mathsearch bench train gcn --hidden 512 --legacy --json
+              mathsearch bench train bitmap --net small --runs teacher,context/info-nce
             """),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -128,6 +131,7 @@ def add_bench_train(bench_cmds: Any) -> None:
     seq.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N, auto")
     seq.add_argument("--amp", action="store_true", help="bf16 autocast of the forward pass")
     seq.add_argument("--json", action="store_true", help="print the reports as JSON")
+    add_bitmap(kinds)
 
 
 def _run_seq2seq(args: argparse.Namespace) -> int:
@@ -180,6 +184,8 @@ def run_bench_train(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch bench train``."""
     if args.bench_train_command == "seq2seq":
         return _run_seq2seq(args)
+    if args.bench_train_command == "bitmap":
+        return run_bitmap(args)
     try:
         from mathsearch.encoders.bench_train import bench_train, format_bench_train
         from mathsearch.encoders.corpus import CorpusError, EquationCorpus

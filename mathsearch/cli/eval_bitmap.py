@@ -59,7 +59,9 @@ def register(kinds: Any) -> None:
             examples:
               mathsearch eval bitmap runs/bitmap/checkpoint.pt ../shared/data/hepth2003/*.txt \\
                   --format hepth
-              mathsearch eval bitmap export/models/bitmap-v1.onnx eq.txt --format hepth --json
+              mathsearch eval bitmap export/models/bitmap-v2.onnx eq.txt --format hepth --json
+              mathsearch eval bitmap runs/teach/checkpoint.pt ../shared/data/hepth2003/*.txt \
+                  --format hepth --held-out --compare gcn
             """),
         formatter_class=RAW_HELP,
     )
@@ -75,6 +77,12 @@ def register(kinds: Any) -> None:
     parser.add_argument("--cache-dir", default="", help="rendered-crop cache (default: none)")
     parser.add_argument("--no-baseline", action="store_true", help="skip the untrained model")
     parser.add_argument("--no-bow", action="store_true", help="skip the BoW baseline")
+    parser.add_argument("--held-out", action="store_true",
+                        help="test papers = the default model's held-out hep-th papers (as "
+                        "`train bitmap --held-out` / --task teacher)")  # fmt: skip
+    parser.add_argument("--compare", action="append", default=[], metavar="MODEL",
+                        help="also score this LaTeX encoder (a family or .onnx, e.g. gcn, the "
+                        "teacher) on the same equations; repeatable")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print the metrics as JSON")
 
 
@@ -138,6 +146,13 @@ def bow_embedder(latex: list[str]) -> Any:
     return lambda indices: np.stack([vector(int(i)) for i in indices]).astype(np.float32)
 
 
+def _unit_rows(vectors: np.ndarray) -> Any:
+    """``embed(indices)``: rows of ``vectors``, L2-normalised (zero rows stay zero)."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    unit = (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
+    return lambda indices: unit[np.asarray(indices, dtype=np.int64)]
+
+
 def _embedder(model_path: Path) -> tuple[Any, str]:
     if model_path.suffix == ".onnx":
         from mathsearch.runtime.bitmap_runtime import BitmapEmbedder
@@ -152,6 +167,8 @@ def _embedder(model_path: Path) -> tuple[Any, str]:
 
 def run(args: argparse.Namespace) -> int:
     """Handler of ``mathsearch eval bitmap``; 0 or 1 with a one-line reason."""
+    from mathsearch.cli.train_bitmap import latex_vectors
+    from mathsearch.core.errors import EvaluationError as HeldOutError
     from mathsearch.encoders.bitmap_data import BitmapCorpus, BitmapCorpusError
     from mathsearch.encoders.evaluation import EvaluationError
     from mathsearch.export.errors import ModelCardError, ModelMismatchError
@@ -165,7 +182,12 @@ def run(args: argparse.Namespace) -> int:
             corpus = BitmapCorpus.cached(args.sources, args.format, args.cache_dir, args.limit)
         else:
             corpus = BitmapCorpus.from_sources(args.sources, args.format, args.limit)
-        _, test = corpus.split_by_paper(args.test_fraction, args.seed)
+        if args.held_out:
+            from mathsearch.evaluation.held_out import held_out_papers
+
+            _, test = corpus.split_on(held_out_papers())
+        else:
+            _, test = corpus.split_by_paper(args.test_fraction, args.seed)
         result: dict[str, Any] = {
             "model": str(model_path),
             "data": {"equations": len(test), "papers": test.num_papers},
@@ -190,9 +212,17 @@ def run(args: argparse.Namespace) -> int:
             result["bow"] = evaluate_embeddings(
                 bow_embedder(list(test.latex)), items, test.eq_paper, args
             )
+        for other in args.compare:
+            result.setdefault("compare", {})[other] = evaluate_embeddings(
+                _unit_rows(latex_vectors(list(test.latex), other, progress=False)),
+                np.arange(len(test)),
+                test.eq_paper,
+                args,
+            )
     except (
         BitmapCorpusError,
         EvaluationError,
+        HeldOutError,
         ModelCardError,
         ModelMismatchError,
         IndexerError,
@@ -212,5 +242,7 @@ def run(args: argparse.Namespace) -> int:
         if key in result["metrics"]:
             extra = f"   (untrained {base[key]:.4f})" if key in base else ""
             extra += f"   (BoW {bow[key]:.4f})" if key in bow else ""
+            for other, scores in result.get("compare", {}).items():
+                extra += f"   ({other} {scores[key]:.4f})" if key in scores else ""
             emit(f"  {key:<16} {result['metrics'][key]:.4f}{extra}")
     return 0

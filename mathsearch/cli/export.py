@@ -170,6 +170,33 @@ def _batch_sizes(args: argparse.Namespace) -> list[int] | None:
     return sizes
 
 
+def _bench_bitmap(args: argparse.Namespace, sizes: list[int]) -> int:
+    """``bench embed --onnx bitmap-vN.onnx``: render, network and end-to-end rates."""
+    from mathsearch.bench.corpus import default_bench_sources
+    from mathsearch.export.bench_embed_bitmap import (
+        bench_bitmap_embed,
+        format_bitmap_embed,
+        sample_latex,
+    )
+
+    if len(args.onnx) != 1:
+        return fail("time one bitmap model at a time (--onnx bitmap-vN.onnx)")
+    try:
+        latex = sample_latex(args.sources or default_bench_sources(), args.format, args.equations)
+        report = bench_bitmap_embed(
+            Path(args.onnx[0]),
+            latex,
+            sizes,
+            repeat=args.repeat,
+            threads=args.threads,
+            device=None if args.device == "auto" else args.device,
+        )
+    except (ExportError, ModelCardError, ModelMismatchError, IndexerError, OSError) as exc:
+        return fail(str(exc))
+    emit(json.dumps(report, indent=2) if args.json else format_bitmap_embed(report))
+    return 0
+
+
 def _bench_files(args: argparse.Namespace) -> int:
     """``bench embed --onnx ...``: model files side by side (ONNX Runtime only)."""
     from mathsearch.bench.corpus import default_bench_sources
@@ -178,6 +205,12 @@ def _bench_files(args: argparse.Namespace) -> int:
     sizes = _batch_sizes(args)
     if sizes is None:
         return 1
+    try:
+        families = {load_card(Path(path)).family for path in args.onnx}
+    except (ModelCardError, OSError) as exc:
+        return fail(str(exc))
+    if "bitmap" in families:
+        return _bench_bitmap(args, sizes)
     try:
         graphs = sample_graphs(args.sources or default_bench_sources(), args.format, args.equations)
         report = bench_onnx_files(
@@ -213,6 +246,8 @@ def add_bench_embed(bench_cmds: Any) -> None:
               mathsearch bench embed --onnx export/models/gcn-v7.onnx \\
                   --onnx models/gcn-v11.onnx --batch-sizes 256 --equations 2048
                                                    two model files, taking turns (no torch)
+              mathsearch bench embed --onnx export/models/bitmap-v2.onnx --equations 512 \
+                  --batch-sizes 1,64,256          rendering, network and both (bitmap CNN)
             """),
         formatter_class=RAW_HELP,
     )

@@ -27,19 +27,23 @@ _TASKS = (
     "symbols",
     "keywords",
     "context",
-)  # mathsearch.encoders.bitmap_training.TASKS, without torch
+    "teacher",
+)  # mathsearch.encoders.bitmap_steps.TASKS, without torch
 
 
 def register(kinds: Any) -> None:
     """Add ``bitmap`` to ``train``'s sub-parsers."""
     parser = kinds.add_parser(
         "bitmap",
-        help="the ECML 2019 bitmap CNN (symbols / keywords / document-context tasks)",
+        help="the ECML 2019 bitmap CNN (symbols / keywords / document-context / teacher tasks)",
         description="Train the bitmap CNN of the ECML 2019 seed on rendered 333x32 equation "
         "crops: LaTeX symbols or RAKE keywords as labels (negative sampling, logistic loss), or "
         "the document context (same paper = similar) with the triplet (anchor swap) or Siamese "
-        "loss, squared hinges. Adam, lr 0.00025 x0.1 every 10 epochs, batches of 100. Papers "
-        "are split into train and test; hold-out metrics are logged after every epoch.",
+        "loss, squared hinges, or InfoNCE; beyond the seed, --task teacher: every crop against the "
+        "vector a trained encoder (default: the graph CNN) gives the same equation's LaTeX. "
+        "Adam, lr 0.00025 x0.1 every 10 epochs, batches of 100. Papers are split into train and "
+        "test (--held-out: the default model's held-out papers, always with a teacher); "
+        "hold-out metrics are logged after every epoch.",
         epilog=textwrap.dedent("""\
             examples:
               mathsearch train bitmap ../shared/data/hepth2003/*.txt --format hepth \\
@@ -50,6 +54,8 @@ def register(kinds: Any) -> None:
                   --epochs 2 --steps-per-epoch 50 --limit 3000
               mathsearch train bitmap eq.txt --format hepth --task context --out runs/sym+tri \\
                   --pretrained runs/sym/checkpoint.pt        SYMBOLS+TRIPLES transfer
+              mathsearch train bitmap ../shared/data/hepth2003/*.txt --format hepth \
+                  --task teacher --teacher gcn --augment --lr 0.001 --out runs/teach
             """),
         formatter_class=RAW_HELP,
     )
@@ -75,6 +81,19 @@ def register(kinds: Any) -> None:
         help="large net: batch norm frozen after this epoch (1; 0 = never)",
     )
     parser.add_argument("--pretrained", metavar="CKPT", help="start from this run's encoder")
+    parser.add_argument("--teacher", default="gcn", metavar="MODEL",
+                        help="--task teacher: a family (its default model) or an .onnx path "
+                        "(default gcn)")  # fmt: skip
+    parser.add_argument("--augment", action="store_true",
+                        help="re-sample training crops at a random scale (0.85-1.15) and shift "
+                        "(+-12 x, +-2 y pixels)")  # fmt: skip
+    parser.add_argument("--out-norm", action="store_true",
+                        help="centre the embeddings with a parameter-free batch norm before the "
+                        "L2 normalisation (beyond the seed; learns far faster)")  # fmt: skip
+    parser.add_argument("--held-out", action="store_true",
+                        help="test papers = the default model's held-out hep-th papers, and its "
+                        "validation papers left out of training (implied by --task teacher, so "
+                        "the teacher never saw the test papers)")  # fmt: skip
     parser.add_argument("--min-label-count", type=positive_int, default=2, help="default 2")
     parser.add_argument("--limit", type=positive_int, help="use at most N equations")
     parser.add_argument("--test-fraction", type=unit_fraction, default=0.2,
@@ -100,6 +119,9 @@ def run(args: argparse.Namespace) -> int:
         )
     except ImportError as exc:
         return fail(f"training needs the train extra (torch): {exc}")
+    from mathsearch.core.errors import EvaluationError
+    from mathsearch.export.errors import ModelCardError
+
     out = Path(args.out)
     try:
         config = BitmapTrainConfig(
@@ -118,6 +140,9 @@ def run(args: argparse.Namespace) -> int:
             threads=args.threads,
             progress=not args.no_progress,
             pretrained=args.pretrained,
+            augment=args.augment,
+            out_norm=args.out_norm,
+            teacher=args.teacher if args.task == "teacher" else None,
         )
         if args.no_cache:
             corpus = BitmapCorpus.from_sources(args.sources, args.format, args.limit,
@@ -128,12 +153,30 @@ def run(args: argparse.Namespace) -> int:
                                          workers=args.workers)  # fmt: skip
         if len(corpus) == 0:
             return fail("no equation could be rendered from the sources")
-        if args.test_fraction > 0:
+        held_out = args.held_out or args.task == "teacher"
+        if held_out:
+            held, validation = _held_out_papers()
+            rest, test = corpus.split_on(held)
+            train = rest.subset([i for i, p in enumerate(rest.papers) if p not in validation])
+        elif args.test_fraction > 0:
             train, test = corpus.split_by_paper(args.test_fraction, args.seed)
         else:
             train, test = corpus, None
-        summary = train_bitmap(config, train, test, out)
-    except (BitmapTrainingError, BitmapCorpusError, IndexerError, OSError, ValueError) as exc:
+        targets = (
+            teacher_targets(train.latex, args.teacher, progress=not args.no_progress)
+            if args.task == "teacher"
+            else None
+        )
+        summary = train_bitmap(config, train, test, out, targets=targets)
+    except (
+        BitmapTrainingError,
+        BitmapCorpusError,
+        EvaluationError,
+        IndexerError,
+        ModelCardError,
+        OSError,
+        ValueError,
+    ) as exc:
         return fail(str(exc))
     summary.pop("model", None)
     summary["config"] = config.to_dict()
@@ -141,7 +184,15 @@ def run(args: argparse.Namespace) -> int:
         "all": corpus.summary(),
         "train": train.summary(),
         "test": test.summary() if test is not None else None,
-        "split": {"test_fraction": args.test_fraction, "seed": args.seed, "limit": args.limit},
+        "split": (
+            {
+                "held_out": "the default model's held-out hep-th papers (test); its validation "
+                "papers left out",
+                "limit": args.limit,
+            }
+            if held_out
+            else {"test_fraction": args.test_fraction, "seed": args.seed, "limit": args.limit}
+        ),
         "sources": [str(s) for s in args.sources],
     }
     report = out / "train.json"
@@ -166,3 +217,58 @@ def run(args: argparse.Namespace) -> int:
     emit(f"checkpoint: {summary['checkpoint']}")
     emit(f"report: {report}")
     return 0
+
+
+def _held_out_papers() -> tuple[list[str], set[str]]:
+    """The default model's held-out papers (the test side) and its validation papers (left out
+    of training, as `train gcn --shared-data` does, so that they stay fit for tuning)."""
+    from mathsearch.evaluation.held_out import held_out_papers, validation_papers
+
+    return held_out_papers(), set(validation_papers())
+
+
+def latex_vectors(latex: list[str], model: str, *, progress: bool = True) -> Any:
+    """``model``'s vectors ``(N, D)`` of every equation, featurised by the one featurisation and
+    embedded by the torch-free runtime; zero rows where either refuses an equation.
+
+    Raises:
+        ModelCardError: no such model.
+    """
+    import numpy as np
+    from tqdm import tqdm
+
+    from mathsearch.indexer.parse import Featuriser, ParsedEquation
+    from mathsearch.indexer.records import EquationRecord
+    from mathsearch.runtime.embedders import load_embedder
+
+    embedder = load_embedder(model)
+    vectors = np.zeros((len(latex), embedder.dim), dtype=np.float32)
+    with Featuriser() as featuriser:
+        starts = range(0, len(latex), 256)
+        for start in tqdm(starts, desc=f"{model} vectors", disable=not progress or None):
+            chunk = latex[start : start + 256]
+            records = [EquationRecord(eq_id=f"t{start + n}", doc_id="", position=0, latex=tex)
+                       for n, tex in enumerate(chunk)]  # fmt: skip
+            parsed = featuriser.parse_batch(records)
+            items = [{"graph": p.graph} for p in parsed if isinstance(p, ParsedEquation)]
+            where = [n for n, p in enumerate(parsed) if isinstance(p, ParsedEquation)]
+            for n, vector in zip(where, embedder.embed(items), strict=True):
+                if isinstance(vector, np.ndarray):
+                    vectors[start + n] = vector
+    refused = int((~vectors.any(axis=1)).sum())
+    logger.info("%s: %d of %d equations refused", model, refused, len(latex))
+    return vectors
+
+
+def teacher_targets(latex: list[str], teacher: str, dim: int = 64, *, progress: bool = True) -> Any:
+    """Unit targets ``(N, dim)`` of the ``teacher`` task: :func:`latex_vectors` of ``teacher``
+    projected to ``dim`` (:func:`~mathsearch.encoders.bitmap_teacher.project_targets`); zero rows
+    where the featurisation or the teacher refuses an equation.
+
+    Raises:
+        ModelCardError: no such teacher model.
+    """
+    from mathsearch.encoders.bitmap_teacher import project_targets
+
+    targets, _ = project_targets(latex_vectors(latex, teacher, progress=progress), dim)
+    return targets

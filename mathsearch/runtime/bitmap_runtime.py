@@ -21,7 +21,7 @@ No torch here: onnxruntime + numpy (+ the renderer).
 
 Example::
 
-    embedder = BitmapEmbedder("export/models/bitmap-v1.onnx")
+    embedder = BitmapEmbedder("export/models/bitmap-v2.onnx")
     vectors = embedder.embed([{"latex": r"E = mc^2"}, {"latex": r"\\foo"}])
     # [array([...], dtype=float32), EmbedRefusal(reason='unknown-macro', detail=...)]
 """

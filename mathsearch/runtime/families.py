@@ -127,7 +127,7 @@ FAMILY_REGISTRY: dict[str, EncoderFamily] = {
         EncoderFamily(
             "bitmap",
             runtime="bitmap_runtime:BitmapEmbedder",
-            default_version=1,
+            default_version=2,
             exporter="bitmap_onnx",
             trainer="bitmap_training",
             evaluator="bitmap_eval",

@@ -36,6 +36,20 @@ def test_corpus_renders_real_equations(corpus: BitmapCorpus, tmp_path: Path) -> 
     assert len(train) + len(test) == len(corpus)
 
 
+def test_split_on_named_papers_and_missing_sources(corpus: BitmapCorpus, tmp_path: Path) -> None:
+    from mathsearch.encoders.bitmap_data import BitmapCorpusError
+
+    chosen = corpus.paper_ids[:5]
+    train, test = corpus.split_on(chosen)
+    assert set(test.papers) == set(chosen) and not set(train.papers) & set(chosen)
+    assert len(train) + len(test) == len(corpus)
+    with pytest.raises(BitmapCorpusError, match="both sides"):
+        corpus.split_on(["no-such-paper"])
+    with pytest.raises(BitmapCorpusError, match="no such source"):
+        BitmapCorpus.cached([str(tmp_path / "missing.txt")], "hepth", tmp_path / "cache")
+    assert not (tmp_path / "cache").exists()  # nothing cached for a failed render
+
+
 def test_context_triplet_training_learns(corpus: BitmapCorpus) -> None:
     torch.manual_seed(0)
     config = BitmapTrainConfig(
@@ -64,6 +78,41 @@ def test_context_info_nce_training_learns(corpus: BitmapCorpus) -> None:
     assert losses[0] < 1.5 * np.log(16)  # starts near chance
     assert losses[-1] < losses[0]
     assert evaluations[-1]["holdout_ranking"] < evaluations[0]["holdout_ranking"]  # untrained
+
+
+def test_teacher_task_learns_the_graph_cnn_geometry(corpus: BitmapCorpus) -> None:
+    """The teacher task (beyond the seed): every crop against gcn-v7's vector of its LaTeX, with
+    the centring output norm. The loss falls, each crop moves towards its own target, and the
+    hold-out ranking beats the untrained net."""
+    from mathsearch.cli.train_bitmap import teacher_targets
+    from mathsearch.encoders.bitmap_training import embed_crops
+
+    targets = teacher_targets(corpus.latex, "gcn", progress=False)
+    assert targets.shape == (len(corpus), 64) and np.count_nonzero(targets.any(axis=1)) > 100
+    torch.manual_seed(0)
+    config = BitmapTrainConfig(
+        task="teacher", epochs=3, steps_per_epoch=8, batch_size=16, lr=2e-3, eval_triplets=300,
+        augment=True, out_norm=True, progress=False,
+    )  # fmt: skip
+    summary = train_bitmap(config, corpus, corpus, targets=targets)  # a fit test
+    losses = [e["loss"] for e in summary["history"]["epochs"]]
+    evaluations = summary["history"]["evaluations"]
+    assert losses[-1] < losses[0]
+    assert evaluations[-1]["holdout_ranking"] < evaluations[0]["holdout_ranking"]  # untrained
+    own = np.sum(embed_crops(summary["model"], corpus.crops) * targets, axis=1)
+    shuffled = np.sum(embed_crops(summary["model"], corpus.crops) * targets[::-1], axis=1)
+    # closer to its own target than to another's (an untrained net: no difference)
+    assert own.mean() > shuffled.mean() + 0.01 and (own > shuffled).mean() > 0.55
+
+
+def test_teacher_task_needs_targets(corpus: BitmapCorpus) -> None:
+    from mathsearch.encoders.bitmap_training import BitmapTrainingError
+
+    config = BitmapTrainConfig(task="teacher", epochs=1, progress=False)
+    with pytest.raises(BitmapTrainingError, match="needs targets"):
+        train_bitmap(config, corpus)
+    with pytest.raises(BitmapTrainingError, match="needs targets"):
+        train_bitmap(config, corpus, targets=np.zeros((3, 64), np.float32))
 
 
 def test_symbols_task_loss_falls(corpus: BitmapCorpus) -> None:
@@ -140,6 +189,12 @@ def test_cli_train_then_eval(corpus: BitmapCorpus, tmp_path: Path, capsys) -> No
     assert 0.0 <= result["metrics"]["holdout_ranking"] <= 1.0
     # the BoW baseline on the same equations (KDD 2020 sec. 6.3)
     assert "eval_accuracy" in result["bow"] and 0.0 <= result["bow"]["holdout_ranking"] <= 1.0
+    # --compare: a LaTeX encoder (the teacher) scored on the same equations
+    code = main(["eval", "bitmap", str(checkpoint), *args, "--triplets", "200", "--no-baseline",
+                 "--no-bow", "--compare", "gcn", "--json"])  # fmt: skip
+    assert code == 0
+    compared = json.loads(capsys.readouterr().out)["compare"]["gcn"]
+    assert compared["holdout_ranking"] < result["untrained"]["holdout_ranking"]
     assert main(["eval", "bitmap", str(tmp_path / "missing.pt"), str(SLICE)]) == 1
     assert "does not exist" in capsys.readouterr().err
 

@@ -104,7 +104,7 @@ def test_cli_export_routes_bitmap_checkpoints(exported: Path, tmp_path: Path, ca
 
 def test_shipped_default_model_loads() -> None:
     embedder = load_embedder("bitmap", device="cpu")
-    assert isinstance(embedder, BitmapEmbedder) and embedder.vector_field == "vec_bitmap_v1"
+    assert isinstance(embedder, BitmapEmbedder) and embedder.vector_field == "vec_bitmap_v2"
     evaluation = embedder.card.metrics["eval"]  # `mathsearch eval bitmap`, held-out papers
     trained, untrained = evaluation["trained"], evaluation["untrained"]
     assert trained["holdout_ranking"] < untrained["holdout_ranking"]
@@ -127,3 +127,36 @@ def test_large_net_exports_with_its_batch_norm(corpus: BitmapCorpus, tmp_path: P
     path = export_bitmap(model, tmp_path / "large.onnx")
     report = check_bitmap_parity(model, path, corpus.crops[:16], batch_size=5)
     assert report.passed and report.batches == 4
+
+
+def test_out_norm_net_exports_with_its_running_statistics(
+    corpus: BitmapCorpus, tmp_path: Path
+) -> None:
+    from mathsearch.encoders.bitmap_cnn import BitmapCNN, BitmapCNNConfig
+    from mathsearch.export.bitmap_onnx import export_bitmap
+
+    torch.manual_seed(0)
+    model = BitmapCNN(BitmapCNNConfig(net="small", out_norm=True)).train()
+    with torch.no_grad():  # running statistics from real crops, as after training
+        for start in range(0, 48, 16):
+            model(torch.from_numpy(corpus.crops[start : start + 16]).float().unsqueeze(1))
+    assert model.out_norm is not None and float(model.out_norm.running_var.mean()) != 1.0
+    path = export_bitmap(model.eval(), tmp_path / "centred.onnx")
+    report = check_bitmap_parity(model, path, corpus.crops[:16], batch_size=5)
+    assert report.passed and report.batches == 4
+
+
+def test_bench_embed_times_rendering_and_the_network(exported: Path, capsys) -> None:
+    from mathsearch.export.bench_embed_bitmap import bench_bitmap_embed
+
+    latex = [r"x^2 + y^2 = z^2", r"\frac{a}{b} + \sqrt{c}", r"\mycustommacro{x}", r"e^{i\pi}"]
+    report = bench_bitmap_embed(exported, latex, [1, 2], repeat=1, threads=1)
+    assert (report["equations"], report["rendered"]) == (4, 3)
+    assert report["refused"] == {"unknown-macro": 1}
+    assert set(report["network_eq_per_s"]) == {"1", "2"} and report["render_eq_per_s"] > 0
+    assert 0.0 < report["render_share"] < 1.0
+    assert report["end_to_end_eq_per_s"] < min(report["network_eq_per_s"].values())
+    code = main(["bench", "embed", str(SLICE), "--format", "hepth", "--onnx", str(exported),
+                 "--equations", "6", "--batch-sizes", "4", "--repeat", "1", "--json"])  # fmt: skip
+    assert code == 0
+    assert json.loads(capsys.readouterr().out)["equations"] == 6

@@ -92,7 +92,7 @@ def test_shipped_ensemble_and_gated_tower_are_read_back_exactly(tmp_path: Path) 
 
 def test_refuses_other_families_and_cards_that_do_not_describe_the_file(tmp_path: Path) -> None:
     with pytest.raises(ExportError, match="not a graph CNN"):
-        model_from_onnx(MODELS_DIR / "bitmap-v1.onnx", _graphs(10))
+        model_from_onnx(MODELS_DIR / "bitmap-v2.onnx", _graphs(10))
     # a card that does not describe its file: gcn-v9's, without its gated pooling
     path = tmp_path / "gcn-v9.onnx"
     shutil.copy(MODELS_DIR / "gcn-v9.onnx", path)
@@ -133,5 +133,5 @@ def test_cli_export_of_a_shipped_file_writes_the_same_model_again(
     assert np.abs(GcnSession(out).encode(graphs) - GcnSession(shipped).encode(graphs)).max() < 1e-4
     assert main(["export", str(out), "-o", str(out), *argv[4:]]) == 1
     assert "another file" in capsys.readouterr().err
-    assert main(["export", str(MODELS_DIR / "bitmap-v1.onnx"), "-o", str(tmp_path / "b.onnx")]) == 1
+    assert main(["export", str(MODELS_DIR / "bitmap-v2.onnx"), "-o", str(tmp_path / "b.onnx")]) == 1
     assert "not a graph CNN" in capsys.readouterr().err

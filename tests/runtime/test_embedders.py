@@ -112,7 +112,7 @@ def test_one_field_each_keeps_one_name_per_field_and_refuses_two_models_on_one()
 
 def test_default_model_paths_follow_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert set(FAMILIES) == {"gcn", "bitmap", "seq2seq", "figure"}
-    assert default_model_path("bitmap").name == "bitmap-v1.onnx"
+    assert default_model_path("bitmap").name == "bitmap-v2.onnx"
     monkeypatch.delenv("MATHSEARCH_MODEL_SEQ2SEQ", raising=False)
     assert default_model_path("seq2seq").name == "seq2seq-v2.onnx"  # v1 stays loadable by path
     assert default_model_path("seq2seq").is_file()
