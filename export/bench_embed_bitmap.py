@@ -44,11 +44,11 @@ def sample_latex(sources: Sequence[str], fmt: str | None, count: int) -> list[st
     Raises:
         ExportError: the sources hold no equation.
     """
-    records = [r for r in extract(list(sources), fmt) if isinstance(r, EquationRecord)]
+    records = [r for r in extract(list(sources), fmt) if isinstance(r, EquationRecord) and r.latex]
     if not records:
         raise ExportError(f"no equation in {', '.join(map(str, sources))}")
     picks = np.unique(np.linspace(0, len(records) - 1, min(count, len(records))).round())
-    return [records[int(i)].latex for i in picks]
+    return [str(records[int(i)].latex) for i in picks]
 
 
 def bench_bitmap_embed(
