@@ -205,6 +205,9 @@ def _bench_files(args: argparse.Namespace) -> int:
     sizes = _batch_sizes(args)
     if sizes is None:
         return 1
+    missing = [path for path in args.onnx if not Path(path).is_file()]
+    if missing:
+        return fail(f"model {missing[0]} does not exist")
     try:
         families = {load_card(Path(path)).family for path in args.onnx}
     except (ModelCardError, OSError) as exc:
