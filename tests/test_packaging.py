@@ -14,6 +14,7 @@ import pytest
 
 from mathsearch.runtime.families import FAMILY_REGISTRY
 from mathsearch.runtime.settings import DEFAULT_MODEL_PATH
+from mathsearch.stack.demo import DEMO_SECOND_ENCODER
 
 REPO = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "torch-geometric", "pya0", "onnxruntime-gpu", "pytest", "selenium")
@@ -72,11 +73,13 @@ def test_the_wheel_installs_one_top_level_package(wheel: zipfile.ZipFile) -> Non
 def test_the_wheel_carries_the_default_models_and_resources(wheel: zipfile.ZipFile) -> None:
     names = set(wheel.namelist())
     folder = "mathsearch/export/models/"
-    # each family's default and the default profile's second stage, with their cards
+    # each family's default, the default profile's second stage and the demo's second field,
+    # with their cards
     defaults = {DEFAULT_MODEL_PATH.stem}
     defaults |= {Path(family.default_model).stem for family in FAMILY_REGISTRY.values()}
     profile = json.loads((REPO / "opensearch" / "profiles" / "default.json").read_text())
     defaults |= {Path(name).stem for name in profile["rerank"]}
+    defaults.add(Path(DEMO_SECOND_ENCODER).stem)  # the demo's second kNN field
     assert defaults == set(SHIPPED)
     for model in SHIPPED:
         assert f"{folder}{model}.onnx" in names and f"{folder}{model}.card.json" in names, model

@@ -244,17 +244,17 @@ def _environment(client: Any, settings: Any) -> dict[str, Any]:
 
 def with_rerank_rows(modes: Sequence[str], rerank: Sequence[str]) -> list[str]:
     """``modes`` with a ``<mode>+rerank`` row after each hybrid one when ``rerank`` names
-    encoders.
+    encoders (not after ``default``, the shipped profile, which has its own second stage).
 
-    >>> with_rerank_rows(["bm25", "fusion-client"], ["gcn-v8.onnx"])
-    ['bm25', 'fusion-client', 'fusion-client+rerank']
+    >>> with_rerank_rows(["bm25", "fusion-client", "default"], ["gcn-v8.onnx"])
+    ['bm25', 'fusion-client', 'fusion-client+rerank', 'default']
     """
     if not rerank:
         return list(modes)
     out = []
     for mode in modes:
         out.append(mode)
-        if SEARCH_MODES[VARIANTS[mode].mode].hybrid:
+        if mode != DEFAULT and SEARCH_MODES[VARIANTS[mode].mode].hybrid:
             out.append(mode + RERANK_SUFFIX)
     return out
 

@@ -16,6 +16,8 @@ def test_a_rerank_row_follows_each_hybrid_mode_only() -> None:
         "rescore", "rescore+rerank",
     ]  # fmt: skip
     assert with_rerank_rows(modes, []) == modes
+    # the shipped profile's row brings its own second stage: no default+rerank row after it
+    assert with_rerank_rows(["knn", "default"], ["gcn-v8.onnx"]) == ["knn", "default"]
 
 
 def test_a_rerank_variant_asks_for_the_second_stage_and_the_plain_one_does_not() -> None:
