@@ -224,7 +224,7 @@ class BitmapCorpus:
         cls,
         paths: Sequence[str],
         fmt: str | None,
-        cache_dir: str | os.PathLike[str],
+        cache_dir: str | os.PathLike[str] | None,
         limit: int | None = None,
         settings: BitmapSettings | None = None,
         *,
@@ -232,7 +232,8 @@ class BitmapCorpus:
         progress: Callable[[int], None] | None = None,
     ) -> BitmapCorpus:
         """:meth:`from_sources`, through ``cache_dir/bitmaps-<key>.npz`` (an empty corpus is not
-        kept: missing sources or a renderer that failed are tried again next time).
+        kept: missing sources or a renderer that failed are tried again next time); ``cache_dir``
+        None renders without a cache.
 
         Raises:
             BitmapCorpusError: a source that does not exist.
@@ -241,6 +242,8 @@ class BitmapCorpus:
         if missing:
             raise BitmapCorpusError(f"no such source: {', '.join(missing)}")
         settings = settings or BitmapSettings()
+        if cache_dir is None:
+            return cls.from_sources(paths, fmt, limit, settings, workers=workers, progress=progress)
         path = Path(cache_dir) / f"bitmaps-{cache_key(paths, fmt, limit, settings)[:20]}.npz"
         if path.is_file():
             try:

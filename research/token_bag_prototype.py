@@ -41,6 +41,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import sparse
 
+from mathsearch.cli.common import emit
 from mathsearch.encoders.shared_corpus import shared_sources
 from mathsearch.evaluation.held_out import held_out_papers, validation_papers
 from mathsearch.evaluation.relevance_sets import SHARED_DATA
@@ -211,13 +212,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "history": history,
     }
     if args.json:
-        print(json.dumps(result, indent=2))
+        emit(json.dumps(result, indent=2))
     else:
-        print(f"training: {len(bags)} equations, {len(groups)} papers with two or more")
+        emit(f"training: {len(bags)} equations, {len(groups)} papers with two or more")
         for name, value in base.items():
-            print(f"{name:40s} {value:.4f}")
+            emit(f"{name:40s} {value:.4f}")
         for row in history:
-            print(json.dumps({k: round(v, 4) for k, v in row.items()}))
+            emit(json.dumps({k: round(v, 4) for k, v in row.items()}))
     return 0
 
 

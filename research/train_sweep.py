@@ -42,6 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from mathsearch.cli.common import emit
 from mathsearch.encoders.train_config import LOSSES
 
 logger = logging.getLogger(__name__)
@@ -236,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
     if not args.dry_run:
         (args.out / "sweep.json").write_text(json.dumps(rows, indent=2) + "\n")
-    print(json.dumps(rows, indent=2))
+    emit(json.dumps(rows, indent=2))
     return 0
 
 

@@ -86,14 +86,9 @@ def run_bitmap(args: argparse.Namespace) -> int:
         return fail(f"--net must be small and/or large, not {args.net!r}")
     sources = args.sources or default_bench_sources()
     try:
-        if args.cache_dir:
-            corpus = BitmapCorpus.cached(
-                sources, args.format, args.cache_dir, args.limit, workers=args.workers
-            )
-        else:
-            corpus = BitmapCorpus.from_sources(
-                sources, args.format, args.limit, workers=args.workers
-            )
+        corpus = BitmapCorpus.cached(
+            sources, args.format, args.cache_dir or None, args.limit, workers=args.workers
+        )
         reports = []
         for net in nets:
             for run in args.runs:

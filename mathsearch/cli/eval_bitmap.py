@@ -178,10 +178,7 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"model {model_path} does not exist")
     try:
         embed, kind = _embedder(model_path)
-        if args.cache_dir:
-            corpus = BitmapCorpus.cached(args.sources, args.format, args.cache_dir, args.limit)
-        else:
-            corpus = BitmapCorpus.from_sources(args.sources, args.format, args.limit)
+        corpus = BitmapCorpus.cached(args.sources, args.format, args.cache_dir or None, args.limit)
         if args.held_out:
             from mathsearch.evaluation.held_out import held_out_papers
 

@@ -144,13 +144,9 @@ def run(args: argparse.Namespace) -> int:
             out_norm=args.out_norm,
             teacher=args.teacher if args.task == "teacher" else None,
         )
-        if args.no_cache:
-            corpus = BitmapCorpus.from_sources(args.sources, args.format, args.limit,
-                                               workers=args.workers)  # fmt: skip
-        else:
-            cache = Path(args.cache_dir) if args.cache_dir else out / "cache"
-            corpus = BitmapCorpus.cached(args.sources, args.format, cache, args.limit,
-                                         workers=args.workers)  # fmt: skip
+        cache = None if args.no_cache else Path(args.cache_dir or out / "cache")
+        corpus = BitmapCorpus.cached(args.sources, args.format, cache, args.limit,
+                                     workers=args.workers)  # fmt: skip
         if len(corpus) == 0:
             return fail("no equation could be rendered from the sources")
         held_out = args.held_out or args.task == "teacher"
@@ -250,7 +246,7 @@ def latex_vectors(latex: list[str], model: str, *, progress: bool = True) -> Any
             records = [EquationRecord(eq_id=f"t{start + n}", doc_id="", position=0, latex=tex)
                        for n, tex in enumerate(chunk)]  # fmt: skip
             parsed = featuriser.parse_batch(records)
-            items = [{"graph": p.graph} for p in parsed if isinstance(p, ParsedEquation)]
+            items = [p.embed_item() for p in parsed if isinstance(p, ParsedEquation)]
             where = [n for n, p in enumerate(parsed) if isinstance(p, ParsedEquation)]
             for n, vector in zip(where, embedder.embed(items), strict=True):
                 if isinstance(vector, np.ndarray):
