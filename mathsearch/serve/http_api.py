@@ -50,6 +50,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Sequence
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
@@ -92,23 +94,41 @@ __all__ = [
 
 
 class _LockedEncoder:
-    """One featurisation at a time (the featuriser and converters are not thread-safe)."""
+    """One featurisation at a time (the featuriser and converters are not thread-safe).
+
+    It takes every keyword :class:`~mathsearch.opensearch.query_encoder.ModelQueryEncoder`
+    takes and passes on those the inner encoder takes too: above all ``extra`` and
+    ``defer_extra``, so that the second stage's query vectors come from the same pass (and
+    embed while the first stage runs) instead of a second featurisation in the request thread.
+    An inner encoder without ``extra`` gets none; the second stage then embeds the query itself.
+    """
 
     def __init__(self, inner: QueryEncoder) -> None:
         self.inner = inner
         self.lock = threading.Lock()
 
     def features(
-        self, latex: str, encoders: list[str] | None = None, *, embed: bool = True
+        self,
+        latex: str,
+        encoders: list[str] | None = None,
+        *,
+        embed: bool = True,
+        extra: Sequence[str] = (),
+        defer_extra: bool = False,
     ) -> QueryFeatures:
+        kwargs: dict[str, Any] = {}
+        if not embed and takes_keyword(self.inner, "embed"):
+            kwargs["embed"] = False
+        if encoders:
+            if not takes_keyword(self.inner, "encoders"):
+                raise QueryError("this server's query encoder cannot name encoders")
+            kwargs["encoders"] = encoders
+        if embed and extra and takes_keyword(self.inner, "extra"):
+            kwargs["extra"] = list(extra)
+            if defer_extra and takes_keyword(self.inner, "defer_extra"):
+                kwargs["defer_extra"] = True
         with self.lock:
-            if not embed and takes_keyword(self.inner, "embed"):
-                return self.inner.features(latex, embed=False)  # type: ignore[call-arg]
-            if encoders:
-                if not takes_keyword(self.inner, "encoders"):
-                    raise QueryError("this server's query encoder cannot name encoders")
-                return self.inner.features(latex, encoders=encoders)  # type: ignore[call-arg]
-            return self.inner.features(latex)
+            return self.inner.features(latex, **kwargs)  # type: ignore[call-arg]
 
 
 def _warm_rerank(searcher: Searcher, profile: SearchProfile) -> None:
@@ -122,7 +142,10 @@ def _warm_rerank(searcher: Searcher, profile: SearchProfile) -> None:
         return
     started = time.perf_counter()
     try:
-        searcher.rerank_vectors.vectors(list(profile.rerank), [("x", "")])
+        if takes_keyword(searcher.encoder, "extra"):  # the query's pass embeds them
+            searcher.encoder.features("x", extra=list(profile.rerank))  # type: ignore[call-arg]
+        else:  # the second stage embeds the query itself
+            searcher.rerank_vectors.vectors(list(profile.rerank), [("x", "")])
     except QueryError as exc:
         raise ConfigurationError(f"the search profile's second stage: {exc}") from exc
     logger.info(
@@ -171,6 +194,7 @@ def create_app(
         docs_url=None,
         redoc_url=None,
     )
+    app.state.serve = state  # the routers' state, for an embedding application or a test
     install_error_handlers(app)
     app.middleware("http")(request_guard(state))
     app.include_router(search_router(state))

@@ -339,3 +339,34 @@ def test_the_profiles_second_stage_is_served_and_a_body_can_turn_it_off(
     missing = replace(profile, rerank=("no-such-model.onnx",))
     with pytest.raises(ConfigurationError, match="second stage"):
         create_app(settings, equation_alias, client=client, profile=missing)
+
+
+@pytest.mark.services
+def test_the_second_stages_query_vectors_come_from_the_query_encoders_one_pass(
+    settings: OpenSearchSettings, client: OpenSearch, demo_parsed: list[ParsedEquation]
+) -> None:
+    """Behind the server's lock the query encoder still embeds the second stage's encoders in
+    the query's own pass (deferred while the first stage runs): over an index with the stored
+    field, a search embeds nothing else - neither a candidate nor the query a second time."""
+    from mathsearch.workers.index_job import run_index
+    from tests.opensearch.conftest import drop_alias, new_alias
+
+    alias = new_alias(settings)
+    records = [p.record for p in demo_parsed[:40]]
+    try:
+        run_index(
+            records, alias, inline=True, settings=settings, encoders=["gcn"],
+            rerank=["gcn-v9.onnx"], progress=False,
+        )  # fmt: skip
+        profile = SearchProfile(mode=Mode.FUSION, rerank=("gcn-v9.onnx",), rerank_window=20)
+        app = create_app(replace(settings, serve_rate=0), alias, client=client, profile=profile)
+        searcher = app.state.serve.searcher
+        started = searcher.rerank_vectors.embedded
+        api = TestClient(app)
+        for n in (3, 27):
+            data = _post(api, "/search", {"latex": records[n].latex, "k": 5}).json()
+            assert data["hits"][0]["eq_id"] == records[n].eq_id
+            assert data["parameters"]["rerank"] == ["gcn-v9.onnx"] and not data["warnings"]
+        assert searcher.rerank_vectors.embedded == started == 0
+    finally:
+        drop_alias(client, alias)
