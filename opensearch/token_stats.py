@@ -143,10 +143,13 @@ class TokenStats:
         self, tokens: Sequence[str], *, max_df: float | None = None, max_terms: int | None = None
     ) -> list[str]:
         """:func:`select_tokens` with this index's frequencies (one ``_termvectors`` call for
-        the tokens not cached)."""
+        the tokens not cached; none when ``max_terms`` alone is asked for and the query has no
+        more distinct tokens than that, which :func:`select_tokens` would keep whole)."""
         math = [t for t in tokens if not t.startswith("form:")]
         if not math or (max_df is None and not max_terms):
             return list(tokens)
+        if max_df is None and len(set(math)) <= (max_terms or 0):
+            return list(tokens)  # nothing to cut: no frequencies asked for, no round trip
         df, documents = self.frequencies(math)
         kept = select_tokens(tokens, df, documents, max_df=max_df, max_terms=max_terms)
         logger.debug(

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mathsearch.bench.corpus import progress_bar
+from mathsearch.core.heap import freeze_heap
 from mathsearch.opensearch.modes import MODES as SEARCH_MODES
 from mathsearch.opensearch.queries import Mode
 
@@ -419,6 +420,7 @@ def time_modes(
     from mathsearch.opensearch.searcher import Searcher
 
     draw = QueryDraw(pool)
+    freeze_heap()  # the bench's corpus and query pool out of full collections, as serve's heap
     took = _TookClient(client)
     cluster = Searcher(took, alias, encoder=_CachedEncoder(features))  # type: ignore[arg-type]
     end_to_end = Searcher(client, alias, encoder=model_encoder)

@@ -1,5 +1,6 @@
 """Query-side token selection (:func:`mathsearch.opensearch.token_stats.select_tokens`): pure
-golden tests; the cluster's frequencies are used in test_searcher.py."""
+golden tests, and when :class:`TokenStats` asks for frequencies at all (a stand-in for
+``_termvectors`` counts the calls); the cluster's frequencies are used in test_searcher.py."""
 
 from __future__ import annotations
 
@@ -7,7 +8,12 @@ import math
 
 import pytest
 
-from mathsearch.opensearch.token_stats import KIND_WEIGHTS, bm25_idf, select_tokens
+from mathsearch.opensearch.token_stats import (
+    KIND_WEIGHTS,
+    TokenStats,
+    bm25_idf,
+    select_tokens,
+)
 
 DF = {"x": 10, "y": 400, "α": 3, "x|sup|2": 20, "math>mrow": 990, "math>mi": 900, "form:z": 0}
 N = 1000
@@ -37,3 +43,29 @@ def test_max_df_then_max_terms_and_the_rarest_token_survives_any_cut() -> None:
     assert select_tokens(tokens, DF, N, max_df=0.5, max_terms=1) == ["x"]
     assert select_tokens(["math>mrow", "math>mi"], DF, N, max_df=0.01) == ["math>mi"]
     assert select_tokens(["form:z"], DF, N, max_df=0.01, max_terms=1) == ["form:z"]
+
+
+class _CountingClient:
+    """A stand-in for the cluster's ``_termvectors``: each token's frequency from DF."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def termvectors(self, *, index: str, body: dict) -> dict:
+        self.calls += 1
+        terms = {t: {"doc_freq": DF.get(t, 0)} for t in body["doc"]["math_tokens"].split()}
+        stats = {"doc_count": N}
+        return {"term_vectors": {"math_tokens": {"terms": terms, "field_statistics": stats}}}
+
+
+def test_a_query_within_max_terms_asks_for_no_frequencies_and_keeps_every_token() -> None:
+    client = _CountingClient()
+    stats = TokenStats(client, "eq")
+    tokens = ["math>mrow", "x", "y", "x", "form:z"]
+    assert stats.select(tokens, max_terms=3) == tokens  # 3 distinct math tokens
+    assert client.calls == 0
+    longer = ["math>mrow", "x", "y", "α", "form:z"]
+    assert stats.select(longer, max_terms=3) == select_tokens(longer, DF, N, max_terms=3)
+    assert client.calls == 1
+    assert stats.select(["math>mi", "β"], max_df=0.5, max_terms=3) == ["β"]  # max_df: asks
+    assert client.calls == 2

@@ -370,3 +370,19 @@ def test_the_second_stages_query_vectors_come_from_the_query_encoders_one_pass(
         assert searcher.rerank_vectors.embedded == started == 0
     finally:
         drop_alias(client, alias)
+
+
+@pytest.mark.services
+def test_the_served_app_freezes_its_start_up_heap_out_of_full_collections(
+    settings: OpenSearchSettings, equation_alias: str
+) -> None:
+    import gc
+
+    from mathsearch.serve.http_api import served_app
+
+    gc.unfreeze()
+    try:
+        served_app(settings, equation_alias, SearchProfile.default(), None)
+        assert gc.get_freeze_count() > 10_000  # the models, tables and client, not a handful
+    finally:
+        gc.unfreeze()
