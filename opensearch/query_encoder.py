@@ -40,19 +40,20 @@ class QueryFeatures(NamedTuple):
     vector_field: str | None
     vectors: dict[str, list[float]] | None = None
     refusals: dict[str, str] | None = None
-    #: the second stage's vectors still being embedded: a future of ``(vectors, refusals)``
-    pending: Future[tuple[dict[str, list[float]], dict[str, str]]] | None = None
+    #: the second stage's vectors still being embedded: one future of ``(vectors, refusals)``
+    #: per encoder (they embed side by side)
+    pending: tuple[Future[tuple[dict[str, list[float]], dict[str, str]]], ...] = ()
 
     def resolved(self) -> QueryFeatures:
         """These features with the deferred vectors in ``vectors`` (waits for them)."""
-        if self.pending is None:
+        if not self.pending:
             return self
-        vectors, refusals = self.pending.result()
-        return self._replace(
-            vectors={**self.by_field(), **vectors},
-            refusals={**(self.refusals or {}), **refusals},
-            pending=None,
-        )
+        vectors, refusals = self.by_field(), dict(self.refusals or {})
+        for future in self.pending:
+            found, refused = future.result()
+            vectors.update(found)
+            refusals.update(refused)
+        return self._replace(vectors=vectors, refusals=refusals, pending=())
 
     def by_field(self) -> dict[str, list[float]]:
         """Every vector of the query by field."""
@@ -175,9 +176,10 @@ class ModelQueryEncoder:
         parsed = self._parse(latex, with_prefix)
         item = parsed.embed_item()
         later = embedders[len(primary) :]  # the second stage's (the first stage's come first)
-        pending = None
+        pending: tuple[Future[tuple[dict[str, list[float]], dict[str, str]]], ...] = ()
         if later and defer_extra:  # embedded while the first stage runs on the cluster
-            pending = self._pool().submit(_embed_all, later, item)
+            pool = self._pool()
+            pending = tuple(pool.submit(_embed_all, [embedder], item) for embedder in later)
             embedders = embedders[: len(primary)]
         vectors, refusals = _embed_all(embedders, item)
         first = embedders[0].vector_field

@@ -49,3 +49,19 @@ def test_two_models_on_one_field_are_refused_and_one_model_named_twice_embeds_on
     refused = f"different models that write the same field {DEFAULT_FIELD}"
     with pytest.raises(QueryError, match=refused):
         ModelQueryEncoder(encoders=["gcn", str(field_twin)]).features(latex)
+
+
+def test_deferred_second_stage_encoders_embed_side_by_side_to_the_same_vectors() -> None:
+    """``defer_extra``: each second-stage encoder is a future of its own (they run side by side
+    while the first stage runs), and the resolved vectors are those of the same pass undeferred."""
+    encoder = ModelQueryEncoder()
+    latex = r"\int_0^\infty e^{-x^2} dx = \frac{\sqrt{\pi}}{2}"
+    extra = ["gcn-v9.onnx", "gcn-v10.onnx"]
+    now = encoder.features(latex, extra=extra)
+    later = encoder.features(latex, extra=extra, defer_extra=True)
+    assert len(later.pending) == 2 and set(later.by_field()) == {DEFAULT_FIELD}
+    done = later.resolved()
+    assert done.pending == () and done.vector == now.vector
+    assert set(done.by_field()) == {DEFAULT_FIELD, "vec_gcn_v9", "vec_gcn_v10"}
+    for field, vector in now.by_field().items():
+        assert done.by_field()[field] == pytest.approx(vector, abs=1e-6)
