@@ -157,10 +157,11 @@ class ModelQueryEncoder:
 
         ``extra`` encoders (a second stage's) embed the same featurisation too: their vectors
         join ``vectors`` by field (``vector`` stays the first encoder's); with
-        ``defer_extra`` they are embedded on a background thread instead, and
-        :meth:`QueryFeatures.resolved` waits for them (the searcher asks after its first
-        stage). ``embed=False`` (a mode with no vector side, such as ``bm25``): the tokens
-        alone, with no vector, no refusals and no model loaded.
+        ``defer_extra`` they are embedded on background threads instead, one per encoder, side
+        by side once the first stage's vectors are done, and :meth:`QueryFeatures.resolved`
+        waits for them (the searcher asks after its first stage). ``embed=False`` (a mode
+        with no vector side, such as ``bm25``): the tokens alone, with no vector, no refusals
+        and no model loaded.
         """
         if not embed:
             tokens = _query_tokens(self._parse(latex))
@@ -176,12 +177,14 @@ class ModelQueryEncoder:
         parsed = self._parse(latex, with_prefix)
         item = parsed.embed_item()
         later = embedders[len(primary) :]  # the second stage's (the first stage's come first)
+        deferred = bool(later and defer_extra)
+        if deferred:
+            embedders = embedders[: len(primary)]
+        vectors, refusals = _embed_all(embedders, item)  # the first stage's, on their own
         pending: tuple[Future[tuple[dict[str, list[float]], dict[str, str]]], ...] = ()
-        if later and defer_extra:  # embedded while the first stage runs on the cluster
+        if deferred:  # then side by side while the first stage runs on the cluster
             pool = self._pool()
             pending = tuple(pool.submit(_embed_all, [embedder], item) for embedder in later)
-            embedders = embedders[: len(primary)]
-        vectors, refusals = _embed_all(embedders, item)
         first = embedders[0].vector_field
         return QueryFeatures(
             tokens=_query_tokens(parsed),
