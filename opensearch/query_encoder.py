@@ -21,7 +21,7 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple, Protocol
 
@@ -152,6 +152,7 @@ class ModelQueryEncoder:
         embed: bool = True,
         extra: Sequence[Any] = (),
         defer_extra: bool = False,
+        on_tokens: Callable[[list[str]], None] | None = None,
     ) -> QueryFeatures:
         """Featurise ``latex`` once; embed it with ``encoders`` (default: this encoder's).
 
@@ -161,7 +162,8 @@ class ModelQueryEncoder:
         by side once the first stage's vectors are done, and :meth:`QueryFeatures.resolved`
         waits for them (the searcher asks after its first stage). ``embed=False`` (a mode
         with no vector side, such as ``bm25``): the tokens alone, with no vector, no refusals
-        and no model loaded.
+        and no model loaded. ``on_tokens`` gets the query's tokens as soon as they are known,
+        before any embedding (the searcher starts choosing BM25's tokens meanwhile).
         """
         if not embed:
             tokens = _query_tokens(self._parse(latex))
@@ -175,6 +177,8 @@ class ModelQueryEncoder:
 
         with_prefix = needs_prefix([embedder.family for embedder in embedders])
         parsed = self._parse(latex, with_prefix)
+        if on_tokens is not None:
+            on_tokens(_query_tokens(parsed))
         item = parsed.embed_item()
         later = embedders[len(primary) :]  # the second stage's (the first stage's come first)
         deferred = bool(later and defer_extra)

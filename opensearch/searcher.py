@@ -43,8 +43,10 @@ Example::
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -92,6 +94,9 @@ logger = logging.getLogger(__name__)
 
 SOURCE_FIELDS = EQUATION_SOURCE
 
+#: Threads that choose BM25's query tokens while a query embeds (one per concurrent search).
+BACKGROUND_THREADS = 4
+
 
 @dataclass(frozen=True)
 class WindowScores:
@@ -134,6 +139,8 @@ class Searcher(SearchCalls):
         self._storages: dict[str, VectorStorage] | None = None
         #: converted trees of wildcard searches' candidates (:mod:`.wildcard_search`)
         self.tree_cache = TreeCache()
+        self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
 
     # -- public -------------------------------------------------------------------------------
 
@@ -169,15 +176,21 @@ class Searcher(SearchCalls):
         started = time.perf_counter()
         for name in request.rerank if request.reranks else ():
             self.rerank_vectors.field_of(name)  # an unknown encoder: its own clear error first
-        features = self._features(request) if request.latex.strip() else None
+        cut = MODES[request.mode].uses_bm25 and bool(request.max_df or request.max_terms)
+        choosing: list[Future[list[str]]] = []
+
+        def choose(found: list[str]) -> None:  # BM25's tokens chosen while the query embeds
+            choosing.append(self._background().submit(self._chosen_tokens, request, found))
+
+        early = choose if cut and tokens is None else None
+        features = self._features(request, early) if request.latex.strip() else None
         featurised = time.perf_counter()
-        tokens = list(tokens) if tokens is not None else (features.tokens if features else [])
-        if MODES[request.mode].uses_bm25 and tokens and (request.max_df or request.max_terms):
-            tokens = self.call(
-                lambda: self.token_stats.select(
-                    tokens, max_df=request.max_df, max_terms=request.max_terms
-                )
-            )
+        if choosing:
+            tokens = choosing[0].result()
+        else:
+            tokens = list(tokens) if tokens is not None else (features.tokens if features else [])
+            if cut and tokens:
+                tokens = self._chosen_tokens(request, tokens)
         fallback = self._refused_everywhere(request, features)
         if fallback:  # a hybrid mode whose every vector the encoders refused: BM25 alone
             request = replace(request, mode=Mode.BM25)
@@ -333,13 +346,18 @@ class Searcher(SearchCalls):
 
     # -- what a mode sees (modes.base.ModeContext) ---------------------------------------------
 
-    def _features(self, request: SearchRequest) -> QueryFeatures:
+    def _features(
+        self, request: SearchRequest, on_tokens: Callable[[list[str]], None] | None = None
+    ) -> QueryFeatures:
         """One featurisation of the query, embedded by the request's encoders when it names
         them (and the query encoder takes names), else by the query encoder's own; not embedded
-        at all for a mode without vectors (when the query encoder takes ``embed``)."""
+        at all for a mode without vectors (when the query encoder takes ``embed``).
+        ``on_tokens`` gets the tokens before the embedding when the query encoder takes it."""
         if not MODES[request.mode].uses_vectors and takes_keyword(self.encoder, "embed"):
             return self.encoder.features(request.latex, embed=False)  # type: ignore[call-arg]
         extra: dict[str, Any] = {}
+        if on_tokens is not None and takes_keyword(self.encoder, "on_tokens"):
+            extra["on_tokens"] = on_tokens
         if request.reranks and takes_keyword(self.encoder, "extra"):
             extra["extra"] = list(request.rerank)  # the second stage's, in the same pass
             if takes_keyword(self.encoder, "defer_extra"):
@@ -347,6 +365,27 @@ class Searcher(SearchCalls):
         if request.encoders and takes_keyword(self.encoder, "encoders"):
             return self.encoder.features(request.latex, encoders=list(request.encoders), **extra)  # type: ignore[call-arg]
         return self.encoder.features(request.latex, **extra)
+
+    def _chosen_tokens(self, request: SearchRequest, tokens: list[str]) -> list[str]:
+        """The query tokens BM25 gets: ``max_df`` / ``max_terms`` applied with the index's
+        frequencies (:class:`~mathsearch.opensearch.token_stats.TokenStats`)."""
+        if not tokens:
+            return tokens
+        return self.call(
+            lambda: self.token_stats.select(
+                tokens, max_df=request.max_df, max_terms=request.max_terms
+            )
+        )
+
+    def _background(self) -> ThreadPoolExecutor:
+        """The threads that choose BM25's tokens (a ``_termvectors`` round trip) while the
+        request's thread embeds the query."""
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(
+                    max_workers=BACKGROUND_THREADS, thread_name_prefix="bm25-tokens"
+                )
+            return self._executor
 
     def _fused_second_stage(self, request: SearchRequest, spec: SearchMode) -> bool:
         """Whether the second stage can ride on the first stage's lists: a client-side

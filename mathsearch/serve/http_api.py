@@ -50,7 +50,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fastapi import FastAPI
@@ -99,9 +99,10 @@ class _LockedEncoder:
 
     It takes every keyword :class:`~mathsearch.opensearch.query_encoder.ModelQueryEncoder`
     takes and passes on those the inner encoder takes too: above all ``extra`` and
-    ``defer_extra``, so that the second stage's query vectors come from the same pass (and
-    embed while the first stage runs) instead of a second featurisation in the request thread.
-    An inner encoder without ``extra`` gets none; the second stage then embeds the query itself.
+    ``defer_extra``, so that the second stage's query vectors come from the same pass (and embed
+    while the first stage runs) instead of a second featurisation in the request thread, and
+    ``on_tokens``. An inner encoder without ``extra`` gets none; the second stage then embeds
+    the query itself.
     """
 
     def __init__(self, inner: QueryEncoder) -> None:
@@ -116,8 +117,11 @@ class _LockedEncoder:
         embed: bool = True,
         extra: Sequence[str] = (),
         defer_extra: bool = False,
+        on_tokens: Callable[[list[str]], None] | None = None,
     ) -> QueryFeatures:
         kwargs: dict[str, Any] = {}
+        if on_tokens is not None and takes_keyword(self.inner, "on_tokens"):
+            kwargs["on_tokens"] = on_tokens
         if not embed and takes_keyword(self.inner, "embed"):
             kwargs["embed"] = False
         if encoders:

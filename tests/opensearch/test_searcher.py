@@ -205,6 +205,30 @@ def test_max_terms_sends_bm25_the_rarest_distinct_tokens(
     ).parameters == {"k": 5}  # knn has no BM25 side: nothing to cut, nothing reported
 
 
+def test_bm25s_tokens_are_chosen_on_a_background_thread_while_the_query_embeds(
+    searcher: Searcher, demo_parsed: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The query encoder hands the tokens over before it embeds; the token choice (its
+    ``_termvectors`` round trip) runs meanwhile and sends BM25 the same tokens."""
+    import threading
+
+    query = demo_parsed[QUERY].record.latex
+    request = SearchRequest(query, mode=Mode.RRF, k=5, max_terms=6)
+    before = searcher.search(request)
+    threads: list[str] = []
+    select = searcher.token_stats.select
+
+    def recorded(tokens: list[str], **cuts: object) -> list[str]:
+        threads.append(threading.current_thread().name)
+        return select(tokens, **cuts)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(searcher.token_stats, "select", recorded)
+    after = searcher.search(request)
+    assert len(threads) == 1 and threads[0].startswith("bm25-tokens")
+    assert after.query_tokens == before.query_tokens
+    assert [h.eq_id for h in after.hits] == [h.eq_id for h in before.hits]
+
+
 def test_bad_requests_are_query_errors(searcher: Searcher) -> None:
     with pytest.raises(QueryError, match="unbalanced"):
         searcher.search(SearchRequest(r"\frac{1", mode=Mode.FUSION))
