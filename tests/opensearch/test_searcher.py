@@ -212,6 +212,9 @@ def test_bm25s_tokens_are_chosen_on_a_background_thread_while_the_query_embeds(
     ``_termvectors`` round trip) runs meanwhile and sends BM25 the same tokens."""
     import threading
 
+    # a searcher of its own: the session's may have had its encoder wrapped by an evaluation
+    # test (a CachingQueryEncoder, which takes no on_tokens: the choice then follows the query)
+    searcher = Searcher(searcher.client, searcher.index)
     query = demo_parsed[QUERY].record.latex
     request = SearchRequest(query, mode=Mode.RRF, k=5, max_terms=6)
     before = searcher.search(request)
