@@ -3,14 +3,17 @@
 A :class:`FigureCorpus` is the figures of LaTeX sources
 (:func:`mathsearch.indexer.figures.extract_figures`)
 with their featurised inputs. Its *article* is the first part of the document id: one folder of
-the TeX Live documentation corpus (a package manual with its examples), or the file's stem.
+the TeX Live documentation corpus (a package manual with its examples), or the file's stem (one
+paper of the shared hep-th documents, named by its arXiv number).
 
 Weak supervision: ``R_ij = 1`` when figures ``i`` and ``j`` are in the same article, ``0.6``
 when one article cites the other, ``0`` for random pairs. "Cites" is real: article ``A`` cites
 ``B`` when ``A``'s sources name ``B`` in a ``\\cite`` key or a package-reference macro
-(``\\pkg{B}``, ``\\sty{B}``, ``\\textsf{B}``, ...;
-:func:`mathsearch.indexer.figures.document_references`),
-or the other way round.
+(``\\pkg{B}``, ``\\sty{B}``, ``\\textsf{B}``, ...) or its arXiv id
+(:func:`mathsearch.indexer.figures.document_references`), or the other way round. An arXiv id
+names the article called by its number: ``2101.01234``, or ``hep-th/0301085`` when its archive
+is the collection's (:data:`ARXIV_ARCHIVE`, the shared hep-th documents'; ``gr-qc/0301085`` is
+another paper).
 
 The image model is trained on visually similar pairs only (seed: SSIM >= 0.5 for positives,
 < 0.3 for negatives, :func:`ssim`).
@@ -40,9 +43,19 @@ from mathsearch.indexer.figures import FigureRecord, extract_figures
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CITING", "SAME", "FigureCorpus", "FigureDataError", "article_of", "ssim"]
+__all__ = [
+    "ARXIV_ARCHIVE",
+    "CITING",
+    "SAME",
+    "FigureCorpus",
+    "FigureDataError",
+    "article_of",
+    "ssim",
+]
 
 SAME, CITING, RANDOM = 1.0, 0.6, 0.0
+#: The arXiv archive whose old-style ids (``hep-th/NNNNNNN``) name articles by their number.
+ARXIV_ARCHIVE = "hep-th"
 
 
 class FigureDataError(ValueError):
@@ -50,8 +63,14 @@ class FigureDataError(ValueError):
 
 
 def article_of(doc_id: str) -> str:
-    """``"floatrow/doc/floatrow.tex"`` -> ``"floatrow"``; ``"paper"`` -> ``"paper"``."""
-    return doc_id.split("/", 1)[0]
+    """The article of a document id: its first folder, or a top-level file's stem (so a paper
+    named by its arXiv number is the article its citers name).
+
+    >>> article_of("floatrow/doc/floatrow.tex"), article_of("paper"), article_of("0301085.tex")
+    ('floatrow', 'paper', '0301085')
+    """
+    head, sep, _ = doc_id.partition("/")
+    return head if sep or not head.endswith(".tex") else head[: -len(".tex")]
 
 
 def ssim(a: np.ndarray, b: np.ndarray, window: int = 7) -> float:
@@ -185,7 +204,9 @@ def split_articles(
     return tuple(np.flatnonzero(labels == p) for p in range(3))
 
 
-def citation_relation(records: Sequence[FigureRecord]) -> set[frozenset[str]]:
+def citation_relation(
+    records: Sequence[FigureRecord], arxiv_archive: str = ARXIV_ARCHIVE
+) -> set[frozenset[str]]:
     """Article pairs where one names the other (module docstring)."""
     articles = {article_of(r.doc_id) for r in records}
     lower = {a.lower(): a for a in articles}
@@ -193,7 +214,9 @@ def citation_relation(records: Sequence[FigureRecord]) -> set[frozenset[str]]:
     for record in records:
         source = article_of(record.doc_id)
         for name in record.references:
-            target = lower.get(name.lower())
+            archive, slash, number = name.partition("/")
+            key = number if slash and archive.split(".")[0] == arxiv_archive else name
+            target = lower.get(key.lower())
             if target is not None and target != source:
                 out.add(frozenset((source, target)))
     return out

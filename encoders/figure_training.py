@@ -10,6 +10,10 @@ The seed trains the three sub-models separately ("we train all three components 
    trained with the hinge loss; positives: related pairs with SSIM >= 0.5, negatives: SSIM < 0.3);
 3. fusion: batch norm + dense on the frozen features, again with ``MSE(f_i . f_j, R_ij)``.
 
+``loss="info-nce"`` (beyond the seed, the recipe that made gcn-v7 work) trains the text and fusion
+stages with :func:`soft_info_nce_loss` instead: batches of related pairs (``R > 0``), every other
+figure of the batch a negative unless the relation grades it (same article 1, citing 0.6).
+
 Adam, learning rate 0.01, batch 64, 3 epochs (seed section 5.1). Checkpoints are
 ``torch.save`` dicts with ``"family": "figure"`` (:func:`save_figure_checkpoint`).
 """
@@ -44,13 +48,14 @@ __all__ = [
     "pair_ce_loss",
     "pair_mse_loss",
     "save_figure_checkpoint",
+    "soft_info_nce_loss",
     "to_tensors",
     "train_figure_encoder",
     "triplet_hinge_loss",
 ]
 
 CHECKPOINT_FORMAT = "mathsearch-figure-checkpoint/1"
-LOSSES = ("mse", "ce")
+LOSSES = ("mse", "ce", "info-nce")
 
 
 class FigureTrainingError(ValueError):
@@ -73,6 +78,37 @@ def pair_ce_loss(a: Tensor, b: Tensor, score: Tensor) -> Tensor:
     return nn.functional.binary_cross_entropy_with_logits((a * b).sum(dim=1), (score > 0).float())
 
 
+def soft_info_nce_loss(a: Tensor, b: Tensor, relation: Tensor, temperature: float = 0.05) -> Tensor:
+    """In-batch contrastive loss with the seed's graded relation as soft targets.
+
+    With ``s_kl = cos(a_k, b_l) / tau`` and ``t_kl = R_kl / sum_m R_km`` (``R`` from seed
+    section 4: 1 same article, 0.6 citing, 0 other), the loss is the mean of the two
+    directions' cross-entropies::
+
+        L = -1/(2B) sum_k [ sum_l t_kl log softmax_l(s_k.) + sum_l t'_lk log softmax_l(s_.k) ]
+
+    where ``t'`` normalises ``R``'s columns. The seed's MSE regresses each pair's dot product on
+    ``R`` alone; here every other figure of the batch is a negative unless ``R`` grades it.
+
+    Args:
+        a, b: ``(B, D)`` vectors of the pairs' two sides (pair ``k`` is related: ``R_kk > 0``).
+        relation: ``(B, B)`` ``R`` of ``a_k`` against ``b_l``.
+        temperature: ``tau`` (default 0.05).
+
+    >>> x = torch.eye(3)
+    >>> low = soft_info_nce_loss(x, x, torch.eye(3))
+    >>> high = soft_info_nce_loss(x, x.flip(0), torch.eye(3))
+    >>> bool(low < 0.01 < high)
+    True
+    """
+    logits = nn.functional.normalize(a, dim=1) @ nn.functional.normalize(b, dim=1).T / temperature
+    rows = relation / relation.sum(dim=1, keepdim=True).clamp(min=1e-12)
+    cols = relation.T / relation.T.sum(dim=1, keepdim=True).clamp(min=1e-12)
+    forward = -(rows * logits.log_softmax(dim=1)).sum(dim=1).mean()
+    backward = -(cols * logits.T.log_softmax(dim=1)).sum(dim=1).mean()
+    return (forward + backward) / 2
+
+
 def triplet_hinge_loss(query: Tensor, positive: Tensor, negative: Tensor) -> Tensor:
     """``mean max(0, 1 + f_q . f_- - f_q . f_+)`` (seed section 3); all ``(B, D)``."""
     return (1 + (query * negative).sum(1) - (query * positive).sum(1)).clamp(min=0).mean()
@@ -86,6 +122,7 @@ class FigureTrainConfig:
     batch_size: int = 64
     lr: float = 0.01
     loss: str = "mse"
+    temperature: float = 0.05
     max_pairs: int = 20_000
     image_triplets: int = 4_000
     ssim_positive: float = 0.5
@@ -96,8 +133,10 @@ class FigureTrainConfig:
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:
             raise FigureTrainingError(f"loss must be one of {LOSSES}, not {self.loss!r}")
-        if self.epochs < 1 or self.batch_size < 2 or self.lr <= 0:
-            raise FigureTrainingError("epochs >= 1, batch_size >= 2 and lr > 0 are needed")
+        if self.epochs < 1 or self.batch_size < 2 or self.lr <= 0 or self.temperature <= 0:
+            raise FigureTrainingError(
+                "epochs >= 1, batch_size >= 2, lr > 0 and temperature > 0 are needed"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -243,6 +282,11 @@ class _Stages:
             text, image = self.frozen
             out = model.fuse(text[rows], image[rows], lengths[rows], self.flags[rows])
         a, b = out[: len(batch)], out[len(batch) :]
+        if self.config.loss == "info-nce":
+            left, right = self.pairs[batch, 0], self.pairs[batch, 1]
+            grid = self.corpus.relation(np.repeat(left, len(batch)), np.tile(right, len(batch)))
+            relation = torch.from_numpy(grid.reshape(len(batch), len(batch)))
+            return soft_info_nce_loss(a, b, relation, self.config.temperature)
         return self.pair_loss(a, b, self.scores[torch.from_numpy(batch)])
 
 
@@ -260,6 +304,8 @@ def train_figure_encoder(
         FigureEncoderConfig(vocab.size, image_size=vocab.image_size, channels=vocab.channels)
     )
     pairs = corpus.pairs(train_rows, config.seed, config.max_pairs)
+    if config.loss == "info-nce":  # related pairs only: the batch brings the negatives
+        pairs = pairs[corpus.relation(pairs[:, 0], pairs[:, 1]) > 0]
     scores = torch.from_numpy(corpus.relation(pairs[:, 0], pairs[:, 1]))
     triplets = image_triplets(corpus, train_rows, config)
     pair_loss = pair_mse_loss if config.loss == "mse" else pair_ce_loss

@@ -8,7 +8,7 @@ card's ``vocab_hash`` is its
 
 Example::
 
-    card, parity = export_figure_checkpoint("runs/figure/checkpoint.pt", "figure-v1.onnx",
+    card, parity = export_figure_checkpoint("runs/figure/checkpoint.pt", "figure-v2.onnx",
                                             parity_sources=["tests/resources/indexer/figures"])
 """
 
@@ -136,6 +136,15 @@ def check_figure_parity(
     return report
 
 
+#: How the card describes each ``train figure --loss``.
+_LOSS_WORDS = {
+    "mse": "MSE on the dot product",
+    "ce": "cross-entropy on the sigmoid of the dot product",
+    "info-nce": "text and fusion stages by in-batch InfoNCE with the relation as soft targets "
+    "(the image CNN by the seed's triplet hinge)",
+}
+
+
 def export_figure_checkpoint(
     checkpoint: str | os.PathLike[str],
     out: str | os.PathLike[str],
@@ -177,7 +186,9 @@ def export_figure_checkpoint(
         description="Figure encoder (figure-embeddings seed): caption + mention text through an "
         "LSTM (100-d words, 50 units), the image through a small CNN (2 x conv 32 3x3, max "
         "pool, dropout, dense 100, dense 50), concatenation + batch norm + dense -> 50-d; weak "
-        "supervision 1 / 0.6 / 0 (same / citing / random article), MSE on the dot product.",
+        "supervision 1 / 0.6 / 0 (same / citing / random article), "
+        + _LOSS_WORDS.get(str((meta.get("train_config") or {}).get("loss", "mse")), "MSE")
+        + ".",
         embedding_dim=c.out_dim,
         similarity="dot",
         vocab_hash=vocabulary.content_hash,
@@ -225,6 +236,13 @@ def card_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
         out[f"similarity_accuracy_{name}"] = m.get("accuracy")
     for name, m in (metrics.get("recommendation") or {}).items():
         out[f"recommendation_p@5_{name}"] = m.get("p@5")
+    for name, m in (metrics.get("paired") or {}).items():
+        t = m.get("p@5") or {}
+        out[f"recommendation_p@5_{name}_minus_tfidf"] = [
+            t.get("mean_difference"),
+            t.get("ci_low"),
+            t.get("ci_high"),
+        ]
     if metrics:
         out["eval"] = metrics
     return out

@@ -6,8 +6,10 @@ Figures") represents a figure by: its caption, the text that mentions it (the se
 and one after, merged over all mentions) and its image (``\\includegraphics``, resolved against
 the source folder and ``\\graphicspath`` with the usual extensions). ``references`` lists what
 the document cites: ``\\cite`` keys and the names it gives in package-reference macros
-(``\\pkg{x}``, ``\\sty{x}``, ``\\textsf{x}``, ...) - the citation relation of the weak supervision
-(:mod:`mathsearch.encoders.figure_data`).
+(``\\pkg{x}``, ``\\sty{x}``, ``\\textsf{x}``, ...) and the arXiv papers it names
+(``hep-th/0301085``, ``2101.01234`` for ``arXiv:2101.01234``) - the citation relation of the weak
+supervision (:mod:`mathsearch.encoders.figure_data`, which matches an arXiv id to a file named
+by its number).
 
 The id is derived from ``(doc_id, position)`` like equation ids: ``<doc_id>#fig<position>``.
 Malformed input becomes a :class:`~mathsearch.indexer.records.Failure` (stage ``extract``); nothing
@@ -40,6 +42,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "IMAGE_EXTENSIONS",
     "FigureRecord",
+    "document_references",
     "extract_figures",
     "figures_of_file",
     "figures_of_text",
@@ -61,6 +64,12 @@ _LABEL = re.compile(r"\\label\s*\{([^{}]*)\}")
 _REF = re.compile(r"\\(?:ref|autoref|cref|Cref|vref|Vref|fref|Fref)\*?\s*\{([^{}]*)\}")
 _CITE = re.compile(r"\\[a-zA-Z]*cite[a-zA-Z]*\*?(?:\s*\[[^\]]*\])*\s*\{([^{}]*)\}")
 _PKG = re.compile(r"\\(?:pkg|package|Package|sty|cls|textsf|pack|ctanpkg)\s*\{([A-Za-z][\w-]*)\}")
+#: Old-style (``archive/NNNNNNN``) and new-style (``arXiv:NNNN.NNNNN``) arXiv identifiers.
+_ARXIV = re.compile(
+    r"(?<![\w/.])([a-z]+(?:-[a-z]+)?(?:\.[A-Z]{2})?/\d{7})(?!\d)|arXiv:\s*(\d{4}\.\d{4,5})(?!\d)"
+)
+#: A crawled paper body: the file opens with ``\begin{document}`` (comments and blanks before).
+_BODY_START = re.compile(rb"\A(?:\s|%[^\n]*\n)*\\begin\{document\}")
 _GRAPHICSPATH = re.compile(r"\\graphicspath\s*\{((?:\s*\{[^{}]*\})+)\s*\}")
 _INCLUDE = re.compile(r"\\includegraphics\*?\s*(?:\[[^\]]*\]\s*)*\{([^{}]+)\}")
 _KEEP_ARG = re.compile(
@@ -244,9 +253,15 @@ def _mentions(sentences: list[str], label: str) -> list[str]:
 
 
 def document_references(text: str) -> list[str]:
-    """What ``text`` cites: ``\\cite`` keys and package names of package-reference macros."""
+    """What ``text`` cites: ``\\cite`` keys, package names of package-reference macros and arXiv
+    ids.
+
+    >>> document_references(r"\\cite{a,b} \\pkg{tikz} hep-th/9709229, gr-qc/0301128")
+    ['a', 'b', 'gr-qc/0301128', 'hep-th/9709229', 'tikz']
+    """
     found = {key.strip() for match in _CITE.finditer(text) for key in match.group(1).split(",")}
     found.update(match.group(1) for match in _PKG.finditer(text))
+    found.update(match.group(1) or match.group(2) for match in _ARXIV.finditer(text))
     return sorted(key for key in found if key)
 
 
@@ -333,13 +348,15 @@ def figures_of_file(path: str | os.PathLike[str], doc_id: str | None = None) -> 
 
 
 def _main_files(root: Path) -> Iterator[Path]:
-    """The ``.tex`` files under ``root`` that are documents (``\\documentclass``)."""
+    """The ``.tex`` files under ``root`` that are documents: they have ``\\documentclass``, or
+    they open with ``\\begin{document}`` (a paper body as crawled, e.g. the shared hep-th
+    documents; an ``\\input`` part does not open so)."""
     for path in sorted(root.rglob("*.tex")):
         try:
             head = path.read_bytes()[:_MAX_BYTES]
         except OSError:
             continue
-        if b"\\documentclass" in head:
+        if b"\\documentclass" in head or _BODY_START.match(head):
             yield path
 
 
@@ -349,7 +366,8 @@ def extract_figures(
     """Figures of ``.tex`` files and folders.
 
     A file is one document (id: its stem); a folder is searched for documents (``.tex`` files
-    with ``\\documentclass``, id: the path relative to the folder, e.g. ``floatrow/fr-doc.tex``).
+    with ``\\documentclass`` or opening with ``\\begin{document}``, id: the path relative to the
+    folder, e.g. ``floatrow/fr-doc.tex`` or ``0301085.tex``).
     """
     for raw in paths:
         path = Path(raw)

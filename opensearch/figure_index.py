@@ -3,7 +3,7 @@
 Fields: ``fig_id`` (the id, derived from document and position), ``doc_id``, ``position``,
 ``label`` (keyword), ``caption`` and ``mentions`` (text, BM25), ``images`` / ``image``
 (keyword paths), ``has_image``, ``references`` (keyword), one ``knn_vector`` per figure model
-(``vec_figure_v1``: lucene HNSW, space type from the model card), ``model_versions``,
+(``vec_figure_v2``: lucene HNSW, space type from the model card), ``model_versions``,
 ``source``, ``indexed_at``. Writes are ``update`` + ``upsert`` (a re-run is a no-op, as for
 equations: :func:`mathsearch.opensearch.documents.upsert_action`); failure records go to the
 failures

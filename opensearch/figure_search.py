@@ -4,7 +4,7 @@ The figures index (:mod:`mathsearch.opensearch.figure_index`) is searched by the
 :class:`~mathsearch.opensearch.searcher.Searcher` and query builders as the equation index, with
 :data:`~mathsearch.opensearch.search_fields.FIGURE_FIELDS` (BM25 over ``caption`` + ``mentions``,
 kNN over
-``vec_figure_v1``). :class:`FigureQueryEncoder` turns the query words into BM25 terms and, through
+``vec_figure_v2``). :class:`FigureQueryEncoder` turns the query words into BM25 terms and, through
 the figure encoder's text branch (the query has no image, as a figure without one), into the
 figure vector - the figure-embeddings seed's tf-idf first stage re-ranked by interpolation with
 the embedding score is ``--mode rescore``.
@@ -43,7 +43,7 @@ class FigureQueryEncoder:
 
     Args:
         model: a figure ``.onnx`` path, a ready figure embedder, or None for the shipped
-            ``figure-v1`` (``MATHSEARCH_MODEL_FIGURE``).
+            ``figure-v2`` (``MATHSEARCH_MODEL_FIGURE``).
     """
 
     def __init__(self, model: Any = None) -> None:
@@ -64,6 +64,15 @@ class FigureQueryEncoder:
             if self._embedder.family != "figure":
                 raise QueryError(f"{self._embedder.path} is a {self._embedder.family} model")
         return self._embedder
+
+    @property
+    def vector_field(self) -> str:
+        """The figure model's field (``vec_figure_v2`` for the shipped model; loads it).
+
+        Raises:
+            QueryError: the model cannot be loaded or is not a figure model.
+        """
+        return str(self._load().vector_field)
 
     def features(self, text: str, encoders: Any = None, *, embed: bool = True) -> QueryFeatures:
         """The words of ``text`` and its figure vector (``refusals`` says why there is none;

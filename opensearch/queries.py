@@ -13,7 +13,7 @@ its module of :mod:`mathsearch.opensearch.modes`.
 
 With one vector field every body is exactly the single-field one. Field names come from a
 :class:`~mathsearch.opensearch.search_fields.SearchFields` (default: the equation index's), so
-another index (figures: ``caption`` + ``mentions``, ``vec_figure_v1``) uses the same modes.
+another index (figures: ``caption`` + ``mentions``, ``vec_figure_v2``) uses the same modes.
 
 Example::
 

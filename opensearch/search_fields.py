@@ -80,11 +80,12 @@ class SearchFields:
 EQUATION_FIELDS = SearchFields()
 
 #: The figures index (:mod:`mathsearch.opensearch.figure_index`): captions and mentions, one
-#: figure vector field, figures identified by ``fig_id``.
+#: figure vector field (the shipped figure model's; ``figures search`` puts its ``--model``'s
+#: field here: :attr:`FigureQueryEncoder.vector_field`), figures identified by ``fig_id``.
 FIGURE_FIELDS = SearchFields(
     text=("caption", "mentions"),
     context=None,
-    vectors=("vec_figure_v1",),
+    vectors=("vec_figure_v2",),
     id_field="fig_id",
     display="caption",
     tokens="caption",

@@ -19,7 +19,7 @@ from mathsearch.stack.demo import DEMO_SECOND_ENCODER
 REPO = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "torch-geometric", "pya0", "onnxruntime-gpu", "pytest", "selenium")
 #: The models the wheel ships: each family's default and the default profile's second stage.
-SHIPPED = ("gcn-v7", "gcn-v8", "gcn-v9", "gcn-v10", "bitmap-v2", "seq2seq-v2", "figure-v1")
+SHIPPED = ("gcn-v7", "gcn-v8", "gcn-v9", "gcn-v10", "bitmap-v2", "seq2seq-v2", "figure-v2")
 #: The superseded models: models/ of the repository, not the wheel (models/README.md).
 SUPERSEDED = (*(f"gcn-v{n}" for n in range(1, 7)), "gcn-v11", "seq2seq-v1", "bitmap-v1")
 
@@ -83,7 +83,7 @@ def test_the_wheel_carries_the_default_models_and_resources(wheel: zipfile.ZipFi
     assert defaults == set(SHIPPED)
     for model in SHIPPED:
         assert f"{folder}{model}.onnx" in names and f"{folder}{model}.card.json" in names, model
-    assert {f"{folder}seq2seq-v2.vocab.json", f"{folder}figure-v1.vocab.json"} <= names
+    assert {f"{folder}seq2seq-v2.vocab.json", f"{folder}figure-v2.vocab.json"} <= names
     # the superseded models stay out of the wheel, in models/ of the repository
     shipped = {n.removeprefix(folder).split(".")[0] for n in names if n.startswith(folder)}
     assert shipped == set(SHIPPED), sorted(shipped - set(SHIPPED))

@@ -6,7 +6,8 @@ a
 articles are split as in training (the checkpoint's or the card's split seed and fractions), so
 the numbers are on articles the model never saw. Reported beside tf-idf and random vectors:
 similarity-prediction accuracy (Same / Citing / both), tf-idf top-100 re-ranked by the
-embeddings (p@3, p@5) and embedding retrieval alone.
+embeddings (p@3, p@5, with the seed's paired t-test against tf-idf over the same targets) and
+embedding retrieval alone.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def register(kinds: Any) -> None:
               mathsearch eval figure /var/cache/mathsearch/figure-corpus/corpus \\
                   --checkpoint runs/figure/checkpoint.pt
               mathsearch eval figure /var/cache/mathsearch/figure-corpus/corpus \\
-                  --onnx export/models/figure-v1.onnx --json
+                  --onnx export/models/figure-v2.onnx --json
             """),
         formatter_class=RAW_HELP,
     )
@@ -62,6 +63,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     """Vectors of every figure, then :func:`mathsearch.encoders.figure_eval.evaluate_vectors`."""
     import numpy as np
 
+    from mathsearch.cli.train_figure import paired_with_tfidf
     from mathsearch.encoders.figure_data import FigureCorpus
     from mathsearch.encoders.figure_eval import evaluate_vectors
 
@@ -91,7 +93,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     if args.checkpoint:  # the sub-models alone (seed Table 1)
         named["lstm"] = corpus_vectors(model, corpus.features, "text")
         named["cnn"] = corpus_vectors(model, corpus.features, "image")
-    metrics = evaluate_vectors(named, corpus, val_rows, test_rows, seed)
+    metrics = paired_with_tfidf(evaluate_vectors(named, corpus, val_rows, test_rows, seed))
     return {"model": args.checkpoint or args.onnx, "corpus": corpus.summary(), "metrics": metrics}
 
 

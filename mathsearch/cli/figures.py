@@ -14,10 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 import textwrap
+from dataclasses import replace
 from typing import Any
 
 from mathsearch.cli.common import RAW_HELP, emit, fail
-from mathsearch.core.errors import MappingError, MathsearchOpenSearchError
+from mathsearch.core.errors import MappingError, MathsearchOpenSearchError, QueryError
 from mathsearch.opensearch.fusion import Combination, Normalization
 from mathsearch.opensearch.queries import Mode
 
@@ -48,7 +49,7 @@ def add_figures(commands: Any) -> None:
     )
     index.add_argument("sources", nargs="+", metavar="SRC", help=".tex files or folders")
     index.add_argument("--index", help="figures index (default <prefix>-figures)")
-    index.add_argument("--model", help="figure .onnx model (default: the shipped figure-v1)")
+    index.add_argument("--model", help="figure .onnx model (default: the shipped figure-v2)")
     index.add_argument("--json", action="store_true", help="print the report as JSON")
     search = actions.add_parser(
         "search",
@@ -69,7 +70,7 @@ def add_figures(commands: Any) -> None:
     )
     search.add_argument("--explain", action="store_true", help="per-subquery score breakdown")
     search.add_argument("--index", help="figures index (default <prefix>-figures)")
-    search.add_argument("--model", help="figure .onnx model (default: the shipped figure-v1)")
+    search.add_argument("--model", help="figure .onnx model (default: the shipped figure-v2)")
     search.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -120,9 +121,12 @@ def _search(args: argparse.Namespace) -> int:
 
     settings = OpenSearchSettings.from_env()
     index = figures_alias(settings, args.index)
-    searcher = Searcher(
-        connect(settings), index, encoder=FigureQueryEncoder(args.model), fields=FIGURE_FIELDS
-    )
+    encoder = FigureQueryEncoder(args.model)
+    try:  # the field of the model that embeds the query (figure-v1's index: --model figure-v1)
+        fields = replace(FIGURE_FIELDS, vectors=(encoder.vector_field,))
+    except QueryError as exc:
+        return fail(str(exc))
+    searcher = Searcher(connect(settings), index, encoder=encoder, fields=fields)
     request = SearchRequest(
         args.words,
         mode=Mode(args.mode),

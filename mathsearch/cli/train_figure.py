@@ -48,7 +48,16 @@ def register(kinds: Any) -> None:
     parser.add_argument("--epochs", type=positive_int, default=3, help="per stage (seed: 3)")
     parser.add_argument("--batch-size", type=positive_int, default=64, help="seed: 64")
     parser.add_argument("--lr", type=float, default=0.01, help="Adam learning rate (seed: 0.01)")
-    parser.add_argument("--loss", choices=("mse", "ce"), default="mse", help="pair loss (mse)")
+    parser.add_argument(
+        "--loss",
+        choices=("mse", "ce", "info-nce"),
+        default="mse",
+        help="pair loss of the text and fusion stages: the seed's mse (default) or ce, or "
+        "info-nce (in-batch negatives, the relation as soft targets)",
+    )
+    parser.add_argument(
+        "--temperature", type=float, default=0.05, help="info-nce temperature (0.05)"
+    )
     parser.add_argument("--max-pairs", type=positive_int, default=20_000, help="training pairs")
     parser.add_argument("--vocab-size", type=positive_int, default=1000, help="seed: 1000")
     parser.add_argument("--max-words", type=positive_int, default=100, help="seed: 100")
@@ -100,6 +109,7 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
         batch_size=args.batch_size,
         lr=args.lr,
         loss=args.loss,
+        temperature=args.temperature,
         max_pairs=args.max_pairs,
         seed=args.seed,
         progress=not args.no_progress,
@@ -119,7 +129,7 @@ def train_run(args: argparse.Namespace) -> dict[str, Any]:
         "cnn": corpus_vectors(model, corpus.features, "image"),
         "lstm+cnn": corpus_vectors(model, corpus.features),
     }
-    metrics = evaluate_vectors(named, corpus, val_rows, test_rows, args.seed)
+    metrics = paired_with_tfidf(evaluate_vectors(named, corpus, val_rows, test_rows, args.seed))
     split = {
         "seed": args.seed,
         "val_fraction": args.val_fraction,
@@ -192,6 +202,27 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def paired_with_tfidf(metrics: dict[str, Any]) -> dict[str, Any]:
+    """Add ``metrics["paired"]``: each re-ranking's p@3 and p@5 against tf-idf alone over the same
+    test targets, the seed's two-tailed paired t-test at 95% (section 5.2), and drop the
+    per-target lists from the recommendation rows."""
+    from mathsearch.evaluation.paired_test import paired_t_test
+
+    rows = metrics["recommendation"]
+    base = rows["tfidf"].get("per_target", {})
+    paired: dict[str, Any] = {}
+    for name, row in rows.items():
+        mine = row.get("per_target", {})
+        if name == "tfidf" or len(base.get("p@5", [])) < 2 or not mine:
+            continue
+        paired[name] = {
+            key: paired_t_test(mine[key], base[key]).to_dict() for key in ("p@3", "p@5")
+        }
+    for row in rows.values():
+        row.pop("per_target", None)
+    return {**metrics, "paired": paired}
+
+
 def format_metrics(metrics: dict[str, Any]) -> str:
     """The hold-out metrics as lines (seed Tables 1/3 and 4/5)."""
     lines = ["similarity prediction (accuracy / same / citing):"]
@@ -203,6 +234,14 @@ def format_metrics(metrics: dict[str, Any]) -> str:
             f"  {name:<16} {m.get('p@3', 0):.3f} / {m.get('p@5', 0):.3f} "
             f"({m.get('same_p@5', 0):.3f}, {m.get('citing_p@5', 0):.3f}) "
             f"alpha {m['alpha']}"
+        )
+    if metrics.get("paired"):
+        lines.append("re-ranking against tf-idf, p@5 (paired t-test, 95% interval):")
+    for name, m in metrics.get("paired", {}).items():
+        t = m["p@5"]
+        lines.append(
+            f"  {name:<16} {t['mean_difference']:+.3f} [{t['ci_low']:+.3f}, {t['ci_high']:+.3f}]"
+            f" p {t['p_value']:.3f} over {t['n']} targets"
         )
     lines.append("retrieval alone p@5:")
     for name, m in metrics["retrieval"].items():

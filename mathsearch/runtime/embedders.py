@@ -69,8 +69,8 @@ def default_model_path(family: str) -> Path:
     """The model a family uses when none is named: ``MATHSEARCH_MODEL_<FAMILY>`` if set
     (``MATHSEARCH_MODEL`` for ``gcn``, as before), else the shipped default,
     ``<family>-v<N>.onnx`` with the registry's ``default_version`` (``gcn-v7.onnx``,
-    ``seq2seq-v2.onnx``, ``bitmap-v2.onnx``, ``figure-v1.onnx``). The superseded models (gcn-v1 to
-    gcn-v6, gcn-v11, seq2seq-v1, bitmap-v1) are not
+    ``seq2seq-v2.onnx``, ``bitmap-v2.onnx``, ``figure-v2.onnx``). The superseded models (gcn-v1 to
+    gcn-v6, gcn-v11, seq2seq-v1, bitmap-v1, figure-v1) are not
     in the wheel: a checkout keeps them in ``models/`` (:data:`ARCHIVE_DIR`, models/README.md),
     loadable by path or by file name (:func:`shipped_or_path`).
 

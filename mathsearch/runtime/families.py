@@ -8,7 +8,7 @@ line plug-ins.
   the ``latex`` (rendered);
 * ``seq2seq``: ``seq2seq_runtime``, v2, ``seq2seq_onnx``, ``seq2seq_training``,
   ``seq2seq_eval``; SymPy ``prefix`` tokens;
-* ``figure``: ``figure_runtime``, v1, ``figure_onnx``, ``figure_training``, ``figure_eval``; a
+* ``figure``: ``figure_runtime``, v2, ``figure_onnx``, ``figure_training``, ``figure_eval``; a
   ``figure`` record.
 
 Runtimes live here, in :mod:`mathsearch.runtime`; exporters in :mod:`mathsearch.export`,
@@ -148,7 +148,7 @@ FAMILY_REGISTRY: dict[str, EncoderFamily] = {
         EncoderFamily(
             "figure",
             runtime="figure_runtime:FigureEmbedder",
-            default_version=1,
+            default_version=2,
             exporter="figure_onnx",
             trainer="figure_training",
             evaluator="figure_eval",

@@ -23,6 +23,12 @@ def test_train_then_eval_figure(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert summary["corpus"]["articles"] == 5 and summary["corpus"]["citing_article_pairs"] == 1
     assert set(summary["metrics"]["similarity"]) >= {"tfidf", "untrained", "lstm+cnn"}
     assert set(summary["history"]["losses"]) == {"text", "image", "fusion"}
+    # the seed's paired t-test of each re-ranking against tf-idf over the same test targets
+    paired = summary["metrics"]["paired"]["tfidf+lstm+cnn"]["p@5"]
+    targets = summary["metrics"]["recommendation"]["tfidf"]["targets"]
+    assert paired["n"] == targets
+    assert paired["ci_low"] <= paired["mean_difference"] <= paired["ci_high"]
+    assert "per_target" not in summary["metrics"]["recommendation"]["tfidf"]
     code = main(
         [
             "eval",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -12,7 +14,12 @@ from mathsearch.encoders.figure_encoder import (
     gather_last,
     masked_concat,
 )
-from mathsearch.encoders.figure_training import pair_ce_loss, pair_mse_loss, triplet_hinge_loss
+from mathsearch.encoders.figure_training import (
+    pair_ce_loss,
+    pair_mse_loss,
+    soft_info_nce_loss,
+    triplet_hinge_loss,
+)
 
 
 def inputs(batch: int = 3, size: int = 32) -> tuple[torch.Tensor, ...]:
@@ -67,3 +74,29 @@ def test_losses_match_the_seed_formulas() -> None:
     q, p, n = torch.tensor([[1.0, 0.0]]), torch.tensor([[2.0, 0.0]]), torch.tensor([[0.5, 0.0]])
     assert triplet_hinge_loss(q, p, n).item() == pytest.approx(max(0.0, 1 + 0.5 - 2.0))
     assert triplet_hinge_loss(q, n, p).item() == pytest.approx(1 + 2.0 - 0.5)
+
+
+def test_soft_info_nce_matches_its_formula() -> None:
+    """Soft targets R_kl / sum_m R_km over in-batch cosines / tau, both directions."""
+    a = torch.tensor([[1.0, 0.0], [0.6, 0.8], [0.0, 2.0]])
+    b = torch.tensor([[2.0, 0.0], [0.0, 1.0], [0.8, 0.6]])
+    relation = torch.tensor([[1.0, 0.0, 0.6], [0.0, 1.0, 0.0], [0.6, 1.0, 1.0]])
+    tau = 0.5
+    cos = [[float(x @ y / (x.norm() * y.norm())) / tau for y in b] for x in a]
+
+    def direction(logits: list[list[float]], rel: list[list[float]]) -> float:
+        total = 0.0
+        for row, weights in zip(logits, rel, strict=True):
+            norm = math.log(sum(math.exp(v) for v in row))
+            total -= sum(w / sum(weights) * (v - norm) for v, w in zip(row, weights, strict=True))
+        return total / len(logits)
+
+    rel = relation.tolist()
+    transposed = [list(c) for c in zip(*rel, strict=True)]
+    cols = [list(c) for c in zip(*cos, strict=True)]
+    expected = (direction(cos, rel) + direction(cols, transposed)) / 2
+    assert soft_info_nce_loss(a, b, relation, tau).item() == pytest.approx(expected, rel=1e-5)
+    # an in-batch negative (R = 0) turned towards a_1 raises the loss
+    closer = b.clone()
+    closer[1] = torch.tensor([1.0, 0.2])
+    assert soft_info_nce_loss(a, closer, relation, tau) > soft_info_nce_loss(a, b, relation, tau)

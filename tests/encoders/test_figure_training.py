@@ -77,6 +77,32 @@ def test_training_lowers_the_loss_and_beats_untrained(corpus: FigureCorpus, tmp_
     assert np.allclose(corpus_vectors(again, corpus.features), trained, atol=1e-6)
 
 
+def test_info_nce_training_lowers_the_loss_and_separates_related_figures(
+    corpus: FigureCorpus,
+) -> None:
+    """``loss="info-nce"``: the text and fusion losses fall, and related figures end closer than
+    unrelated ones, more so than before training."""
+    torch.manual_seed(0)
+    rows = np.arange(len(corpus))
+    config = FigureTrainConfig(epochs=8, batch_size=16, lr=0.01, loss="info-nce", progress=False)
+    untrained = corpus_vectors(
+        FigureEncoder(FigureEncoderConfig(corpus.vocabulary.size, image_size=24)), corpus.features
+    )
+    model, history = train_figure_encoder(corpus, rows, config)
+    for stage in ("text", "fusion"):
+        losses = history["losses"][stage]
+        assert losses[-1] < losses[0], (stage, losses)
+    pairs = corpus.pairs(rows, seed=1)
+    related = corpus.relation(pairs[:, 0], pairs[:, 1]) > 0
+
+    def gap(vectors: np.ndarray) -> float:
+        unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        cos = (unit[pairs[:, 0]] * unit[pairs[:, 1]]).sum(1)
+        return float(cos[related].mean() - cos[~related].mean())
+
+    assert gap(corpus_vectors(model, corpus.features)) > gap(untrained) + 0.1
+
+
 def test_evaluation_reports_the_seed_metrics(corpus: FigureCorpus) -> None:
     tfidf = tfidf_vectors(corpus)
     assert tfidf.shape[0] == len(corpus)

@@ -18,6 +18,7 @@ from mathsearch.indexer.figure_features import (
 )
 from mathsearch.indexer.figures import (
     FigureRecord,
+    document_references,
     extract_figures,
     figures_of_text,
     make_fig_id,
@@ -26,6 +27,7 @@ from mathsearch.indexer.figures import (
 from mathsearch.indexer.records import Failure
 
 FIGURES = Path(__file__).resolve().parents[1] / "resources" / "indexer" / "figures"
+HEPTH = FIGURES.with_name("figures-hepth")
 
 
 @pytest.fixture(scope="module")
@@ -121,3 +123,21 @@ def test_featurise_zero_image_and_flag(records: list[FigureRecord | Failure]) ->
     assert features.tokens.shape == (5, 100) and features.lengths[-1] == 0
     assert features.has_image[:, 0].tolist() == [1, 1, 1, 1, 0]
     assert not features.images[-1].any()
+
+
+def test_paper_bodies_are_documents_and_arxiv_ids_are_references() -> None:
+    """The shared hep-th crawl keeps paper bodies without a preamble: a file that opens with
+    ``\\begin{document}`` is a document, an ``\\input`` part is not; the bibliography's arXiv
+    ids are what the paper cites."""
+    found = [r for r in extract_figures([HEPTH]) if isinstance(r, FigureRecord)]
+    assert sorted(r.doc_id for r in found) == ["0301088.tex", "0302097.tex"]
+    citing = next(r for r in found if r.doc_id == "0302097.tex")
+    assert "hep-th/0301088" in citing.references
+    assert "as a function of the non-locality index" in citing.caption
+    assert any("displays the ratio" in m for m in citing.mentions)
+    assert document_references(r"see hep-th/9709229 and gr-qc/0301128, arXiv:2101.01234") == [
+        "2101.01234",
+        "gr-qc/0301128",
+        "hep-th/9709229",
+    ]
+    assert document_references("www.example.org/1234567 and a/b/0301001") == []

@@ -31,7 +31,7 @@ def figure_index(client: OpenSearch, settings: OpenSearchSettings) -> Iterator[s
 def test_mapping_follows_the_card(settings: OpenSearchSettings) -> None:
     card = load_embedder("figure", device="cpu").card
     body = figure_index_body([VectorSpec.from_card(card)], settings)
-    field = body["mappings"]["properties"]["vec_figure_v1"]
+    field = body["mappings"]["properties"]["vec_figure_v2"]
     assert field["type"] == "knn_vector" and field["dimension"] == card.embedding_dim
     assert (
         field["method"]["engine"] == "lucene" and field["method"]["space_type"] == card.space_type
@@ -61,20 +61,20 @@ def test_index_figures_writes_counts_and_reruns_as_noop(
     client.indices.refresh(index=figure_index)
     assert client.count(index=figure_index)["count"] == len(figures)
     doc = client.get(index=figure_index, id="psfrag/pfgguide.tex#fig0")["_source"]
-    assert doc["has_image"] and len(doc["vec_figure_v1"]) == embedder.dim
-    assert doc["model_versions"] == ["vec_figure_v1"]
+    assert doc["has_image"] and len(doc["vec_figure_v2"]) == embedder.dim
+    assert doc["model_versions"] == ["vec_figure_v2"]
     hits = client.search(index=figure_index, body={"query": {"match": {"caption": "psfrag"}}})
     assert hits["hits"]["total"]["value"] >= 1
     knn = client.search(
         index=figure_index,
         body={
             "size": 3,
-            "query": {"knn": {"vec_figure_v1": {"vector": doc["vec_figure_v1"], "k": 3}}},
+            "query": {"knn": {"vec_figure_v2": {"vector": doc["vec_figure_v2"], "k": 3}}},
         },
     )
     assert (
         knn["hits"]["hits"][0]["_id"] == "psfrag/pfgguide.tex#fig0"
-        or knn["hits"]["hits"][0]["_source"]["vec_figure_v1"] == doc["vec_figure_v1"]
+        or knn["hits"]["hits"][0]["_source"]["vec_figure_v2"] == doc["vec_figure_v2"]
     )
     again = index_figures(client, figure_index, records, embedder, settings=settings)
     assert again.written == len(figures) and again.unchanged == len(figures)

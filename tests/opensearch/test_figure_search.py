@@ -109,5 +109,14 @@ def test_the_cli_indexes_idempotently_and_searches(
         assert hits[0]["eq_id"] == target.fig_id
         assert main(["figures", "search", "x", "--index", f"{name}-none"]) == 1
         assert "figures index" in capsys.readouterr().err
+        # an index of the superseded figure-v1 is searched by its own field with --model
+        old = ["--index", f"{name}-v1", "--model", "figure-v1.onnx"]
+        assert main(["figures", "index", str(FIGURES), *old, "--json"]) == 0
+        capsys.readouterr()
+        assert main(["figures", "search", target.caption, *old, "--mode", "knn", "--json"]) == 0
+        found = json.loads(capsys.readouterr().out)
+        assert found["vector_field"] == "vec_figure_v1"
+        assert found["hits"][0]["eq_id"] == target.fig_id
     finally:
         client.indices.delete(index=name, ignore_unavailable=True)
+        client.indices.delete(index=f"{name}-v1", ignore_unavailable=True)

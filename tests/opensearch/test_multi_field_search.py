@@ -209,7 +209,7 @@ def test_http_api_accepts_encoders_and_refuses_unknown_ones(
     missing = api.post("/search", json={"latex": latex, "encoders": ["gcn", "figure"]})
     assert missing.status_code == 422
     assert (
-        "vec_figure_v1" in missing.json()["error"]["reason"]
+        "vec_figure_v2" in missing.json()["error"]["reason"]
         or "does not exist" in (missing.json()["error"]["reason"])
     )
 

@@ -1,5 +1,5 @@
 """Another index with other field names (a figures-like index: caption + mentions and
-vec_figure_v1) searched in the six modes by the same builders, hand-computed fusion of three
+vec_figure_v2) searched in the six modes by the same builders, hand-computed fusion of three
 subqueries, and every shipped encoder family indexed and searched together."""
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ def test_builders_use_the_index_fields() -> None:
     query = bm25_query(["gauge", "field"], "lattice", fields=FIGURE_FIELDS)
     matched = [next(iter(c["match"])) for c in query["bool"]["should"]]
     assert matched == ["caption", "mentions", "caption", "mentions"]
-    vectors = [VectorQuery("vec_figure_v1", [1.0, 0.0])]
+    vectors = [VectorQuery("vec_figure_v2", [1.0, 0.0])]
     body = hybrid_body(["x"], "", vectors, size=3, depth=5, filters=SearchRequest("x").filters,
                        source=(), fields=FIGURE_FIELDS)  # fmt: skip
-    assert list(body["query"]["hybrid"]["queries"][1]["knn"]) == ["vec_figure_v1"]
+    assert list(body["query"]["hybrid"]["queries"][1]["knn"]) == ["vec_figure_v2"]
 
 
 def test_bm25_weighs_canonical_forms_on_the_equation_index() -> None:
@@ -77,7 +77,7 @@ class _FigureQueries:
 
     def features(self, latex: str) -> QueryFeatures:
         found = self.inner.features(latex)
-        return QueryFeatures(found.tokens, found.vector, "vec_figure_v1")
+        return QueryFeatures(found.tokens, found.vector, "vec_figure_v2")
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +91,7 @@ def figure_alias(
         "mappings": {"properties": {
             "fig_id": {"type": "keyword"}, "doc_id": {"type": "keyword"},
             "caption": {"type": "text", "analyzer": "whitespace"}, "mentions": {"type": "text"},
-            "vec_figure_v1": {"type": "knn_vector", "dimension": DEFAULT_DIM, "method": {
+            "vec_figure_v2": {"type": "knn_vector", "dimension": DEFAULT_DIM, "method": {
                 "name": "hnsw", "engine": "lucene", "space_type": "cosinesimil"}},
         }},
     })  # fmt: skip
@@ -100,7 +100,7 @@ def figure_alias(
         body.append({"index": {"_index": name, "_id": item["eq_id"]}})
         body.append({"fig_id": item["eq_id"], "doc_id": item["doc_id"],
                      "caption": " ".join(item["math_tokens"]), "mentions": item.get("context", ""),
-                     "vec_figure_v1": vector})  # fmt: skip
+                     "vec_figure_v2": vector})  # fmt: skip
     client.bulk(body=body, refresh=True)
     yield name
     client.indices.delete(index=name, ignore_unavailable=True)
@@ -117,7 +117,7 @@ def test_figure_fields_in_every_mode(
     assert response.hits and response.hits[0].eq_id == target.eq_id
     assert response.hits[0].latex == " ".join(target.math_tokens)  # the caption is shown
     if mode is not Mode.BM25:
-        assert response.vector_field == "vec_figure_v1"
+        assert response.vector_field == "vec_figure_v2"
 
 
 FAMILIES = {family: path for family, path in shipped_families().items() if family not in ("gcn",)}

@@ -1,4 +1,4 @@
-"""The shipped default figure model (export/models/figure-v1.onnx) behind load_embedder."""
+"""The shipped default figure model (export/models/figure-v2.onnx) behind load_embedder."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ FIGURES = Path(__file__).resolve().parents[1] / "resources" / "indexer" / "figur
 
 def test_default_figure_model_embeds_real_figures() -> None:
     embedder = load_embedder("figure", device="cpu")
-    assert embedder.family == "figure" and embedder.vector_field == "vec_figure_v1"
+    assert embedder.family == "figure" and embedder.vector_field == "vec_figure_v2"
     assert embedder.card.metrics, "the card carries the evaluation of the shipped model"
     records = [r for r in extract_figures([FIGURES]) if isinstance(r, FigureRecord)]
     items = [r.to_item() for r in records[:6]]
