@@ -136,6 +136,9 @@ def check_figure_parity(
     return report
 
 
+#: The similarity each loss trains: the seed's losses score the dot product, InfoNCE the cosine
+#: (the card's ``similarity``, so the index's kNN space ranks as the model was trained).
+_SIMILARITY = {"mse": "dot", "ce": "dot", "info-nce": "cosine"}
 #: How the card describes each ``train figure --loss``.
 _LOSS_WORDS = {
     "mse": "MSE on the dot product",
@@ -175,6 +178,7 @@ def export_figure_checkpoint(
     features = featurise_figures([r.to_item() for r in records], vocabulary)
     parity = check_figure_parity(model, out, features, tolerance)
     c = model.config
+    loss = str((meta.get("train_config") or {}).get("loss", "mse"))
     found = dict(metrics or {})
     report = Path(checkpoint).resolve().parent / "train.json"
     if not found and report.is_file():
@@ -187,10 +191,10 @@ def export_figure_checkpoint(
         "LSTM (100-d words, 50 units), the image through a small CNN (2 x conv 32 3x3, max "
         "pool, dropout, dense 100, dense 50), concatenation + batch norm + dense -> 50-d; weak "
         "supervision 1 / 0.6 / 0 (same / citing / random article), "
-        + _LOSS_WORDS.get(str((meta.get("train_config") or {}).get("loss", "mse")), "MSE")
+        + _LOSS_WORDS.get(loss, "MSE")
         + ".",
         embedding_dim=c.out_dim,
-        similarity="dot",
+        similarity=_SIMILARITY.get(loss, "dot"),
         vocab_hash=vocabulary.content_hash,
         vocab_sizes=[
             vocabulary.size,

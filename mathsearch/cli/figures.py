@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import textwrap
 from dataclasses import replace
 from typing import Any
@@ -110,6 +111,22 @@ def _index(args: argparse.Namespace) -> int:
     return 0
 
 
+def _with_model_hint(message: str) -> str:
+    """``message``, plus which ``--model`` searches an index that another figure model wrote.
+
+    >>> _with_model_hint("f has no vector field vec_figure_v2 (its vector fields: vec_figure_v1)")
+    'f has no vector field vec_figure_v2 (its vector fields: vec_figure_v1); search it with \
+--model figure-v1.onnx'
+    """
+    written = re.search(
+        r"has no vector field vec_figure_v\d+ \(its vector fields: ([^)]*)\)", message
+    )
+    versions = re.findall(r"vec_figure_v(\d+)", written.group(1)) if written else []
+    if not versions:
+        return message
+    return f"{message}; search it with --model figure-v{versions[-1]}.onnx"
+
+
 def _search(args: argparse.Namespace) -> int:
     from mathsearch.cli.search import format_response
     from mathsearch.opensearch.client import connect
@@ -141,6 +158,8 @@ def _search(args: argparse.Namespace) -> int:
         response = searcher.search(request)
     except MappingError as exc:
         return fail(f"{exc} (index figures first: mathsearch figures index SRC...)")
+    except QueryError as exc:
+        return fail(_with_model_hint(str(exc)))
     if args.json:
         emit(json.dumps(response.to_dict(), indent=2, ensure_ascii=False))
     else:

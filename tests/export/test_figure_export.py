@@ -85,3 +85,23 @@ def test_export_refuses_a_bad_checkpoint(tmp_path: Path) -> None:
     bad = tmp_path / "bad.pt"
     torch.save({"family": "figure", "format": "other"}, bad)
     assert main(["export", str(bad), "-o", str(tmp_path / "x.onnx")]) == 1
+
+
+def test_an_info_nce_checkpoint_gets_a_cosine_card(
+    exported: tuple[Path, FigureCorpus, np.ndarray], tmp_path: Path
+) -> None:
+    """InfoNCE trains the cosine: its card says so, and the index's kNN space follows."""
+    onnx, corpus, _ = exported
+    model = load_embedder(onnx, device="cpu")
+    assert model.card.similarity == "dot"
+    torch.manual_seed(0)
+    config = FigureTrainConfig(epochs=1, batch_size=16, loss="info-nce", progress=False)
+    trained, _ = train_figure_encoder(corpus, np.arange(len(corpus)), config)
+    checkpoint = save_figure_checkpoint(
+        tmp_path / "c.pt", trained, corpus.vocabulary, train_config=config.to_dict()
+    )
+    out = tmp_path / "figure-nce.onnx"
+    assert main(["export", str(checkpoint), "-o", str(out), "--parity-data", str(FIGURES)]) == 0
+    card = load_card(out)
+    assert card.similarity == "cosine" and card.space_type == "cosinesimil"
+    assert "InfoNCE" in card.description

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from opensearchpy import OpenSearch
 
@@ -73,7 +74,13 @@ def test_knn_of_a_figure_caption_ranks_by_the_figure_vector(
     searcher = Searcher(client, figures_index, encoder=FigureQueryEncoder(), fields=FIGURE_FIELDS)
     hits = searcher.search(SearchRequest(query, mode=Mode.KNN, k=len(records))).hits
     stored = embedder.embed([r.to_item() for r in records])
-    by_id = {r.fig_id: float(mine @ v) for r, v in zip(records, stored, strict=True)}
+
+    def score(v: np.ndarray) -> float:  # the card's similarity: the index's kNN space
+        if embedder.card.similarity == "cosine":
+            return float(mine @ v / (np.linalg.norm(mine) * np.linalg.norm(v)))
+        return float(mine @ v)
+
+    by_id = {r.fig_id: score(v) for r, v in zip(records, stored, strict=True)}
     expected = sorted(by_id, key=by_id.get, reverse=True)[:3]
     assert [h.eq_id for h in hits[:3]] == expected
 
@@ -117,6 +124,10 @@ def test_the_cli_indexes_idempotently_and_searches(
         found = json.loads(capsys.readouterr().out)
         assert found["vector_field"] == "vec_figure_v1"
         assert found["hits"][0]["eq_id"] == target.fig_id
+        # without --model the shipped figure-v2 has no field there: one line naming the model
+        assert main(["figures", "search", target.caption, "--index", f"{name}-v1"]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "search it with --model figure-v1.onnx" in err
     finally:
         client.indices.delete(index=name, ignore_unavailable=True)
         client.indices.delete(index=f"{name}-v1", ignore_unavailable=True)
