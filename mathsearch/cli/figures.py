@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import textwrap
+from collections.abc import Collection
 from dataclasses import replace
 from typing import Any
 
@@ -111,20 +111,22 @@ def _index(args: argparse.Namespace) -> int:
     return 0
 
 
-def _with_model_hint(message: str) -> str:
-    """``message``, plus which ``--model`` searches an index that another figure model wrote.
+def _with_model_hint(message: str, index_fields: Collection[str], wanted: str) -> str:
+    """``message``, plus the ``--model`` that searches an index another figure model wrote (one
+    with figure fields, none of them ``wanted``).
 
-    >>> _with_model_hint("f has no vector field vec_figure_v2 (its vector fields: vec_figure_v1)")
-    'f has no vector field vec_figure_v2 (its vector fields: vec_figure_v1); search it with \
---model figure-v1.onnx'
+    >>> _with_model_hint("no field", {"vec_figure_v1", "vec_gcn_v7"}, "vec_figure_v2")
+    'no field; search it with --model figure-v1.onnx'
     """
-    written = re.search(
-        r"has no vector field vec_figure_v\d+ \(its vector fields: ([^)]*)\)", message
-    )
-    versions = re.findall(r"vec_figure_v(\d+)", written.group(1)) if written else []
-    if not versions:
+    from mathsearch.runtime.families import family_of_field
+
+    written = [
+        f for f in index_fields if (family := family_of_field(f)) and family.name == "figure"
+    ]
+    if wanted in index_fields or not written:
         return message
-    return f"{message}; search it with --model figure-v{versions[-1]}.onnx"
+    newest = max(written, key=lambda f: int(f.rsplit("_v", 1)[1]))
+    return f"{message}; search it with --model {newest.removeprefix('vec_').replace('_', '-')}.onnx"
 
 
 def _search(args: argparse.Namespace) -> int:
@@ -159,7 +161,7 @@ def _search(args: argparse.Namespace) -> int:
     except MappingError as exc:
         return fail(f"{exc} (index figures first: mathsearch figures index SRC...)")
     except QueryError as exc:
-        return fail(_with_model_hint(str(exc)))
+        return fail(_with_model_hint(str(exc), searcher.index_vector_fields(), fields.vectors[0]))
     if args.json:
         emit(json.dumps(response.to_dict(), indent=2, ensure_ascii=False))
     else:
