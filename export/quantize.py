@@ -72,6 +72,7 @@ __all__ = [
     "quantize_int8",
     "quantize_weight",
     "row_scaled_int8",
+    "variant_metrics",
 ]
 
 #: Products whose weight has fewer rows than this stay float32 (see :func:`row_scaled_int8`).
@@ -215,6 +216,28 @@ def _drop_unused(model: onnx.ModelProto) -> None:
     graph.initializer.extend(keep)
 
 
+def variant_metrics(metrics: dict | None, variant: str) -> dict:
+    """The int8 variant's card metrics: ``metrics`` (an ``eval ranking --onnx`` report under
+    ``eval``), with ``holdout_ranking`` and its width taken from the report's score of the
+    variant file itself (``onnx:<variant>``), never from the float model's.
+
+    >>> report = {"eval": {"triplets": 10, "scores": {"onnx:m.int8.onnx": {"ranking_score": 0.8,
+    ...           "bound_95": 0.3}, "onnx:m.onnx": {"ranking_score": 0.81}}}}
+    >>> variant_metrics(report, "m.int8.onnx")["holdout_ranking"]
+    0.8
+    >>> variant_metrics(None, "m.int8.onnx")
+    {}
+    """
+    out = dict(metrics or {})
+    evaluation = out.get("eval") or {}
+    own = (evaluation.get("scores") or {}).get(f"onnx:{variant}") or {}
+    if own.get("ranking_score") is not None:
+        out["holdout_ranking"] = own["ranking_score"]
+        out["holdout_bound_95"] = own.get("bound_95")
+        out["holdout_ranking_triplets"] = evaluation.get("triplets")
+    return out
+
+
 def quantize_int8(
     model_path: str | os.PathLike[str],
     graphs: Sequence[EquationGraph],
@@ -248,7 +271,7 @@ def quantize_int8(
         precision="int8",
         ir_version=quantised_model.ir_version,
         sha256=file_sha256(out),
-        metrics=dict(metrics or {}),
+        metrics=variant_metrics(metrics, out.name),
         parity={},
     )
     variant.write(out)

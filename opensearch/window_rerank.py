@@ -29,9 +29,10 @@ in this process (:class:`RerankVectors`: each encoder loaded once, an LRU cache 
 in the response (``SearchResponse.warnings``, shown by ``search`` and ``--explain``) and in the
 log (once per index and fields).
 
-The shipped default profile re-ranks the fusion's top 50 with gcn-v9 + gcn-v10 at
-alpha 0.4, chosen on the tuning halves of the validation papers and of the equivalence task
-by quality and cost together (docs/tuning.md, "A second stage").
+The shipped default profile re-ranks the fusion's top 50 with gcn-v9 + gcn-v10 (their int8
+variants, ``gcn-v9.int8.onnx`` and ``gcn-v10.int8.onnx``) at alpha 0.4, chosen on the tuning
+halves of the validation papers and of the equivalence task by quality and cost together
+(docs/tuning.md, "A second stage").
 
 Example::
 

@@ -19,7 +19,10 @@ from mathsearch.stack.demo import DEMO_SECOND_ENCODER
 REPO = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "torch-geometric", "pya0", "onnxruntime-gpu", "pytest", "selenium")
 #: The models the wheel ships: each family's default and the default profile's second stage.
-SHIPPED = ("gcn-v7", "gcn-v8", "gcn-v9", "gcn-v10", "bitmap-v2", "seq2seq-v2", "figure-v2")
+SHIPPED = (
+    "gcn-v7", "gcn-v8", "gcn-v9", "gcn-v10", "gcn-v9.int8", "gcn-v10.int8",
+    "bitmap-v2", "seq2seq-v2", "figure-v2",
+)  # fmt: skip
 #: The superseded models: models/ of the repository, not the wheel (models/README.md).
 SUPERSEDED = (*(f"gcn-v{n}" for n in range(1, 7)), "gcn-v11", "seq2seq-v1", "bitmap-v1")
 
@@ -79,6 +82,13 @@ def test_the_wheel_carries_the_default_models_and_resources(wheel: zipfile.ZipFi
     defaults |= {Path(family.default_model).stem for family in FAMILY_REGISTRY.values()}
     profile = json.loads((REPO / "opensearch" / "profiles" / "default.json").read_text())
     defaults |= {Path(name).stem for name in profile["rerank"]}
+    # an int8 second-stage tower ships with the float32 file it was quantised from
+    for name in profile["rerank"]:
+        card = json.loads(
+            (REPO / "export" / "models" / name.replace(".onnx", ".card.json")).read_text()
+        )
+        if card.get("precision") == "int8":
+            defaults.add(Path(card["parity"]["reference"]).stem)
     defaults.add(Path(DEMO_SECOND_ENCODER).stem)  # the demo's second kNN field
     assert defaults == set(SHIPPED)
     for model in SHIPPED:
@@ -86,7 +96,8 @@ def test_the_wheel_carries_the_default_models_and_resources(wheel: zipfile.ZipFi
     assert {f"{folder}seq2seq-v2.vocab.json", f"{folder}figure-v2.vocab.json"} <= names
     # the superseded models stay out of the wheel, in models/ of the repository
     shipped = {n.removeprefix(folder).split(".")[0] for n in names if n.startswith(folder)}
-    assert shipped == set(SHIPPED), sorted(shipped - set(SHIPPED))
+    stems = {model.split(".")[0] for model in SHIPPED}
+    assert shipped == stems, sorted(shipped - stems)
     assert not {f"{folder}{model}.onnx" for model in SUPERSEDED} & names
     for model in SUPERSEDED:
         assert (REPO / "models" / f"{model}.onnx").is_file(), model

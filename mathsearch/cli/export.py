@@ -48,6 +48,9 @@ def add_export(commands: Any) -> None:
                                                    by today's exporter (a faster graph)
               mathsearch export export/models/gcn-v9.onnx -o /tmp/gcn-v9.onnx --int8
                                                    + /tmp/gcn-v9.int8.onnx, its int8 variant
+              mathsearch export export/models/gcn-v9.onnx -o /tmp/gcn-v9.onnx --int8 \
+                  --metrics rank.json   the variant's card takes its own hold-out ranking from
+                                        `eval ranking ... --onnx A.onnx --onnx A.int8.onnx --json`
             """),
         formatter_class=RAW_HELP,
     )
@@ -141,8 +144,12 @@ def _reexport(args: argparse.Namespace, model: Path) -> int:
         if args.int8:
             from mathsearch.export.quantize import quantize_int8
 
-            # no metrics: the float model's are not the variant's (eval ranking --onnx scores it)
-            variant, _ = quantize_int8(args.out, graphs)
+            # --metrics: an `eval ranking --onnx A --onnx A.int8` report; the variant's card
+            # takes its own score from it, never the float model's (variant_metrics)
+            report = None
+            if args.metrics:
+                report = {"eval": json.loads(Path(args.metrics).read_text(encoding="utf-8"))}
+            variant, _ = quantize_int8(args.out, graphs, metrics=report)
     except (ExportError, IndexerError, OSError, ValueError) as exc:  # ModelCardError too
         return fail(str(exc))
     if args.json:

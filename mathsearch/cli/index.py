@@ -69,7 +69,7 @@ def add_index(commands: Any) -> None:
             document's embed_refusals). The workers must serve the same encoders.
 
             The second stage's fields: every job also writes the default search profile's
-            rerank encoders (gcn-v9, gcn-v10; MATHSEARCH_RERANK_ENCODERS) as exact-only
+            rerank encoders (gcn-v9.int8, gcn-v10.int8; MATHSEARCH_RERANK_ENCODERS) as exact-only
             fields - float16 bytes, no ANN graph (MATHSEARCH_RERANK_STORAGE) - so that a
             search reads the candidates' vectors instead of embedding them. They cost most of
             the embedding time; --no-rerank leaves them out (searches then embed the window's

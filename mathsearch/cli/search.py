@@ -65,10 +65,10 @@ def _search_parser(commands: Any) -> argparse.ArgumentParser:
         "weighted sum of the per-field kNN scores; rescore: BM25 + the weighted exact cosines). "
         "Without --profile the shipped default profile runs (opensearch/profiles/default.json): "
         "fusion of BM25 (the 32 most informative query tokens) and gcn-v7's kNN at alpha 0.4, "
-        "then a second stage that re-ranks the top 50 by BM25 and gcn-v9 + gcn-v10 at "
-        "rerank alpha 0.4, reading those encoders' vectors from the index (the workers write "
-        "them; an index without them is embedded at query time, with a warning). --no-rerank: "
-        "the first stage alone. See docs/opensearch.md and docs/tuning.md.",
+        "then a second stage that re-ranks the top 50 by BM25 and gcn-v9 + gcn-v10 (their "
+        "int8 variants) at rerank alpha 0.4, reading those encoders' vectors from the index "
+        "(the workers write them; an index without them is embedded at query time, with a "
+        "warning). --no-rerank: the first stage alone. See docs/opensearch.md and docs/tuning.md.",
         epilog=textwrap.dedent("""\
             examples:
               mathsearch search '\\frac{1}{2} m^2 \\phi^2' --mode fusion

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from mathsearch.export.quantize import (
     quantize_int8,
     quantize_weight,
     row_scaled_int8,
+    variant_metrics,
 )
 from mathsearch.runtime.gcn_session import GcnSession
 
@@ -99,6 +101,18 @@ def test_rows_of_very_different_size_keep_their_own_precision() -> None:
     assert np.median(error[1::2]) < 2 * np.median(error[::2])
 
 
+def test_the_variant_card_takes_its_own_ranking_score_from_the_eval_report() -> None:
+    scores = {"onnx:m.onnx": {"ranking_score": 0.81}, "bow": {"ranking_score": 0.7}}
+    scores["onnx:m.int8.onnx"] = {"ranking_score": 0.8, "bound_95": 0.3}
+    metrics = variant_metrics({"eval": {"triplets": 10, "scores": scores}}, "m.int8.onnx")
+    assert metrics["holdout_ranking"] == 0.8 and metrics["holdout_bound_95"] == 0.3
+    assert metrics["holdout_ranking_triplets"] == 10 and metrics["eval"]["scores"] == scores
+    # a report that did not score the variant gives it no ranking (not the float model's)
+    del scores["onnx:m.int8.onnx"]
+    assert "holdout_ranking" not in variant_metrics({"eval": {"scores": scores}}, "m.int8.onnx")
+    assert variant_metrics(None, "m.int8.onnx") == {}
+
+
 def test_nothing_to_quantise_is_an_error() -> None:
     model = _product_graph(np.ones((8, 4), np.float32), np.ones((4, 2), np.float32))
     with pytest.raises(ExportError, match="nothing to quantise"):
@@ -146,13 +160,20 @@ def test_cli_writes_the_int8_variant_of_a_shipped_file(
     out = tmp_path / "gcn-v9.onnx"
     argv = ["export", str(MODELS / "gcn-v9.onnx"), "-o", str(out), "--int8"]
     argv += ["--parity-data", str(PARITY_FILE), "--format", "hepth", "--parity-equations", "200"]
-    assert main(argv) == 0
+    # an `eval ranking --onnx gcn-v9.onnx --onnx gcn-v9.int8.onnx` report for the variant's card
+    scores = {"onnx:gcn-v9.onnx": {"ranking_score": 0.81}, "bow": {"ranking_score": 0.7}}
+    scores["onnx:gcn-v9.int8.onnx"] = {"ranking_score": 0.8, "bound_95": 0.3}
+    report = tmp_path / "rank.json"
+    report.write_text(json.dumps({"triplets": 10, "scores": scores}), encoding="utf-8")
+    assert main([*argv, "--metrics", str(report)]) == 0
     text = capsys.readouterr().out
     assert f"int8 variant: {tmp_path / 'gcn-v9.int8.onnx'} (4 products), mean cosine 0.99" in text
     assert "this CPU has no VNNI or AMX int8 instructions" in text
     card = load_card(tmp_path / "gcn-v9.int8.onnx")  # checks the file against its card
     assert card.name == "gcn-v9-int8" and card.parity["equations"] == 200
-    assert card.metrics == {} and load_card(out).metrics  # the float model's are not its own
+    # its own score from the report; the float model's metrics stay the float card's
+    assert card.metrics["holdout_ranking"] == 0.8 and card.metrics["eval"]["scores"] == scores
+    assert load_card(out).metrics == load_card(MODELS / "gcn-v9.onnx").metrics
     # a narrow model has nothing worth quantising: a one-line error, the float file written
     small = tmp_path / "gcn-v6.onnx"  # one 2 x 128 tower
     argv = ["export", str(ARCHIVE / "gcn-v6.onnx"), "-o", str(small), "--int8", *argv[5:]]
@@ -169,3 +190,44 @@ def test_int8_dot_instructions_reads_the_cpu_flags(tmp_path: Path) -> None:
     info.write_text("Processor\t: ARMv7\n")  # no flags line
     assert int8_dot_instructions(info) is None
     assert int8_dot_instructions(tmp_path / "missing") is None
+
+
+def test_the_default_second_stage_ships_int8_towers_that_are_the_float_towers_requantised(
+    tmp_path: Path,
+) -> None:
+    """The default profile's second-stage towers are int8 variants (opensearch/profiles/
+    default.json): each is exactly what `export --int8` writes from its float file beside it,
+    and embeds real equations as that float tower does."""
+    from mathsearch.opensearch.search_profile import SearchProfile
+    from mathsearch.runtime.model_card import load_card
+
+    rerank = SearchProfile.default().rerank
+    assert rerank and all(name.endswith(".int8.onnx") for name in rerank)
+    graphs = list(real_graphs()[:200])
+    for name in rerank:
+        shipped = load_card(MODELS / name)  # checks the file's SHA-256 against its card
+        assert shipped.precision == "int8" and shipped.vector_field.endswith("_int8")
+        assert (
+            shipped.metrics["holdout_ranking"]
+            > shipped.metrics["eval"]["scores"]["bow"]["ranking_score"]
+        )  # its own hold-out ranking, above BoW's on the same triplets
+        reference = shipped.parity["reference"]
+        source = tmp_path / reference
+        for suffix in (".onnx", ".card.json"):
+            stem = reference.removesuffix(".onnx")
+            (tmp_path / f"{stem}{suffix}").write_bytes((MODELS / f"{stem}{suffix}").read_bytes())
+        card, _ = quantize_int8(source, graphs)
+        again = onnx.load(tmp_path / name)
+        weights = {
+            t.name: numpy_helper.to_array(t) for t in onnx.load(MODELS / name).graph.initializer
+        }
+        assert {t.name for t in again.graph.initializer} == set(weights)
+        for tensor in again.graph.initializer:
+            assert np.array_equal(numpy_helper.to_array(tensor), weights[tensor.name]), tensor.name
+        float_vectors = GcnSession(source).encode(graphs)
+        int8_vectors = GcnSession(MODELS / name).encode(graphs)
+        cosines = (float_vectors * int8_vectors).sum(1) / np.linalg.norm(int8_vectors, axis=1)
+        cosines /= np.linalg.norm(float_vectors, axis=1)
+        assert cosines.mean() > 0.998 and cosines.min() > 0.99
+        # (the parity embeds in batches of its own: the int8 activations round per call)
+        assert card.parity["mean_cosine"] == pytest.approx(float(cosines.mean()), abs=1e-3)
