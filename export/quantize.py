@@ -6,14 +6,16 @@ becomes (:func:`row_scaled_int8`)::
     r_i   = max(max_k |X_ik|, 1e-30)                   (each row's largest magnitude)
     s_j   = max(max_k |W_kj|, 1e-30) / 63               (each output column's weight scale)
     W_q   = round(W / s)            int8 in [-63, 63] (7 bits), per column
-    Y    ~= r * DynamicQuantizeMatMul(X / r, W_q, s)
+    X_q   = QuantizeLinear(X / r, 2 / 255, 128)         uint8, the same grid for every row
+    Y    ~= r * (2 / 255) * s * MatMulInteger(X_q - 128, W_q)
 
-``DynamicQuantizeMatMul`` (ONNX Runtime's ``com.microsoft`` operator, what
-``onnxruntime.quantization.quantize_dynamic`` writes) quantises its input to uint8 over the
-input's whole range, multiplies in integers (AVX-512 VNNI / AMX where the CPU has them) and
-rescales. Dividing each row by its largest magnitude first makes that one range fit every row,
-so a row is quantised in steps of ``2 r_i / 255`` of its own size rather than of the batch's
-largest row. The graph CNN needs that: its sum aggregation gives a node with 60 in-edges states
+``MatMulInteger`` multiplies in integers (AVX-512 VNNI / AMX where the CPU has them), exactly.
+Dividing each row by its largest magnitude first puts every row in [-1, 1], so one fixed uint8
+grid fits every row: a row is quantised in steps of ``2 r_i / 255`` of its own size rather than
+of the batch's largest row, and - the grid being fixed, not taken from each call's range as
+ONNX Runtime's ``DynamicQuantizeMatMul`` (what ``quantize_dynamic`` writes) takes it - a row's
+result does not depend on the other rows of its call. The graph CNN needs the row scaling: its
+sum aggregation gives a node with 60 in-edges states
 tens of times larger than a leaf's, and ``quantize_dynamic`` alone (one scale for the whole
 batch) kept a mean cosine of only 0.54 to the float32 vectors of gcn-v9 (docs/export.md, "int8").
 The row scaling is exact (``(X / r) W * r = X W``); only the integer product rounds.
@@ -82,7 +84,13 @@ MIN_INNER = 256
 #: ``2 * 255 * WEIGHT_LEVELS``, fits the int16 that AVX2 kernels add it into (module docstring).
 WEIGHT_LEVELS = 63
 
-_DOMAIN = "com.microsoft"
+#: The fixed quantisation of a row-scaled input (every value in [-1, 1]): uint8 steps of 2 / 255
+#: around the zero point 128. Fixed rather than dynamic (one range per call, as ONNX Runtime's
+#: ``DynamicQuantizeMatMul`` takes it) so that a row's product never depends on the other rows
+#: of its call: an equation gets the same vector alone, at query time, as in a worker's batch.
+ROW_SCALE = np.float32(2.0 / 255.0)
+ROW_ZERO = 128
+
 _TINY = np.float32(1e-30)
 
 
@@ -144,7 +152,12 @@ def row_scaled_int8(
     weights = {init.name: init for init in graph.initializer}
     aliases = {n.output[0]: n.input[0] for n in graph.node if n.op_type == "Identity"}
     eps, axes = "rowq/eps", "rowq/axes"
-    added = [numpy_helper.from_array(np.array(_TINY, dtype=np.float32), eps)]
+    x_scale, x_zero = "rowq/x_scale", "rowq/x_zero"
+    added = [
+        numpy_helper.from_array(np.array(_TINY, dtype=np.float32), eps),
+        numpy_helper.from_array(np.array(ROW_SCALE, dtype=np.float32), x_scale),
+        numpy_helper.from_array(np.array(ROW_ZERO, dtype=np.uint8), x_zero),
+    ]
     opset = next((op.version for op in out.opset_import if op.domain in ("", "ai.onnx")), 17)
     if opset >= 18:  # ReduceMax's axes became an input in opset 18
         added.append(numpy_helper.from_array(np.array([-1], dtype=np.int64), axes))
@@ -160,19 +173,20 @@ def row_scaled_int8(
             continue
         q, scale = quantize_weight(numpy_helper.to_array(init))
         p = f"rowq{count}/"
-        added += [numpy_helper.from_array(q, p + "w_q"), numpy_helper.from_array(scale, p + "s")]
+        added += [
+            numpy_helper.from_array(q, p + "w_q"),
+            numpy_helper.from_array((scale * ROW_SCALE).astype(np.float32), p + "s"),
+        ]
         x, y = node.input[0], node.output[0]
         nodes += [
             helper.make_node("Abs", [x], [p + "abs"]),
             _row_max(p + "abs", p + "max", opset, axes),
             helper.make_node("Max", [p + "max", eps], [p + "r"]),
             helper.make_node("Div", [x, p + "r"], [p + "x_r"]),
-            helper.make_node(
-                "DynamicQuantizeMatMul",
-                [p + "x_r", p + "w_q", p + "s"],
-                [p + "y_r"],
-                domain=_DOMAIN,
-            ),
+            helper.make_node("QuantizeLinear", [p + "x_r", x_scale, x_zero], [p + "x_q"]),
+            helper.make_node("MatMulInteger", [p + "x_q", p + "w_q", x_zero], [p + "y_q"]),
+            helper.make_node("Cast", [p + "y_q"], [p + "y_i"], to=onnx.TensorProto.FLOAT),
+            helper.make_node("Mul", [p + "y_i", p + "s"], [p + "y_r"]),
             helper.make_node("Mul", [p + "y_r", p + "r"], [y]),
         ]
         count += 1
@@ -184,8 +198,6 @@ def row_scaled_int8(
     del graph.node[:]
     graph.node.extend(nodes)
     graph.initializer.extend(added)
-    if not any(op.domain == _DOMAIN for op in out.opset_import):
-        out.opset_import.append(helper.make_opsetid(_DOMAIN, 1))
     _drop_unused(out)  # the float weights only the replaced products read
     return out, count
 

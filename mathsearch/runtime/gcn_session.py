@@ -141,6 +141,13 @@ class GcnSession:
         self.max_graphs = self.settings.max_graphs or (
             CUDA_MAX_GRAPHS if self.on_gpu else CPU_MAX_GRAPHS
         )
+        if self.card.precision == "int8":
+            # one equation a call: the integer products round on a fixed grid, so the last bits
+            # of the float products before them, which move with the other rows of a call, would
+            # move a vector by up to ~1e-3 with its batch mates. Alone, an equation gets the same
+            # vector in a worker's batch, at query time and in a re-index (export/quantize.py);
+            # a seed-size int8 tower embeds about as fast one at a time as 32 at a time.
+            self.max_graphs = 1
         logger.info(
             "loaded %s (%s, %d-d, %s) on %s",
             self.path.name,
