@@ -123,7 +123,7 @@ def run_export(args: argparse.Namespace) -> int:
 def _reexport(args: argparse.Namespace, model: Path) -> int:
     """``mathsearch export MODEL.onnx -o NEW.onnx``: the same graph CNN, today's exporter."""
     from mathsearch.bench.corpus import default_bench_sources
-    from mathsearch.cli.export_gcn import emit_int8, emit_json
+    from mathsearch.cli.export_gcn import emit_int8, emit_json, metrics_report
     from mathsearch.export.export_model import parity_sample
     from mathsearch.export.onnx_checkpoint import reexport_onnx
 
@@ -146,10 +146,7 @@ def _reexport(args: argparse.Namespace, model: Path) -> int:
 
             # --metrics: an `eval ranking --onnx A --onnx A.int8` report; the variant's card
             # takes its own score from it, never the float model's (variant_metrics)
-            report = None
-            if args.metrics:
-                report = {"eval": json.loads(Path(args.metrics).read_text(encoding="utf-8"))}
-            variant, _ = quantize_int8(args.out, graphs, metrics=report)
+            variant, _ = quantize_int8(args.out, graphs, metrics=metrics_report(args.metrics))
     except (ExportError, IndexerError, OSError, ValueError) as exc:  # ModelCardError too
         return fail(str(exc))
     if args.json:

@@ -17,7 +17,19 @@ from mathsearch.runtime.model_card import ModelCard, card_path
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["emit_int8", "emit_json", "run_export"]
+__all__ = ["emit_int8", "emit_json", "metrics_report", "run_export"]
+
+
+def metrics_report(path: str | None) -> dict | None:
+    """``--metrics``: the ``eval ranking --json`` report at ``path`` as card metrics
+    (``{"eval": report}``), or None without one.
+
+    Raises:
+        OSError, ValueError: the file cannot be read or is not JSON.
+    """
+    if not path:
+        return None
+    return {"eval": json.loads(Path(path).read_text(encoding="utf-8"))}
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -27,10 +39,8 @@ def run_export(args: argparse.Namespace) -> int:
     from mathsearch.export.export_model import export_checkpoint, parity_sample
 
     checkpoint = Path(args.checkpoint)
-    metrics = None
     try:
-        if args.metrics:
-            metrics = {"eval": json.loads(Path(args.metrics).read_text(encoding="utf-8"))}
+        metrics = metrics_report(args.metrics)
         sources = args.parity_data or default_bench_sources()
         cache = Path(args.cache_dir) if args.cache_dir else run_dir(checkpoint) / "cache"
         graphs = parity_sample(sources, args.format, args.parity_equations, cache)

@@ -118,15 +118,17 @@ def _with_model_hint(message: str, index_fields: Collection[str], wanted: str) -
     >>> _with_model_hint("no field", {"vec_figure_v1", "vec_gcn_v7"}, "vec_figure_v2")
     'no field; search it with --model figure-v1.onnx'
     """
-    from mathsearch.runtime.families import family_of_field
+    from mathsearch.runtime.model_card import model_name_of_field
 
     written = [
-        f for f in index_fields if (family := family_of_field(f)) and family.name == "figure"
+        name
+        for name in map(model_name_of_field, index_fields)
+        if name and name.startswith("figure-v")
     ]
     if wanted in index_fields or not written:
         return message
-    newest = max(written, key=lambda f: int(f.rsplit("_v", 1)[1]))
-    return f"{message}; search it with --model {newest.removeprefix('vec_').replace('_', '-')}.onnx"
+    newest = max(written, key=lambda name: int(name.split("-")[1][1:]))  # figure-v<N>[-...]
+    return f"{message}; search it with --model {newest}.onnx"
 
 
 def _search(args: argparse.Namespace) -> int:
