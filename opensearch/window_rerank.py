@@ -435,12 +435,16 @@ def rerank_fused(
     """The second stage of a client-side fusion over exact-only fields, read with the first
     stage (no round trip of its own).
 
-    The fusion's one ``_msearch`` (BM25 and each kNN list, top ``depth``) also brings every
-    listed equation's stored vectors (``docvalue_fields``) and, in one more body, the exact
-    BM25 of the kNN lists' equations (BM25 as a ``should`` over the kNN queries as a
-    filter). Every candidate of the window then has its exact BM25 and vectors; the window is
-    ranked as :func:`rerank_hits` ranks it (the same scores), and the ``keep`` best (None: all)
-    get their stored fields in one ``ids`` search, as the fusion's own hits do.
+    The fusion's one ``_msearch`` (BM25 and each kNN list, top ``depth``) also brings, in one
+    more body, the exact BM25 of the kNN lists' equations (BM25 as a ``should`` over the kNN
+    queries as a filter), and every listed equation's stored vectors (``docvalue_fields``)
+    come with the BM25 list and that body: the kNN lists themselves carry ids and scores
+    only (every equation they list is one of that body's hits), which keeps a third of the
+    vectors out of the response. A window equation found in neither (the index refreshed
+    between the searches) gets its vectors in one more request. Every candidate of the window
+    then has its exact BM25 and vectors; the window is ranked as :func:`rerank_hits` ranks it
+    (the same scores), and the ``keep`` best (None: all) get their stored fields in one
+    ``ids`` search, as the fusion's own hits do.
 
     ``spec`` is the client-side :class:`~mathsearch.opensearch.modes.hybrid.HybridMode`,
     ``query_vectors`` gives the query's vectors by field once the lists are in (the second
@@ -469,27 +473,38 @@ def rerank_fused(
         }
     }  # fmt: skip
     bodies.append({**base_body(depth * len(plan.queries), (), ids_from), "query": candidates})
-    for body in bodies:
-        body["docvalue_fields"] = [ids_from, *stored]
+    for n, body in enumerate(bodies):  # vectors with BM25's list and the candidates' body
+        with_vectors = n == 0 or n == len(bodies) - 1
+        body["docvalue_fields"] = [ids_from, *stored] if with_vectors else [ids_from]
     responses = ctx.run_bodies(bodies)
     lists: list[list[tuple[str, float]]] = []
     values: dict[str, dict[str, str]] = {}
-    for response in responses[:-1]:
+    for n, response in enumerate(responses[:-1]):
         ranked = []
         for hit in response["hits"]["hits"]:
             doc = hit_id(hit, ids_from)
             ranked.append((doc, float(hit["_score"])))
-            _collect(values, doc, hit, stored)
+            if n == 0:
+                _collect(values, doc, hit, stored)
         lists.append(ranked)
     exact = dict(lists[0])  # BM25's own list: the exact scores of its top depth
+    read = set(exact)  # the equations whose stored vectors came back
     for hit in responses[-1]["hits"]["hits"]:
         doc = hit_id(hit, ids_from)
         exact.setdefault(doc, float(hit["_score"] or 0.0))
         _collect(values, doc, hit, stored)
+        read.add(doc)
     listed = time.perf_counter()
     fused = spec.fuse(lists, request, plan, request.k)  # the first stage's top k, as its own
     size = min(request.rerank_window, len(fused))
     window, rest = fused[:size], fused[size:]
+    unread = [item.doc_id for item in window if item.doc_id not in read]
+    if unread and stored:  # listed by kNN, not among the candidates' hits: read them now
+        logger.info("%d window equations outside the candidates' hits: read apart", len(unread))
+        for doc, found in ctx.doc_values_of(unread, stored).items():
+            for name in stored:
+                if found.get(name):
+                    values.setdefault(doc, {})[name] = str(found[name][0])
     warnings: list[str] = []
     encoders = _encoders(ctx, request, vectors, dict(query_vectors()), warnings)
     ids = [item.doc_id for item in window]

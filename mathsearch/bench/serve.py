@@ -21,7 +21,10 @@ client of the rate limiter (its own bucket); with a shared key or none they all 
 Reported (:func:`summarize`): requests sent and completed, queries/s (200s per second of the
 run), latency p50/p90/p99/max of the 200s and of every answer, counts by status (and connection
 errors / timeouts), the error rate ((5xx + connection errors) / sent), the shed rate ((429 + 503)
-/ sent), ``/health`` before and after, the server's settings and the machine's cpu count.
+/ sent), ``/health`` before and after, the server's settings and the machine's cpu count; and
+the CPU each answered query cost the server's processes, the local OpenSearch nodes and the load
+generator, with the queries/s at which the first two would keep every core busy (``cpu``,
+:mod:`mathsearch.bench.cpu_meter`).
 
 Example::
 
@@ -51,6 +54,7 @@ from typing import Any
 import httpx
 
 from mathsearch.bench.corpus import default_query_sources, read_topics
+from mathsearch.bench.cpu_meter import CpuMeter, cpu_per_query, node_is_local
 from mathsearch.bench.timing import percentile
 from mathsearch.core.errors import MathsearchOpenSearchError
 from mathsearch.core.paths import SOURCE_ROOT
@@ -186,6 +190,11 @@ class ServeProcess:
         if not self.log_path.exists():
             return ""
         return self.log_path.read_text(errors="replace")[-3000:]
+
+    @property
+    def pid(self) -> int | None:
+        """The server's pid (its worker processes run below it) while it runs."""
+        return self.process.pid if self.process is not None else None
 
     @property
     def alive(self) -> bool:
@@ -473,16 +482,22 @@ async def run_ladder(
     rates: Sequence[float],
     duration: float,
     p99_ms: float,
+    meter: CpuMeter | None = None,
     **load: Any,
 ) -> list[dict[str, Any]]:
     """Open-loop runs at each rate, lowest first, stopping after the first that misses the
-    bound (the rates above it would only pile up); one summary per run."""
+    bound (the rates above it would only pile up); one summary per run, with its CPU per
+    query (``cpu``, :func:`~mathsearch.bench.cpu_meter.cpu_per_query`) when ``meter`` is
+    given."""
     rows: list[dict[str, Any]] = []
     offset = 0
     for rate in sorted(rates):
+        before = meter.sample() if meter else None
         run = await run_rate(url, queries, rate=rate, duration=duration, offset=offset, **load)
         offset += len(run.answers)
         row = summarize(run)
+        if meter is not None and before is not None:
+            row["cpu"] = measured_cpu(meter, before, run, row)
         row["meets"] = meets(row, p99_ms=p99_ms)
         rows.append(row)
         logger.info("offered %.1f/s: %s q/s, p99 %s ms, meets %s", rate, row["queries_per_s"],
@@ -490,6 +505,16 @@ async def run_ladder(
         if not row["meets"]:
             break
     return rows
+
+
+def measured_cpu(
+    meter: CpuMeter, before: Mapping[str, float | None], run: LoadResult, row: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """The CPU per answered query of a run that started at ``before`` (its summary ``row``)."""
+    return cpu_per_query(
+        before, meter.sample(), answered=int(row["completed"]), wall_s=run.wall_s,
+        cores=os.cpu_count() or 1,
+    )  # fmt: skip
 
 
 def _latency(seconds: Sequence[float]) -> dict[str, Any]:
@@ -592,22 +617,27 @@ def bench_serve(
     ``workers``: the spawned server's processes (``MATHSEARCH_SERVE_WORKERS``; ``auto``: one per
     core).
     """
+    from mathsearch.opensearch.settings import OpenSearchSettings
+
     latex = list(queries) if queries else bench_queries(equations=default_equation_sources())
     modes = tuple(iter_modes(mode))
     if rates and rate is None:
         rate = 0.0  # capacity is the server's, not the rate limiter's
 
-    def measure(base: str, client_keys: Sequence[str]) -> None:
+    def measure(base: str, client_keys: Sequence[str], server_pid: int | None = None) -> None:
+        meter = CpuMeter(server_pid, opensearch=node_is_local(OpenSearchSettings.from_env()))
         if not rates:
+            before = meter.sample()
             loaded = asyncio.run(
                 run_load(base, latex, clients=clients, duration=duration, modes=modes,
                          keys=client_keys, k=k)
             )  # fmt: skip
             report["load"] = summarize(loaded)
+            report["load"]["cpu"] = measured_cpu(meter, before, loaded, report["load"])
             return
         rows = asyncio.run(
             run_ladder(base, latex, rates=rates, duration=duration, p99_ms=p99_ms, modes=modes,
-                       keys=client_keys, k=k)
+                       keys=client_keys, k=k, meter=meter)
         )  # fmt: skip
         report["ladder"] = rows
         report["p99_bound_ms"] = p99_ms
@@ -631,7 +661,6 @@ def bench_serve(
         report["health_after"] = health(url, headers)
         return report
     from mathsearch.opensearch.client import connect
-    from mathsearch.opensearch.settings import OpenSearchSettings
 
     settings = OpenSearchSettings.from_env()
     alias, how = ensure_bench_index(connect(settings), settings, index)
@@ -653,7 +682,7 @@ def bench_serve(
             }  # fmt: skip
             report["health_before"] = health(base, headers)
             report["settings"] = config(base, headers)
-            measure(base, client_keys)
+            measure(base, client_keys, server.pid)
             report["health_after"] = health(base, headers)
             report["server"]["alive_after"] = server.alive
     return report

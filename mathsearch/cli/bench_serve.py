@@ -36,7 +36,7 @@ def add_bench_serve(bench_cmds: Any) -> None:
     parser = bench_cmds.add_parser(
         "serve",
         help="`mathsearch serve` under concurrent load from another process: queries/s, "
-        "p50/p99, status counts, error and shed rates",
+        "p50/p99, status counts, error and shed rates, CPU per query",
         description="Start `mathsearch serve` in its own process (or target one at --url) and "
         "load it from this process over loopback: CLIENTS closed-loop clients post real "
         "formula queries to /search for DURATION seconds. By default each request runs the "
@@ -44,7 +44,10 @@ def add_bench_serve(bench_cmds: Any) -> None:
         "query is sent twice while the pool lasts (the ARQMath / NTCIR topics, then the "
         "shared hep-th equations in a fixed random order; the report counts repeats). Reports "
         "queries/s, latency percentiles, answers by status, the error rate ((5xx + connection "
-        "errors) / sent) and the shed rate ((429 + 503) / sent), /health before and after. "
+        "errors) / sent) and the shed rate ((429 + 503) / sent), /health before and after, "
+        "and the CPU milliseconds each answered query cost the server's processes, the "
+        "OpenSearch nodes on this machine and the load generator, with the queries/s at which "
+        "the server and OpenSearch alone would keep every core busy (the ceiling). "
         "A spawned server gets one API key per client by default, so each client has its own "
         "rate-limit bucket; --rate 0 turns the limit off to see 503 shedding and the most "
         "the server does. The index: --index, else <prefix>-equations or "
@@ -158,7 +161,7 @@ def format_bench_serve(report: Mapping[str, Any]) -> str:
     ladder = [
         f"offered  {row['offered_per_s']:g}/s -> {row['queries_per_s']} q/s, p99 "
         f"{row['latency_ms_all'].get('p99', '-')} ms, errors {row['error_rate']}, shed "
-        f"{row['shed_rate']}: {'held' if row['meets'] else 'missed'}"
+        f"{row['shed_rate']}{cpu_brief(row.get('cpu'))}: {'held' if row['meets'] else 'missed'}"
         for row in report.get("ladder", [])
     ]
     if "ladder" in report:
@@ -195,7 +198,46 @@ def format_bench_serve(report: Mapping[str, Any]) -> str:
         f"rates    error {load['error_rate']}  shed {load['shed_rate']}",
         f"health   before {before.get('http_status')} {before.get('load', '')}  after "
         f"{after.get('http_status')} {after.get('load', '')}",
+        *cpu_lines(load.get("cpu"), report["machine"]["cpu_count"]),
     ])  # fmt: skip
+
+
+def cpu_brief(cpu: Mapping[str, Any] | None) -> str:
+    """A ladder row's CPU: the cores' busy share.
+
+    >>> cpu_brief({"ms": {"server": 10.0, "opensearch": 9.0, "load": 1.0}, "busy": 0.5})
+    ', cores 50% busy'
+    >>> cpu_brief(None)
+    ''
+    """
+    if not cpu or cpu.get("busy") is None:
+        return ""
+    return f", cores {cpu['busy']:.0%} busy"
+
+
+def cpu_lines(cpu: Mapping[str, Any] | None, cores: int | None) -> list[str]:
+    """The CPU each answered query cost, by group, and the ceiling it sets (none when the run
+    measured nothing).
+
+    >>> print("\\n".join(cpu_lines({"ms": {"server": 11.1, "opensearch": 9.8, "load": 1.6},
+    ...     "busy": 0.45, "ceiling_per_s": 95.7}, 2)))
+    cpu      a query: server 11.1 ms + OpenSearch 9.8 ms (+ load generator 1.6 ms); 2 cores 45% busy
+    ceiling  95.7 queries/s would keep the 2 cores fully busy (server + OpenSearch alone)
+    """
+    if not cpu:
+        return []
+    ms = cpu["ms"]
+    names = {"server": "server", "opensearch": "OpenSearch"}
+    parts = [f"{names[g]} {ms[g]:g} ms" for g in names if ms.get(g) is not None]
+    load = f" (+ load generator {ms['load']:g} ms)" if ms.get("load") is not None else ""
+    busy = f"; {cores} cores {cpu['busy']:.0%} busy" if cpu.get("busy") is not None else ""
+    lines = [f"cpu      a query: {' + '.join(parts) or '-'}{load}{busy}"]
+    if cpu.get("ceiling_per_s"):
+        lines.append(
+            f"ceiling  {cpu['ceiling_per_s']:g} queries/s would keep the {cores} cores fully "
+            f"busy ({' + '.join(names[g] for g in names if ms.get(g) is not None)} alone)"
+        )
+    return lines
 
 
 def add_bench_fuzz_api(bench_cmds: Any) -> None:

@@ -145,6 +145,7 @@ def test_a_short_run_against_a_spawned_server(equation_alias: str) -> None:
     # one key per client: each client got its own burst of 1 before its 429s
     assert load["by_status"].get("200", 0) >= 3 and load["by_status"].get("429", 0) > 0
     assert report["machine"]["cpu_count"] >= 1
+    assert report["load"]["cpu"]["ms"]["server"] > 0  # the closed loop is metered too
 
 
 @pytest.mark.services
@@ -164,6 +165,15 @@ def test_an_open_loop_ladder_sends_each_rate_and_reports_the_capacity(
     assert report["capacity_per_s"] == (max(held) if held else None)
     assert "capacity" in format_bench_serve(report)
     assert [row["repeated"] for row in ladder] == [0, 0]  # 24 requests, 30 queries
+    # each rate's CPU per answered query: the spawned server's processes and the stack's node
+    # both worked for every query, and the ceiling follows from them
+    for row in ladder:
+        ms = row["cpu"]["ms"]
+        assert ms["server"] > 0 and ms["opensearch"] > 0 and ms["load"] >= 0
+        cores = report["machine"]["cpu_count"]
+        ceiling = cores * 1000 / (ms["server"] + ms["opensearch"])
+        assert row["cpu"]["ceiling_per_s"] == pytest.approx(ceiling, rel=0.01)
+    assert "cpu      a query: server" in format_bench_serve(report)
 
 
 @pytest.mark.services

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -18,7 +18,7 @@ from opensearchpy import OpenSearch
 
 from mathsearch.core.errors import QueryError
 from mathsearch.indexer.parse import ParsedEquation
-from mathsearch.opensearch.queries import Mode
+from mathsearch.opensearch.queries import Mode, hit_id
 from mathsearch.opensearch.query_encoder import ModelQueryEncoder
 from mathsearch.opensearch.search_request import SearchRequest
 from mathsearch.opensearch.searcher import Searcher
@@ -325,6 +325,61 @@ def test_a_client_side_fusion_reads_the_stored_fields_with_its_lists(
         grouped = fast.search(replace(request, group=True, explain=False))
         assert grouped.groups and grouped.groups[0].doc_id == got.hits[0].doc_id
     assert fast.rerank_vectors.embedded == 0
+
+
+@pytest.mark.services
+def test_the_fused_path_reads_a_window_equation_the_candidates_missed_apart(
+    client: OpenSearch,
+    two_indexes: tuple[str, str],
+    demo_parsed: list[ParsedEquation],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The kNN lists bring no vectors (the candidates' body has every equation they list);
+    a window equation missing from that body's hits (the index refreshed between the
+    searches) gets its vectors in one more request, not a second stage without them."""
+    with_field, _ = two_indexes
+    searcher, reference = Searcher(client, with_field), Searcher(client, with_field)
+    request = SearchRequest(
+        demo_parsed[12].record.latex, mode=Mode.FUSION, k=20, depth=20, rerank=(HEAVY,),
+        rerank_window=20, explain=True,
+    )  # fmt: skip
+    sent: list[list[dict]] = []
+    dropped: list[str] = []
+    asked: list[list[str]] = []
+    run_bodies, doc_values_of = searcher.run_bodies, searcher.doc_values_of
+
+    def dropping(bodies: list[dict]) -> list[dict]:
+        sent.append(bodies)
+        responses = run_bodies(bodies)
+        bm25 = {hit_id(h, "eq_id") for h in responses[0]["hits"]["hits"]}
+        knn = [hit_id(h, "eq_id") for h in responses[1]["hits"]["hits"]]
+        gone = next(doc for doc in knn if doc not in bm25)  # kNN's best of its own
+        hits = responses[-1]["hits"]["hits"]
+        responses[-1]["hits"]["hits"] = [h for h in hits if hit_id(h, "eq_id") != gone]
+        dropped.append(gone)
+        return responses
+
+    def recording(ids: list[str], names: Sequence[str]) -> dict:
+        asked.append(list(ids))
+        return doc_values_of(ids, names)
+
+    monkeypatch.setattr(searcher, "run_bodies", dropping)
+    monkeypatch.setattr(searcher, "doc_values_of", recording)
+    got = searcher.search(request)
+    want = reference.search(request)
+    # only BM25's list and the candidates' body carry the stored vectors
+    assert [b["docvalue_fields"] for b in sent[0]] == [
+        ["eq_id", "vec_gcn_v9"],
+        ["eq_id"],
+        ["eq_id", "vec_gcn_v9"],
+    ]
+    assert asked == [dropped]  # the one equation the candidates missed, read apart
+    raw = {h.eq_id: h.explanation.second_stage.fields[0].raw for h in want.hits
+           if h.explanation is not None and h.explanation.second_stage is not None}  # fmt: skip
+    mine = next(h for h in got.hits if h.eq_id == dropped[0])
+    assert mine.explanation is not None and mine.explanation.second_stage is not None
+    assert mine.explanation.second_stage.fields[0].raw == pytest.approx(raw[dropped[0]])
+    assert searcher.rerank_vectors.embedded == 0
 
 
 @pytest.mark.services
