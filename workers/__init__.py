@@ -28,6 +28,8 @@ _LAZY = {
     "process_embedders": "mathsearch.workers.embedding",
     "encoder_card": "mathsearch.runtime.embedders",
     "refusal_totals": "mathsearch.workers.index_job",
+    "FieldPlan": "mathsearch.workers.index_job",
+    "vector_field_plan": "mathsearch.workers.index_job",
 }
 
 
@@ -37,6 +39,7 @@ __getattr__ = lazy_exports(__name__, _LAZY)
 __all__ = [
     "STACK_DUMP_SIGNAL",
     "Embedded",
+    "FieldPlan",
     "IndexJobError",
     "IndexReport",
     "JobSpec",
@@ -57,6 +60,7 @@ __all__ = [
     "reembed",
     "refusal_totals",
     "run_index",
+    "vector_field_plan",
     "watch_shutdown",
     "write_outcome",
 ]

@@ -234,7 +234,7 @@ def run_index(
     client = client or connect(settings)
     size = batch_size or worker_settings.batch_size
     limit = max_queued or worker_settings.max_queued_batches
-    plan = _vector_fields(encoders, rerank, worker_settings)
+    plan = vector_field_plan(encoders, rerank, worker_settings)
     run = _start_job(
         client, index, plan, settings=settings, worker_settings=worker_settings,
         inline=inline, enrich_index=enrich_index,
@@ -256,7 +256,7 @@ def run_index(
 
 
 @dataclass
-class _FieldPlan:
+class FieldPlan:
     """The job's encoders (the primary first, then the second stage's) and their fields."""
 
     names: list[str]
@@ -288,12 +288,15 @@ class _Batches:
     started: float
 
 
-def _vector_fields(
+def vector_field_plan(
     encoders: Sequence[str] | None,
     rerank: Sequence[str] | None,
     worker_settings: WorkerSettings,
-) -> _FieldPlan:
-    """Each encoder's vector field from its model card (the workers load the same models).
+) -> FieldPlan:
+    """The fields a job writes: each encoder's vector field from its model card (the workers
+    load the same models), ``encoders`` (default ``worker_settings.encoders``) as kNN fields,
+    then ``rerank`` (default ``worker_settings.rerank_encoders``) as exact-only ones in
+    ``worker_settings.rerank_storage``, unless a kNN field of the job is theirs already.
 
     Raises:
         MappingError: two encoders of the job write the same field.
@@ -311,13 +314,13 @@ def _vector_fields(
             specs.append(spec)
             fields.append(spec.field)
             names.append(name)
-    return _FieldPlan(names, specs, fields)
+    return FieldPlan(names, specs, fields)
 
 
 def _start_job(
     client: OpenSearch,
     index: str,
-    plan: _FieldPlan,
+    plan: FieldPlan,
     *,
     settings: OpenSearchSettings,
     worker_settings: WorkerSettings,

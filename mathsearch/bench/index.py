@@ -3,8 +3,10 @@
 One run, on the same real equations:
 
 1. each stage alone in one process - parse (featurisation), embed (ONNX Runtime, batches of
-   ``batch_size``) and write (bulk upserts of the finished documents into a fresh index, then a
-   refresh) - the limits the pipeline runs against on this machine;
+   ``batch_size``, every field the pipeline writes: the kNN encoders' and the default profile's
+   second-stage ones, each timed) and write (bulk upserts of the finished documents with those
+   fields into a fresh index, then a refresh) - the limits the pipeline runs against on this
+   machine;
 2. the pipeline end to end: ``inline`` (no broker) and through ``mathsearch worker`` with 1, 2
    and 4 pool processes, each into a fresh index, from the first batch enqueued until the index
    is refreshed (searchable); with the time each stage took, summed over the processes;
@@ -36,10 +38,10 @@ from mathsearch.indexer.records import EquationRecord
 from mathsearch.opensearch.bulk_writer import BulkWriter
 from mathsearch.opensearch.documents import equation_actions
 from mathsearch.opensearch.equation_index import ensure_equation_index
-from mathsearch.opensearch.schema import VectorSpec
 from mathsearch.opensearch.settings import OpenSearchSettings
-from mathsearch.workers.embedding import process_embedder, vectors_of
-from mathsearch.workers.index_job import run_index
+from mathsearch.opensearch.stored_vectors import VectorStorage, encode_column
+from mathsearch.workers.embedding import process_embedders, vectors_of
+from mathsearch.workers.index_job import run_index, vector_field_plan
 from mathsearch.workers.settings import WorkerSettings
 from mathsearch.workers.worker_process import start_worker, stop_worker
 
@@ -47,37 +49,54 @@ logger = logging.getLogger(__name__)
 
 
 def stage_limits(
-    client: OpenSearch, records: Sequence[EquationRecord], settings: OpenSearchSettings, size: int
-) -> dict[str, dict[str, float]]:
-    """Each stage alone in this process: equations/s of parse, embed and write."""
+    client: OpenSearch,
+    records: Sequence[EquationRecord],
+    settings: OpenSearchSettings,
+    size: int,
+    worker_settings: WorkerSettings | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Each stage alone in this process: equations/s of parse, embed and write, over the fields
+    the pipeline writes (:func:`~mathsearch.workers.index_job.vector_field_plan`: the kNN
+    encoders' and the second stage's exact-only ones). ``embed`` is every encoder in turn,
+    with each one's own rate in ``by_field``; ``write`` upserts the documents with all those
+    fields into a fresh index, then refreshes it."""
+    plan = vector_field_plan(None, None, worker_settings or WorkerSettings.from_env())
     featuriser = Featuriser()
     start = time.perf_counter()
     parsed = [p for p in featuriser.parse_batch(records) if isinstance(p, ParsedEquation)]
     parse_s = time.perf_counter() - start
-    encoder = process_embedder()
-    start = time.perf_counter()
-    vectors: list[list[float]] = []
-    for first in range(0, len(parsed), size):
-        chunk = parsed[first : first + size]
-        vectors += vectors_of(encoder, chunk)
-    embed_s = time.perf_counter() - start
+    n = len(parsed)
+    columns: dict[str, list[Any]] = {}
+    by_field: dict[str, float] = {}
+    embed_s = 0.0
+    for spec, encoder in zip(plan.specs, process_embedders(plan.names), strict=True):
+        start = time.perf_counter()
+        vectors: list[list[float]] = []
+        for first in range(0, n, size):
+            vectors += vectors_of(encoder, parsed[first : first + size])
+        seconds = time.perf_counter() - start
+        embed_s += seconds
+        by_field[spec.field] = round(n / seconds, 1)
+        if spec.exact_only:  # as the workers write them: encoded bytes
+            columns[spec.field] = encode_column(vectors, VectorStorage.parse(spec.storage))
+        else:
+            columns[spec.field] = vectors
     alias = f"{settings.index_prefix}-bench-write-{uuid.uuid4().hex[:6]}"
-    spec = VectorSpec.from_card(encoder.card)
-    ensure_equation_index(client, alias, [spec], settings)
+    ensure_equation_index(client, alias, plan.specs, settings)
     docs = [p.to_dict() for p in parsed]
     try:
         start = time.perf_counter()
-        BulkWriter(client, settings, refresh="end").write(
-            equation_actions(alias, docs, {spec.field: vectors})
-        )
+        BulkWriter(client, settings, refresh="end").write(equation_actions(alias, docs, columns))
         write_s = time.perf_counter() - start
     finally:
         _drop(client, alias)
-    n = len(parsed)
-    return {
+    out: dict[str, dict[str, Any]] = {
         name: {"equations": n, "seconds": round(s, 3), "eq_per_s": round(n / s, 1)}
         for name, s in (("parse", parse_s), ("embed", embed_s), ("write", write_s))
     }
+    out["embed"]["by_field"] = by_field
+    out["write"]["fields"] = list(plan.fields)
+    return out
 
 
 def pipeline_run(
@@ -150,7 +169,7 @@ def run_bench_index(
         "cpus": os.cpu_count(),
         "cpu": describe_cpu().as_dict(),
         "batch_size": batch_size,
-        "stage_limits": stage_limits(client, records, settings, batch_size),
+        "stage_limits": stage_limits(client, records, settings, batch_size, worker_settings),
         "runs": [],
     }
     for count in (None, *processes):
@@ -182,7 +201,10 @@ def format_bench_index(report: dict[str, Any]) -> str:
         lines.append(f"cpu: {report['cpu']['summary']}")
     lines.append("each stage alone, one process (equations/s):")
     for name, row in report["stage_limits"].items():
-        lines.append(f"  {name:<6} {row['eq_per_s']:>8.1f}")
+        fields = row.get("by_field") or {}
+        each = ", ".join(f"{field} {rate:.1f}" for field, rate in fields.items())
+        detail = f"  ({each})" if len(fields) > 1 else ""
+        lines.append(f"  {name:<6} {row['eq_per_s']:>8.1f}{detail}")
     lines.append("end to end, LaTeX to searchable:")
     lines.append("  processes  eq/s    seconds  written  failed  stage seconds (all processes)")
     for run in report["runs"]:

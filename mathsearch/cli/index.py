@@ -528,10 +528,12 @@ def add_bench_index(bench_cmds: Any) -> None:
         "index",
         help="equations/s from LaTeX to searchable: inline, 1/2/4 worker processes, pya0",
         description="Index the same real equations with each stage alone (parse, embed, "
-        "write: the limits on this machine), end to end inline and through `mathsearch "
-        "worker` with 1, 2 and 4 pool processes (each into a fresh index, until it is "
-        "searchable), and with Approach Zero (pya0) on the same disk; report equations/s, where "
-        "the time goes and the ratio. Needs the stack up and pya0 (the `bench` extra).",
+        "write: the limits on this machine, over every field the workers write - the kNN "
+        "encoders' and the second stage's, each encoder's embedding rate apart), end to end "
+        "inline and through `mathsearch worker` with 1, 2 and 4 pool processes (each into a "
+        "fresh index, until it is searchable), and with Approach Zero (pya0) on the same "
+        "disk; report equations/s, where the time goes and the ratio. Needs the stack up and "
+        "pya0 (the `bench` extra).",
         epilog=textwrap.dedent("""\
             examples:
               mathsearch bench index

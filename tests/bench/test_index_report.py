@@ -1,12 +1,20 @@
-"""``mathsearch bench index``'s table (format_bench_index): every figure of the report, and the
-CPU it ran on."""
+"""``mathsearch bench index``: its table (format_bench_index; every figure of the report, and
+the CPU it ran on) and, against the real node, the stage limits over every field the pipeline
+writes."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from mathsearch.bench.index import format_bench_index
+import pytest
+from opensearchpy import OpenSearch
+
+from mathsearch.bench.index import format_bench_index, stage_limits
 from mathsearch.core.machine import describe_cpu
+from mathsearch.opensearch import OpenSearchSettings
+from mathsearch.stack.demo import demo_records
+from mathsearch.workers.index_job import vector_field_plan
+from mathsearch.workers.settings import WorkerSettings
 
 
 def _report(cpuinfo: Path) -> dict:
@@ -60,3 +68,33 @@ def test_a_report_without_the_cpu_still_formats(tmp_path: Path) -> None:
     del report["cpu"]  # a report written before the field existed
     table = format_bench_index(report)
     assert "cpu:" not in table and table.splitlines()[1].startswith("each stage alone")
+
+
+def test_the_table_gives_each_fields_embedding_rate_when_there_are_several(
+    tmp_path: Path,
+) -> None:
+    report = _report(tmp_path / "missing")
+    report["stage_limits"]["embed"]["by_field"] = {"vec_gcn_v7": 2100.0, "vec_gcn_v9_int8": 1800.5}
+    lines = format_bench_index(report).splitlines()
+    assert "  embed    1073.2  (vec_gcn_v7 2100.0, vec_gcn_v9_int8 1800.5)" in lines
+
+
+@pytest.mark.services
+def test_each_stage_alone_embeds_and_writes_every_field_the_pipeline_writes(
+    client: OpenSearch, settings: OpenSearchSettings
+) -> None:
+    """The stage limits measure the same work as the pipeline: the kNN field and the default
+    profile's second-stage fields, each embedded and written."""
+    parsed, _ = demo_records()
+    records = [p.record for p in parsed[:40]]
+    workers = WorkerSettings.from_env()
+    plan = vector_field_plan(None, None, workers)
+    assert len(plan.fields) >= 2  # gcn-v7's kNN field and the second stage's
+    limits = stage_limits(client, records, settings, 16, workers)
+    assert set(limits["embed"]["by_field"]) == set(plan.fields) == set(limits["write"]["fields"])
+    assert all(rate > 0 for rate in limits["embed"]["by_field"].values())
+    # every encoder in turn: the whole stage is slower than its fastest encoder alone
+    assert limits["embed"]["eq_per_s"] < max(limits["embed"]["by_field"].values())
+    assert limits["parse"]["equations"] == limits["write"]["equations"] == 40
+    leftover = client.indices.get(index=f"{settings.index_prefix}-bench-write-*")
+    assert not leftover  # the write stage's index is dropped
