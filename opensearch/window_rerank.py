@@ -502,9 +502,7 @@ def rerank_fused(
     if unread and stored:  # listed by kNN, not among the candidates' hits: read them now
         logger.info("%d window equations outside the candidates' hits: read apart", len(unread))
         for doc, found in ctx.doc_values_of(unread, stored).items():
-            for name in stored:
-                if found.get(name):
-                    values.setdefault(doc, {})[name] = str(found[name][0])
+            _collect(values, doc, {"fields": found}, stored)
     warnings: list[str] = []
     encoders = _encoders(ctx, request, vectors, dict(query_vectors()), warnings)
     ids = [item.doc_id for item in window]
