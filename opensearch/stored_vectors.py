@@ -27,7 +27,7 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -42,6 +42,7 @@ __all__ = [
     "cosines01",
     "decode_vectors",
     "encode_column",
+    "encode_stored",
     "encode_vector",
     "stored_bytes",
     "stored_mapping",
@@ -126,6 +127,23 @@ def encode_column(
         value if value is None or isinstance(value, str) else encode_vector(value, storage)
         for value in column
     ]
+
+
+def encode_stored(
+    columns: Mapping[str, Sequence[Sequence[float] | str | None]],
+    stored: Mapping[str, str | VectorStorage],
+) -> dict[str, Sequence[Sequence[float] | str | None]]:
+    """A batch's vectors by field as they are written: the exact-only fields of ``stored``
+    (field -> storage) encoded (:func:`encode_column`), the kNN fields' float lists as they are.
+
+    >>> encode_stored({"vec_a": [[0.6, -0.8]], "vec_b": [[1.0, 0.0]]}, {"vec_b": "float16"})
+    {'vec_a': [[0.6, -0.8]], 'vec_b': ['ADwAAA==']}
+    """
+    out: dict[str, Sequence[Sequence[float] | str | None]] = dict(columns)
+    for name, storage in stored.items():
+        if name in out:
+            out[name] = encode_column(out[name], VectorStorage.parse(storage))
+    return out
 
 
 def decode_vectors(

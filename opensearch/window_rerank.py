@@ -487,18 +487,18 @@ def rerank_fused(
             if n == 0:
                 _collect(values, doc, hit, stored)
         lists.append(ranked)
-    exact = dict(lists[0])  # BM25's own list: the exact scores of its top depth
-    read = set(exact)  # the equations whose stored vectors came back
+    # BM25's own list (the exact scores of its top depth), then the candidates': the equations
+    # whose exact BM25 and stored vectors came back
+    exact = dict(lists[0])
     for hit in responses[-1]["hits"]["hits"]:
         doc = hit_id(hit, ids_from)
         exact.setdefault(doc, float(hit["_score"] or 0.0))
         _collect(values, doc, hit, stored)
-        read.add(doc)
     listed = time.perf_counter()
     fused = spec.fuse(lists, request, plan, request.k)  # the first stage's top k, as its own
     size = min(request.rerank_window, len(fused))
     window, rest = fused[:size], fused[size:]
-    unread = [item.doc_id for item in window if item.doc_id not in read]
+    unread = [item.doc_id for item in window if item.doc_id not in exact]
     if unread and stored:  # listed by kNN, not among the candidates' hits: read them now
         logger.info("%d window equations outside the candidates' hits: read apart", len(unread))
         for doc, found in ctx.doc_values_of(unread, stored).items():

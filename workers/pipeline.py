@@ -49,7 +49,7 @@ from mathsearch.opensearch.bulk_writer import BulkWriter
 from mathsearch.opensearch.documents import equation_actions, failure_actions, failure_id
 from mathsearch.opensearch.enrichment import enrichment_actions, group_by_document
 from mathsearch.opensearch.settings import OpenSearchSettings
-from mathsearch.opensearch.stored_vectors import VectorStorage, encode_column
+from mathsearch.opensearch.stored_vectors import encode_stored
 from mathsearch.runtime.embedder_base import Embedder, EmbedRefusal
 from mathsearch.runtime.families import needs_prefix
 from mathsearch.workers import metrics
@@ -301,10 +301,7 @@ def write_outcome(
     writer = BulkWriter(client, settings, refresh="false")
     given = dict(vectors) if isinstance(vectors, Mapping) else {job.vector_field: vectors}
     primary = given.get(job.vector_field) or []
-    columns: dict[str, Sequence[Sequence[float] | str | None]] = dict(given)
-    for name, storage in job.stored.items():  # exact-only fields hold encoded bytes
-        if name in given:
-            columns[name] = encode_column(given[name], VectorStorage.parse(storage))
+    columns = encode_stored(given, job.stored)  # exact-only fields hold encoded bytes
     # one bad action must not sink a bulk request: strings become valid UTF-8 (lone surrogates
     # -> U+FFFD) and ids storable (OpenSearch validates ids per request, not per item)
     parsed = [writable(item) for item in parsed]

@@ -38,6 +38,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from mathsearch.stack.node import MAIN_CLASS
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
@@ -53,8 +55,6 @@ __all__ = [
 
 #: The groups of processes a sample reads, in report order.
 GROUPS = ("server", "opensearch", "load")
-#: The main class on an OpenSearch node's command line (as :mod:`mathsearch.stack.node` finds it).
-OPENSEARCH_MAIN_CLASS = b"org.opensearch.bootstrap.OpenSearch"
 PROC = Path("/proc")
 
 
@@ -106,7 +106,8 @@ def process_tree(pid: int) -> list[int]:
 
 
 def opensearch_pids() -> list[int]:
-    """The OpenSearch nodes (JVMs) running on this machine."""
+    """The OpenSearch nodes (JVMs with :data:`mathsearch.stack.node.MAIN_CLASS` on their command
+    line, as the stack finds its own) running on this machine."""
     found = []
     try:
         entries = [p for p in PROC.iterdir() if p.name.isdigit()]
@@ -114,7 +115,7 @@ def opensearch_pids() -> list[int]:
         return []
     for entry in entries:
         try:
-            if OPENSEARCH_MAIN_CLASS in (entry / "cmdline").read_bytes():
+            if MAIN_CLASS in (entry / "cmdline").read_bytes():
                 found.append(int(entry.name))
         except OSError:
             continue

@@ -39,7 +39,7 @@ from mathsearch.opensearch.bulk_writer import BulkWriter
 from mathsearch.opensearch.documents import equation_actions
 from mathsearch.opensearch.equation_index import ensure_equation_index
 from mathsearch.opensearch.settings import OpenSearchSettings
-from mathsearch.opensearch.stored_vectors import VectorStorage, encode_column
+from mathsearch.opensearch.stored_vectors import encode_stored
 from mathsearch.workers.embedding import process_embedders, vectors_of
 from mathsearch.workers.index_job import run_index, vector_field_plan
 from mathsearch.workers.settings import WorkerSettings
@@ -66,7 +66,7 @@ def stage_limits(
     parsed = [p for p in featuriser.parse_batch(records) if isinstance(p, ParsedEquation)]
     parse_s = time.perf_counter() - start
     n = len(parsed)
-    columns: dict[str, list[Any]] = {}
+    columns: dict[str, list[list[float]]] = {}
     by_field: dict[str, float] = {}
     embed_s = 0.0
     for spec, encoder in zip(plan.specs, process_embedders(plan.names), strict=True):
@@ -77,16 +77,15 @@ def stage_limits(
         seconds = time.perf_counter() - start
         embed_s += seconds
         by_field[spec.field] = round(n / seconds, 1)
-        if spec.exact_only:  # as the workers write them: encoded bytes
-            columns[spec.field] = encode_column(vectors, VectorStorage.parse(spec.storage))
-        else:
-            columns[spec.field] = vectors
+        columns[spec.field] = vectors
     alias = f"{settings.index_prefix}-bench-write-{uuid.uuid4().hex[:6]}"
     ensure_equation_index(client, alias, plan.specs, settings)
     docs = [p.to_dict() for p in parsed]
     try:
         start = time.perf_counter()
-        BulkWriter(client, settings, refresh="end").write(equation_actions(alias, docs, columns))
+        stored = {spec.field: spec.storage for spec in plan.specs if spec.exact_only}
+        actions = equation_actions(alias, docs, encode_stored(columns, stored))  # as workers do
+        BulkWriter(client, settings, refresh="end").write(actions)
         write_s = time.perf_counter() - start
     finally:
         _drop(client, alias)

@@ -118,17 +118,13 @@ def _with_model_hint(message: str, index_fields: Collection[str], wanted: str) -
     >>> _with_model_hint("no field", {"vec_figure_v1", "vec_gcn_v7"}, "vec_figure_v2")
     'no field; search it with --model figure-v1.onnx'
     """
-    from mathsearch.runtime.model_card import model_name_of_field
+    from mathsearch.runtime.model_card import model_of_field
 
-    written = [
-        name
-        for name in map(model_name_of_field, index_fields)
-        if name and name.startswith("figure-v")
-    ]
+    written = [m for m in map(model_of_field, index_fields) if m and m.family == "figure"]
     if wanted in index_fields or not written:
         return message
-    newest = max(written, key=lambda name: int(name.split("-")[1][1:]))  # figure-v<N>[-...]
-    return f"{message}; search it with --model {newest}.onnx"
+    newest = max(written, key=lambda model: model.version)
+    return f"{message}; search it with --model {newest.name}.onnx"
 
 
 def _search(args: argparse.Namespace) -> int:

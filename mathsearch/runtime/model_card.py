@@ -38,7 +38,7 @@ import os
 import re
 from dataclasses import MISSING, asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from mathsearch.runtime.errors import ModelCardError
 
@@ -46,12 +46,14 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "SIMILARITIES",
+    "FieldModel",
     "ModelCard",
     "beside",
     "card_path",
     "file_sha256",
     "load_card",
     "model_name_of_field",
+    "model_of_field",
 ]
 
 SIMILARITIES = ("dot", "cosine")
@@ -59,6 +61,33 @@ SIMILARITIES = ("dot", "cosine")
 _SPACE_TYPES = {"dot": "innerproduct", "cosine": "cosinesimil"}
 #: ``vec_<family>_v<version>[_<precision>]`` (:attr:`ModelCard.vector_field`).
 _FIELD = re.compile(r"vec_([a-z0-9]+)_v(\d+)(?:_([a-z0-9]+))?")
+
+
+class FieldModel(NamedTuple):
+    """The model a vector field comes from (``vec_<family>_v<version>[_<precision>]``)."""
+
+    family: str
+    version: int
+    precision: str | None = None
+
+    @property
+    def name(self) -> str:
+        """``gcn-v7``, ``gcn-v7-int8``."""
+        return f"{self.family}-v{self.version}" + (f"-{self.precision}" if self.precision else "")
+
+
+def model_of_field(field: str) -> FieldModel | None:
+    """The family, version and precision of the model whose vectors ``field`` holds (the
+    inverse of :attr:`ModelCard.vector_field`); None for another name.
+
+    >>> model_of_field("vec_gcn_v7_int8")
+    FieldModel(family='gcn', version=7, precision='int8')
+    """
+    match = _FIELD.fullmatch(field)
+    if match is None:
+        return None
+    family, version, precision = match.groups()
+    return FieldModel(family, int(version), precision)
 
 
 def model_name_of_field(field: str) -> str | None:
@@ -70,11 +99,8 @@ def model_name_of_field(field: str) -> str | None:
     >>> model_name_of_field("math.vector") is None
     True
     """
-    match = _FIELD.fullmatch(field)
-    if match is None:
-        return None
-    family, version, precision = match.groups()
-    return f"{family}-v{version}" + (f"-{precision}" if precision else "")
+    model = model_of_field(field)
+    return model.name if model is not None else None
 
 
 def beside(model_path: str | os.PathLike[str], suffix: str) -> Path:
